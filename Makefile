@@ -1,0 +1,36 @@
+# Quick start:  make demo   (install into .venv and split a bundled sample)
+#               make test   (install with test extras and run the test suite)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SAMPLE := samples/mlp_sgd
+DEMO_OUT := demo-out
+
+.PHONY: demo test install install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+demo: install
+	@echo "== the sample program (samples/mlp_sgd: fc 1000->1000 relu -> fc 1, square error, SGD) =="
+	$(BIN)/pstranspile show $(SAMPLE)/main.pb
+	@echo
+	@echo "== split it for 2 pservers and 2 trainers (configs/two_pservers.yaml) =="
+	$(BIN)/pstranspile split $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/two_pservers.yaml --out $(DEMO_OUT) --force
+	@echo
+	@echo "== the trainer program (optimizer gone, send/recv in its place) =="
+	$(BIN)/pstranspile show $(DEMO_OUT)/trainer_0/main.pb --block 0
+
+test: install-test
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) *.egg-info

@@ -1,0 +1,13 @@
+"""pstranspile: parameter-server transpilation of PaddlePaddle programs.
+
+    from transpile import load, save, split, load_config
+    result = split(load("main.pb"), load("startup.pb"), load_config("cluster.yaml"))
+"""
+from .config import ClusterConfig, load_config
+from .program import Attr, Block, Op, Program, Var
+from .programio import load, save
+from .result import SplitResult
+from .split import split
+
+__all__ = ["Attr", "Block", "ClusterConfig", "Op", "Program", "SplitResult", "Var", "load",
+           "load_config", "save", "split"]

@@ -1,0 +1,236 @@
+"""The cluster config: YAML in, a validated frozen ClusterConfig out.
+
+Every error names the file, the key and (where YAML gives one) the line.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass
+from typing import Any, Optional, Union
+
+from .errors import ConfigError
+
+MODES = ("sync", "async", "half_async", "geo")
+STYLES = ("fleet", "classic")
+SPLIT_METHODS = ("round_robin", "hash_name")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    pservers: tuple
+    trainers: int = 1
+    trainer_id: Union[int, str] = 0      # an int in [0, trainers) or "all"
+    mode: str = "sync"
+    style: str = "fleet"
+    slice_var_up: bool = True
+    min_block_size: int = 8192
+    split_method: str = "round_robin"
+    geo_push_nums: int = 100
+
+    def trainer_ids(self) -> list[int]:
+        """The trainer ids this config asks for."""
+        if self.trainer_id == "all":
+            return list(range(self.trainers))
+        return [int(self.trainer_id)]
+
+    @property
+    def sync_mode(self) -> bool:
+        return self.mode == "sync"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["pservers"] = list(self.pservers)
+        return d
+
+
+FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
+          "min_block_size", "split_method", "geo_push_nums")
+
+
+class _LineLoader:
+    """Builds a SafeLoader that remembers the line of every top-level key."""
+
+    @staticmethod
+    def load(text: str):
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        lines: dict = {}
+
+        def construct_mapping(loader, node, deep=False):
+            mapping = {}
+            for key_node, value_node in node.value:
+                key = loader.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:
+                    raise ConfigError("line %d: a key must be a plain name"
+                                      % (key_node.start_mark.line + 1)) from None
+                if node is root_holder.get("root") and key in mapping:
+                    raise ConfigError("line %d: key %r appears twice"
+                                      % (key_node.start_mark.line + 1, key))
+                mapping[key] = loader.construct_object(value_node, deep=True)
+                if node is root_holder.get("root"):
+                    lines[key] = key_node.start_mark.line + 1
+            return mapping
+
+        root_holder: dict = {}
+        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+        loader = Loader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, lines
+            root_holder["root"] = node
+            return loader.construct_document(node), lines
+        finally:
+            loader.dispose()
+
+
+def _line(lines, key):
+    return " (line %d)" % lines[key] if key in lines else ""
+
+
+def load_config_text(text: str, source: str = "<config>") -> ClusterConfig:
+    """Parse and validate YAML text; errors are ConfigError('<source>: ...')."""
+    import yaml
+    try:
+        data, lines = _LineLoader.load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError("%s: YAML syntax error%s: %s" % (source, where, problem)) from None
+    except ConfigError as e:
+        raise ConfigError("%s: %s" % (source, e.message)) from None
+    except (ValueError, RecursionError) as e:
+        raise ConfigError("%s: cannot read YAML: %s" % (source, e)) from None
+    if data is None:
+        raise ConfigError("%s: the config is empty (it needs at least `pservers:`)" % source)
+    if not isinstance(data, dict):
+        raise ConfigError("%s: the config must be a mapping of keys (pservers:, trainers:, ...), "
+                          "not a %s" % (source, type(data).__name__))
+    return from_dict(data, source, lines)
+
+
+def load_config(path: str) -> ClusterConfig:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ConfigError("%s: no such file" % path) from None
+    except IsADirectoryError:
+        raise ConfigError("%s: is a directory, not a config file" % path) from None
+    except OSError as e:
+        raise ConfigError("%s: cannot read (%s)" % (path, e.strerror or e)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError("%s: not UTF-8 text (byte %d)" % (path, e.start)) from None
+    return load_config_text(text, path)
+
+
+def _err(source, key, lines, msg):
+    return ConfigError("%s: %s%s: %s" % (source, key, _line(lines, key), msg))
+
+
+def _int(data, key, source, lines, minimum):
+    v = data[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _err(source, key, lines, "expected an integer, got %r" % (v,))
+    if v < minimum:
+        raise _err(source, key, lines, "must be >= %d, got %d" % (minimum, v))
+    return v
+
+
+def _choice(data, key, source, lines, choices):
+    v = data[key]
+    if not isinstance(v, str) or v not in choices:
+        raise _err(source, key, lines, "must be one of %s, got %r" % (", ".join(choices), v))
+    return v
+
+
+def parse_endpoint(ep: Any) -> Optional[str]:
+    """The reason an endpoint is malformed, or None when it is a valid host:port."""
+    if not isinstance(ep, str):
+        return "expected a \"host:port\" string, got %r" % (ep,)
+    host, sep, port = ep.rpartition(":")
+    if not sep or not host:
+        return "%r is not host:port" % ep
+    if any(c.isspace() for c in ep) or "/" in host:
+        return "%r is not host:port" % ep
+    if not port.isdigit():
+        return "%r: the port must be a number" % ep
+    if not 1 <= int(port) <= 65535:
+        return "%r: the port must be in 1-65535" % ep
+    return None
+
+
+def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None) -> ClusterConfig:
+    lines = lines or {}
+    for key in data:
+        if key not in FIELDS:
+            close = difflib.get_close_matches(str(key), FIELDS, n=1)
+            hint = "; did you mean %r?" % close[0] if close else \
+                "; known keys: %s" % ", ".join(FIELDS)
+            raise ConfigError("%s: unknown key %r%s%s" % (source, key, _line(lines, key), hint))
+    if "pservers" not in data:
+        raise ConfigError("%s: pservers: missing (a list of host:port endpoints)" % source)
+    eps = data["pservers"]
+    if isinstance(eps, str):
+        eps = [e.strip() for e in eps.split(",") if e.strip()]
+    if not isinstance(eps, list):
+        raise _err(source, "pservers", lines, "expected a list of host:port, got %r" % (eps,))
+    if not eps:
+        raise _err(source, "pservers", lines, "the list is empty (at least one endpoint)")
+    for ep in eps:
+        why = parse_endpoint(ep)
+        if why:
+            raise _err(source, "pservers", lines, why)
+    seen = set()
+    for ep in eps:
+        if ep in seen:
+            raise _err(source, "pservers", lines, "%r is listed twice" % ep)
+        seen.add(ep)
+    kw: dict = {"pservers": tuple(eps)}
+    if "trainers" in data:
+        kw["trainers"] = _int(data, "trainers", source, lines, 1)
+    trainers = kw.get("trainers", 1)
+    if "trainer_id" in data:
+        tid = data["trainer_id"]
+        if tid != "all":
+            tid = _int(data, "trainer_id", source, lines, 0)
+            if tid >= trainers:
+                raise _err(source, "trainer_id", lines,
+                           "%d is out of range: trainers is %d, so ids are 0..%d"
+                           % (tid, trainers, trainers - 1))
+        kw["trainer_id"] = tid
+    if "mode" in data:
+        kw["mode"] = _choice(data, "mode", source, lines, MODES)
+    if "style" in data:
+        kw["style"] = _choice(data, "style", source, lines, STYLES)
+    if "slice_var_up" in data:
+        if not isinstance(data["slice_var_up"], bool):
+            raise _err(source, "slice_var_up", lines,
+                       "expected true or false, got %r" % (data["slice_var_up"],))
+        kw["slice_var_up"] = data["slice_var_up"]
+    if "min_block_size" in data:
+        kw["min_block_size"] = _int(data, "min_block_size", source, lines, 1)
+    if "split_method" in data:
+        kw["split_method"] = _choice(data, "split_method", source, lines, SPLIT_METHODS)
+    if "geo_push_nums" in data:
+        kw["geo_push_nums"] = _int(data, "geo_push_nums", source, lines, 1)
+    return ClusterConfig(**kw)
+
+
+def with_trainer_id(cfg: ClusterConfig, trainer_id) -> ClusterConfig:
+    """The config with trainer_id replaced (an int or "all"), validated against trainers."""
+    from dataclasses import replace
+    if trainer_id != "all":
+        if not 0 <= int(trainer_id) < cfg.trainers:
+            raise ConfigError("--trainer-id %s is out of range: trainers is %d, so ids are 0..%d"
+                              % (trainer_id, cfg.trainers, cfg.trainers - 1))
+        trainer_id = int(trainer_id)
+    return replace(cfg, trainer_id=trainer_id)

@@ -1,0 +1,89 @@
+"""Writing a split's output folder atomically.
+
+Everything is written to a temporary sibling folder first; only when all of it succeeded is it
+moved into place. A failure (or Ctrl-C) leaves the previous folder as it was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from typing import Callable
+
+from .errors import UserError
+
+# Entries of an output folder that a split owns (and replaces under --force).
+_OWNED = re.compile(r"^(trainer_\d+|pserver_.+|plan\.json|report\.md)$")
+
+
+def is_owned(name: str) -> bool:
+    return bool(_OWNED.match(name))
+
+
+def check_target(out_dir: str, force: bool) -> None:
+    """Refuse an existing non-empty folder without --force, and anything that is not a folder."""
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError("%s: exists and is not a folder" % out_dir)
+    if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
+        raise UserError("%s: folder exists and is not empty (use --force to replace the split in "
+                        "it)" % out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    if not os.path.isdir(parent):
+        raise UserError("%s: parent folder %s does not exist" % (out_dir, parent))
+
+
+def write_tree(out_dir: str, files: dict[str, bytes], force: bool,
+               before_commit: Callable[[], None] | None = None) -> None:
+    """Write {relative path: bytes} as the folder `out_dir`, atomically.
+
+    With force, entries of an existing folder that a split owns are replaced; other entries are
+    kept. Nothing outside out_dir is touched except the temporary siblings, which are removed.
+    """
+    check_target(out_dir, force)
+    out_abs = os.path.abspath(out_dir)
+    parent = os.path.dirname(out_abs)
+    base = os.path.basename(out_abs)
+    tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % base, dir=parent)
+    try:
+        for rel in sorted(files):
+            path = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(files[rel])
+        if before_commit:
+            before_commit()
+        _commit(tmp, out_abs)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _commit(tmp: str, out_abs: str) -> None:
+    if not os.path.isdir(out_abs):
+        os.rename(tmp, out_abs)
+        return
+    if not os.listdir(out_abs):
+        os.rmdir(out_abs)
+        os.rename(tmp, out_abs)
+        return
+    parent = os.path.dirname(out_abs)
+    old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_abs), dir=parent)
+    os.rmdir(old)
+    os.rename(out_abs, old)
+    try:
+        os.rename(tmp, out_abs)
+    except BaseException:
+        os.rename(old, out_abs)
+        raise
+    # keep what the user had in the folder that is not part of a split
+    for name in sorted(os.listdir(old)):
+        if not is_owned(name) and not os.path.lexists(os.path.join(out_abs, name)):
+            os.rename(os.path.join(old, name), os.path.join(out_abs, name))
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def json_bytes(obj) -> bytes:
+    """Deterministic JSON: sorted keys, fixed indent, trailing newline."""
+    return (json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")

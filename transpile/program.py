@@ -1,0 +1,316 @@
+"""The in-memory program model: Program -> Block -> Op / Var.
+
+Plain dataclasses, with no protobuf in sight (transpile/proto.py converts). The model keeps every
+field of the wire format, including whether an optional field was set at all, so that a program
+read and written again is byte-identical.
+
+Passes treat a Program they are given as read-only: they build new blocks and ops (sharing the
+unchanged ones) rather than editing in place. `Program.copy()` gives a deep copy where a pass
+needs one.
+"""
+from __future__ import annotations
+
+import copy as _copy
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+# Which Attr message field holds the value for each AttrType.
+ATTR_FIELD = {
+    "INT": "i", "FLOAT": "f", "STRING": "s", "INTS": "ints", "FLOATS": "floats",
+    "STRINGS": "strings", "BOOLEAN": "b", "BOOLEANS": "bools", "BLOCK": "block_idx",
+    "LONG": "l", "BLOCKS": "blocks_idx", "LONGS": "longs", "FLOAT64S": "float64s",
+    "VAR": "var_name", "VARS": "vars_name", "FLOAT64": "float64", "SCALAR": "scalar",
+    "SCALARS": "scalars"}
+
+# Bytes per element of the tensor dtypes.
+DTYPE_BYTES = {"BOOL": 1, "INT16": 2, "INT32": 4, "INT64": 8, "FP16": 2, "FP32": 4, "FP64": 8,
+               "SIZE_T": 8, "UINT8": 1, "INT8": 1, "BF16": 2, "COMPLEX64": 8, "COMPLEX128": 16}
+
+# Where the tensor description of each var kind lives in VarType.
+KIND_SLOT = {"LOD_TENSOR": "lod_tensor", "SELECTED_ROWS": "selected_rows",
+             "LOD_TENSOR_ARRAY": "tensor_array", "STRING": "string", "STRINGS": "strings",
+             "VOCAB": "vocab", "SPARSE_COO": "sparse_coo", "SPARSE_CSR": "sparse_csr"}
+
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+@dataclass
+class Attr:
+    """An op attribute: its AttrType name and its value.
+
+    BLOCK values are block indices, BLOCKS lists of them. `extra` holds any other Attr message
+    fields that were set in the input (rare; kept only so round trips are lossless).
+    """
+    type: str
+    value: Any
+    extra: tuple = ()
+
+    @staticmethod
+    def infer(value: Any) -> "Attr":
+        """An Attr for a plain Python value (bool, int, float, str, or a list of one of those)."""
+        if isinstance(value, bool):
+            return Attr("BOOLEAN", value)
+        if isinstance(value, int):
+            return Attr("INT" if _INT32[0] <= value <= _INT32[1] else "LONG", value)
+        if isinstance(value, float):
+            return Attr("FLOAT", value)
+        if isinstance(value, str):
+            return Attr("STRING", value)
+        if isinstance(value, (list, tuple)):
+            items = list(value)
+            if items and all(isinstance(x, bool) for x in items):
+                return Attr("BOOLEANS", items)
+            if items and all(isinstance(x, int) and not isinstance(x, bool) for x in items):
+                big = any(not _INT32[0] <= x <= _INT32[1] for x in items)
+                return Attr("LONGS" if big else "INTS", items)
+            if items and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                             for x in items):
+                return Attr("FLOATS", [float(x) for x in items])
+            if all(isinstance(x, str) for x in items):
+                return Attr("STRINGS", items)
+        raise TypeError("cannot infer an attr type for %r" % (value,))
+
+
+@dataclass
+class Op:
+    """An operator: type, input and output slots (slot -> argument names, in file order), attrs."""
+    type: str
+    inputs: dict[str, list[str]] = field(default_factory=dict)
+    outputs: dict[str, list[str]] = field(default_factory=dict)
+    attrs: dict[str, Attr] = field(default_factory=dict)
+    is_target: Optional[bool] = None
+    # earlier occurrences of attr names the file repeats: ((position, name, Attr), ...)
+    dup_attrs: tuple = ()
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self.attrs.get(name)
+        return default if a is None else a.value
+
+    def set_attr(self, name: str, value: Any, type: Optional[str] = None) -> None:
+        """Set an attr; the AttrType is kept when the attr exists, else given or inferred."""
+        old = self.attrs.get(name)
+        if type is None and old is not None:
+            type = old.type
+        self.attrs[name] = Attr(type, value) if type else Attr.infer(value)
+
+    def input(self, slot: str) -> list[str]:
+        return self.inputs.get(slot, [])
+
+    def output(self, slot: str) -> list[str]:
+        return self.outputs.get(slot, [])
+
+    def input_names(self) -> list[str]:
+        return [a for args in self.inputs.values() for a in args]
+
+    def output_names(self) -> list[str]:
+        return [a for args in self.outputs.values() for a in args]
+
+    def block_refs(self) -> list[int]:
+        """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
+        refs = []
+        for a in self.attrs.values():
+            if a.type == "BLOCK":
+                refs.append(a.value)
+            elif a.type == "BLOCKS":
+                refs.extend(a.value)
+        return refs
+
+    def copy(self) -> "Op":
+        return Op(self.type, {k: list(v) for k, v in self.inputs.items()},
+                  {k: list(v) for k, v in self.outputs.items()},
+                  {k: Attr(a.type, _copy.copy(a.value), a.extra) for k, a in self.attrs.items()},
+                  self.is_target, self.dup_attrs)
+
+
+@dataclass
+class TensorDesc:
+    dtype: str          # a VarType.Type name such as "FP32"
+    dims: tuple = ()
+
+
+@dataclass
+class VarType:
+    """VarType: the kind (LOD_TENSOR, SELECTED_ROWS, ...) and its tensor description(s).
+
+    `descs` maps the VarType field that was set ("lod_tensor", "selected_rows", ...) to
+    (TensorDesc, lod_level or None when unset). Usually one entry, none for kinds such as
+    FEED_MINIBATCH.
+    """
+    type: str
+    descs: dict = field(default_factory=dict)
+    reader: Optional[tuple] = None          # READER: ((TensorDesc, lod_level), ...)
+    tuple_types: Optional[tuple] = None     # TUPLE: element type names
+
+    def _main(self):
+        slot = KIND_SLOT.get(self.type)
+        if slot in self.descs:
+            return self.descs[slot]
+        return next(iter(self.descs.values()), None)
+
+    @property
+    def dtype(self) -> Optional[str]:
+        d = self._main()
+        return d[0].dtype if d else None
+
+    @property
+    def shape(self) -> Optional[tuple]:
+        d = self._main()
+        return d[0].dims if d else None
+
+    @property
+    def lod_level(self) -> Optional[int]:
+        d = self._main()
+        return d[1] if d else None
+
+
+@dataclass
+class VarAttr:
+    name: str
+    type: str
+    i: Optional[int] = None
+    s: Optional[str] = None
+    ints: tuple = ()
+
+
+@dataclass
+class Var:
+    """A variable. The bool flags are None when the file did not set them (read as False)."""
+    name: str
+    type: VarType
+    persistable: Optional[bool] = None
+    need_check_feed: Optional[bool] = None
+    is_parameter: Optional[bool] = None
+    stop_gradient: Optional[bool] = None
+    attrs: tuple = ()
+
+    @staticmethod
+    def tensor(name: str, dtype: str, shape, *, kind: str = "LOD_TENSOR",
+               lod_level: Optional[int] = 0, persistable: Optional[bool] = None,
+               **flags) -> "Var":
+        """A new tensor var (LOD_TENSOR, SELECTED_ROWS, LOD_TENSOR_ARRAY ...)."""
+        slot = KIND_SLOT[kind]
+        lod = None if slot in ("selected_rows", "string", "strings", "vocab", "sparse_coo",
+                               "sparse_csr") else lod_level
+        vt = VarType(kind, {slot: (TensorDesc(dtype, tuple(int(d) for d in shape)), lod)})
+        return Var(name, vt, persistable=persistable, **flags)
+
+    @property
+    def kind(self) -> str:
+        return self.type.type
+
+    @property
+    def dtype(self) -> Optional[str]:
+        return self.type.dtype
+
+    @property
+    def shape(self) -> Optional[tuple]:
+        return self.type.shape
+
+    @property
+    def lod_level(self) -> Optional[int]:
+        return self.type.lod_level
+
+    @property
+    def is_persistable(self) -> bool:
+        return bool(self.persistable)
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape or ():
+            n *= d
+        return n
+
+    def nbytes(self) -> int:
+        """Bytes the tensor holds (0 when it has no dtype or a dynamic dim)."""
+        shape = self.shape
+        if not shape or any(d < 0 for d in shape):
+            return 0
+        return self.numel() * DTYPE_BYTES.get(self.dtype, 0)
+
+    def with_shape(self, shape, name: Optional[str] = None) -> "Var":
+        """A copy with a new shape (and name), the dtype and kind kept."""
+        v = self.copy()
+        if name is not None:
+            v.name = name
+        vt = v.type
+        slot = KIND_SLOT.get(vt.type)
+        if slot not in vt.descs:
+            slot = next(iter(vt.descs))
+        t, lod = vt.descs[slot]
+        vt.descs[slot] = (TensorDesc(t.dtype, tuple(int(d) for d in shape)), lod)
+        return v
+
+    def copy(self) -> "Var":
+        vt = self.type
+        return Var(self.name,
+                   VarType(vt.type, {k: (TensorDesc(t.dtype, t.dims), lod)
+                                     for k, (t, lod) in vt.descs.items()},
+                           vt.reader, vt.tuple_types),
+                   self.persistable, self.need_check_feed, self.is_parameter,
+                   self.stop_gradient, self.attrs)
+
+
+@dataclass
+class Block:
+    idx: int
+    parent_idx: int
+    vars: dict[str, Var] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)
+    forward_block_idx: Optional[int] = None
+
+    def var(self, name: str) -> Optional[Var]:
+        return self.vars.get(name)
+
+    def add_var(self, var: Var) -> Var:
+        self.vars[var.name] = var
+        return var
+
+    def copy(self) -> "Block":
+        return Block(self.idx, self.parent_idx, {k: v.copy() for k, v in self.vars.items()},
+                     [o.copy() for o in self.ops], self.forward_block_idx)
+
+
+@dataclass
+class Program:
+    blocks: list[Block]
+    version: Optional[int] = None
+    has_version: bool = False
+    op_version_map: Optional[list] = None     # [(op_name, version)] or None when absent
+
+    @property
+    def global_block(self) -> Block:
+        return self.blocks[0]
+
+    def block(self, idx: int) -> Block:
+        return self.blocks[idx]
+
+    def find_var(self, name: str, block_idx: int = 0) -> Optional[Var]:
+        """The var `name` as seen from block `block_idx` (searching parent blocks)."""
+        seen = set()
+        idx = block_idx
+        while 0 <= idx < len(self.blocks) and idx not in seen:
+            seen.add(idx)
+            b = self.blocks[idx]
+            v = b.vars.get(name)
+            if v is not None:
+                return v
+            idx = b.parent_idx
+        return None
+
+    def ops(self) -> Iterator[tuple[int, int, Op]]:
+        """(block idx, op idx, op) for every op."""
+        for b in self.blocks:
+            for i, op in enumerate(b.ops):
+                yield b.idx, i, op
+
+    def parameters(self) -> list[Var]:
+        """The parameters of the global block, in declaration order."""
+        return [v for v in self.global_block.vars.values() if v.is_parameter]
+
+    def copy(self) -> "Program":
+        return Program([b.copy() for b in self.blocks], self.version, self.has_version,
+                       None if self.op_version_map is None else list(self.op_version_map))
+
+    @staticmethod
+    def empty() -> "Program":
+        return Program([Block(0, -1)])

@@ -1,0 +1,84 @@
+"""Load and save programs by file extension: .pb / .pdmodel (ProgramDesc bytes) or .json."""
+from __future__ import annotations
+
+import os
+
+from . import proto
+from .errors import ProgramFormatError
+from .program import Program
+
+BINARY_EXTS = (".pb", ".pdmodel")
+TEXT_EXTS = (".json",)
+
+
+def program_format(path: str) -> str:
+    """'pb' or 'json' from the file name; ProgramFormatError for anything else."""
+    low = path.lower()
+    if low.endswith(BINARY_EXTS):
+        return "pb"
+    if low.endswith(TEXT_EXTS):
+        return "json"
+    raise ProgramFormatError("%s: unknown program format (use .pb, .pdmodel or .json)" % path)
+
+
+def from_bytes(data: bytes) -> Program:
+    return proto.decode(data)
+
+
+def to_bytes(program: Program) -> bytes:
+    return proto.encode(program)
+
+
+def read_file_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ProgramFormatError("%s: no such file" % path) from None
+    except IsADirectoryError:
+        raise ProgramFormatError("%s: is a directory, not a program file" % path) from None
+    except OSError as e:
+        raise ProgramFormatError("%s: cannot read (%s)" % (path, e.strerror or e)) from None
+
+
+def load(path: str) -> Program:
+    """Read a program file; errors name the file."""
+    fmt = program_format(path)
+    data = read_file_bytes(path)
+    try:
+        if fmt == "pb":
+            prog = proto.decode(data)
+        else:
+            from . import textform
+            prog = textform.loads(data)
+        from .validate import validate_structure
+        validate_structure(prog)
+        return prog
+    except ProgramFormatError as e:
+        raise ProgramFormatError("%s: %s" % (path, e.message)) from None
+
+
+def dumps(program: Program, fmt: str) -> bytes:
+    if fmt == "pb":
+        return proto.encode(program)
+    from . import textform
+    return textform.dumps(program).encode("utf-8")
+
+
+def save(program: Program, path: str) -> None:
+    """Write a program file atomically (temp file + rename)."""
+    data = dumps(program, program_format(path))
+    write_atomic(path, data)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(d, ".%s.tmp%d" % (os.path.basename(path), os.getpid()))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

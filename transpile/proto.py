@@ -1,0 +1,506 @@
+"""The Paddle ProgramDesc wire format: schema, decode to the model, encode from it.
+
+This is the only module that imports protobuf. The schema of
+`paddle/fluid/framework/framework.proto` (package `paddle.framework.proto`, Paddle 2.6) is built
+here in Python with descriptor_pb2, so nothing needs protoc at install or run time.
+
+Decoding is lossless: every field that is set in the input (including optional fields that are set
+to their default value) is remembered, so `encode(decode(b)) == b` for bytes that Paddle wrote.
+"""
+from __future__ import annotations
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, EncodeError
+
+from .errors import ProgramFormatError
+from .program import (ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var, VarAttr, VarType)
+
+_PKG = "paddle.framework.proto"
+
+# label, type codes of descriptor_pb2.FieldDescriptorProto
+_OPT, _REQ, _REP = 1, 2, 3
+_T = {"double": 1, "float": 2, "int64": 3, "int32": 5, "bool": 8, "string": 9, "message": 11,
+      "enum": 14}
+
+VAR_TYPE_ENUM = [
+    ("BOOL", 0), ("INT16", 1), ("INT32", 2), ("INT64", 3), ("FP16", 4), ("FP32", 5), ("FP64", 6),
+    ("SIZE_T", 19), ("UINT8", 20), ("INT8", 21), ("BF16", 22), ("COMPLEX64", 23),
+    ("COMPLEX128", 24), ("LOD_TENSOR", 7), ("SELECTED_ROWS", 8), ("FEED_MINIBATCH", 9),
+    ("FETCH_LIST", 10), ("STEP_SCOPES", 11), ("LOD_RANK_TABLE", 12), ("LOD_TENSOR_ARRAY", 13),
+    ("PLACE_LIST", 14), ("READER", 15), ("RAW", 17), ("TUPLE", 18), ("STRING", 25),
+    ("STRINGS", 26), ("VOCAB", 27), ("FEED_LIST", 28), ("PSTRING", 29), ("SPARSE_COO", 30),
+    ("SPARSE_CSR", 31)]
+ATTR_TYPE_ENUM = [
+    ("INT", 0), ("FLOAT", 1), ("STRING", 2), ("INTS", 3), ("FLOATS", 4), ("STRINGS", 5),
+    ("BOOLEAN", 6), ("BOOLEANS", 7), ("BLOCK", 8), ("LONG", 9), ("BLOCKS", 10), ("LONGS", 11),
+    ("FLOAT64S", 12), ("VAR", 13), ("VARS", 14), ("FLOAT64", 15), ("SCALAR", 16), ("SCALARS", 17)]
+
+VAR_TYPE_NAME = {n: s for s, n in VAR_TYPE_ENUM}
+VAR_TYPE_NUM = {s: n for s, n in VAR_TYPE_ENUM}
+ATTR_TYPE_NAME = {n: s for s, n in ATTR_TYPE_ENUM}
+ATTR_TYPE_NUM = {s: n for s, n in ATTR_TYPE_ENUM}
+
+# fields of VarType that hold a tensor description, and the shape of their message
+TENSOR_SLOTS = {"selected_rows": "TensorDesc", "lod_tensor": "LoDTensorDesc",
+                "tensor_array": "LoDTensorArrayDesc", "string": "TensorDesc",
+                "strings": "TensorDesc", "vocab": "TensorDesc", "sparse_coo": "TensorDesc",
+                "sparse_csr": "TensorDesc"}
+
+
+def _field(name, number, label, ftype, type_name=None, default=None):
+    f = descriptor_pb2.FieldDescriptorProto(name=name, number=number, label=label, type=_T[ftype])
+    if type_name:
+        f.type_name = "." + _PKG + "." + type_name
+    if default is not None:
+        f.default_value = default
+    return f
+
+
+def _message(name, fields, nested=(), enums=()):
+    m = descriptor_pb2.DescriptorProto(name=name)
+    m.field.extend(_field(*f) for f in fields)
+    m.nested_type.extend(nested)
+    m.enum_type.extend(enums)
+    return m
+
+
+def _enum(name, values):
+    e = descriptor_pb2.EnumDescriptorProto(name=name)
+    for vname, number in values:
+        e.value.add(name=vname, number=number)
+    return e
+
+
+def _schema() -> descriptor_pb2.FileDescriptorProto:
+    """framework.proto as a FileDescriptorProto (field numbers and labels as Paddle 2.6 has them)."""
+    f = descriptor_pb2.FileDescriptorProto(name="paddle/fluid/framework/framework.proto",
+                                           package=_PKG)
+    f.enum_type.append(_enum("AttrType", ATTR_TYPE_ENUM))
+    f.message_type.extend([
+        _message("Version", [("version", 1, _OPT, "int64", None, "0")]),
+        _message("Complex", [("r", 1, _REQ, "double"), ("i", 2, _REQ, "double")]),
+        _message("Scalar", [
+            ("type", 1, _REQ, "enum", "Scalar.Type"), ("b", 2, _OPT, "bool"),
+            ("i", 3, _OPT, "int64"), ("r", 4, _OPT, "double"),
+            ("c", 5, _OPT, "message", "Complex")],
+            enums=[_enum("Type", [("BOOLEAN", 1), ("LONG", 2), ("FLOAT64", 3),
+                                  ("COMPLEX128", 4)])]),
+        _message("OpDesc", [
+            ("type", 3, _REQ, "string"), ("inputs", 1, _REP, "message", "OpDesc.Var"),
+            ("outputs", 2, _REP, "message", "OpDesc.Var"),
+            ("attrs", 4, _REP, "message", "OpDesc.Attr"),
+            ("is_target", 5, _OPT, "bool", None, "false")],
+            nested=[
+                _message("Attr", [
+                    ("name", 1, _REQ, "string"), ("type", 2, _REQ, "enum", "AttrType"),
+                    ("i", 3, _OPT, "int32"), ("f", 4, _OPT, "float"), ("s", 5, _OPT, "string"),
+                    ("ints", 6, _REP, "int32"), ("floats", 7, _REP, "float"),
+                    ("strings", 8, _REP, "string"), ("b", 10, _OPT, "bool"),
+                    ("bools", 11, _REP, "bool"), ("block_idx", 12, _OPT, "int32"),
+                    ("l", 13, _OPT, "int64"), ("blocks_idx", 14, _REP, "int32"),
+                    ("longs", 15, _REP, "int64"), ("float64s", 16, _REP, "double"),
+                    ("var_name", 17, _OPT, "string"), ("vars_name", 18, _REP, "string"),
+                    ("float64", 19, _OPT, "double"), ("scalar", 20, _OPT, "message", "Scalar"),
+                    ("scalars", 21, _REP, "message", "Scalar")]),
+                _message("Var", [("parameter", 1, _REQ, "string"),
+                                 ("arguments", 2, _REP, "string")])]),
+        _message("VarType", [
+            ("type", 1, _REQ, "enum", "VarType.Type"),
+            ("selected_rows", 2, _OPT, "message", "VarType.TensorDesc"),
+            ("lod_tensor", 3, _OPT, "message", "VarType.LoDTensorDesc"),
+            ("tensor_array", 4, _OPT, "message", "VarType.LoDTensorArrayDesc"),
+            ("reader", 5, _OPT, "message", "VarType.ReaderDesc"),
+            ("tuple", 7, _OPT, "message", "VarType.Tuple"),
+            ("string", 8, _OPT, "message", "VarType.TensorDesc"),
+            ("strings", 9, _OPT, "message", "VarType.TensorDesc"),
+            ("vocab", 10, _OPT, "message", "VarType.TensorDesc"),
+            ("sparse_coo", 11, _OPT, "message", "VarType.TensorDesc"),
+            ("sparse_csr", 12, _OPT, "message", "VarType.TensorDesc")],
+            nested=[
+                _message("TensorDesc", [("data_type", 1, _REQ, "enum", "VarType.Type"),
+                                        ("dims", 2, _REP, "int64")]),
+                _message("LoDTensorDesc", [("tensor", 1, _REQ, "message", "VarType.TensorDesc"),
+                                           ("lod_level", 2, _OPT, "int32", None, "0")]),
+                _message("LoDTensorArrayDesc", [
+                    ("tensor", 1, _REQ, "message", "VarType.TensorDesc"),
+                    ("lod_level", 2, _OPT, "int32", None, "0")]),
+                _message("ReaderDesc", [("lod_tensor", 1, _REP, "message",
+                                         "VarType.LoDTensorDesc")]),
+                _message("Tuple", [("element_type", 1, _REP, "enum", "VarType.Type")])],
+            enums=[_enum("Type", VAR_TYPE_ENUM)]),
+        _message("VarDesc", [
+            ("name", 1, _REQ, "string"), ("type", 2, _REQ, "message", "VarType"),
+            ("persistable", 3, _OPT, "bool", None, "false"),
+            ("need_check_feed", 4, _OPT, "bool", None, "false"),
+            ("is_parameter", 5, _OPT, "bool", None, "false"),
+            ("stop_gradient", 6, _OPT, "bool", None, "false"),
+            ("attrs", 7, _REP, "message", "VarDesc.Attr")],
+            nested=[_message("Attr", [("name", 1, _REQ, "string"),
+                                      ("type", 2, _REQ, "enum", "AttrType"),
+                                      ("i", 3, _OPT, "int32"), ("s", 4, _OPT, "string"),
+                                      ("ints", 5, _REP, "int32")])]),
+        _message("BlockDesc", [
+            ("idx", 1, _REQ, "int32"), ("parent_idx", 2, _REQ, "int32"),
+            ("vars", 3, _REP, "message", "VarDesc"), ("ops", 4, _REP, "message", "OpDesc"),
+            ("forward_block_idx", 5, _OPT, "int32", None, "-1")]),
+        _message("OpVersion", [("version", 1, _REQ, "int32")]),
+        _message("OpVersionMap", [("pair", 1, _REP, "message", "OpVersionMap.OpVersionPair")],
+                 nested=[_message("OpVersionPair", [
+                     ("op_name", 1, _REQ, "string"),
+                     ("op_version", 2, _REQ, "message", "OpVersion")])]),
+        _message("ProgramDesc", [
+            ("blocks", 1, _REP, "message", "BlockDesc"),
+            ("version", 4, _OPT, "message", "Version"),
+            ("op_version_map", 5, _OPT, "message", "OpVersionMap")]),
+    ])
+    return f
+
+
+_pool = descriptor_pool.DescriptorPool()
+_pool.Add(_schema())
+ProgramDesc = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".ProgramDesc"))
+_ScalarMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".Scalar"))
+
+# ----------------------------------------------------------------------------------------------
+# decode
+
+
+def _decode_scalar(s):
+    d = {"type": int(s.type)}
+    for fd, v in s.ListFields():
+        if fd.name == "c":
+            d["c"] = [v.r, v.i]
+        elif fd.name != "type":
+            d[fd.name] = v
+    return d
+
+
+def _decode_attr(a) -> tuple[str, Attr]:
+    tname = ATTR_TYPE_NAME.get(a.type)
+    if tname is None:
+        raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, a.type))
+    main = ATTR_FIELD[tname]
+    value = None
+    extra = []
+    main_present = False
+    for fd, v in a.ListFields():
+        n = fd.name
+        if n in ("name", "type"):
+            continue
+        if n in ("scalar",):
+            v = _decode_scalar(v)
+        elif n == "scalars":
+            v = [_decode_scalar(x) for x in v]
+        elif fd_is_repeated(n):
+            v = list(v)
+        if n == main:
+            value, main_present = v, True
+        else:
+            extra.append((n, v))
+    if not main_present:
+        if fd_is_repeated(main):
+            value = []
+        else:
+            extra.append(("__absent__", main))
+    return a.name, Attr(tname, value, tuple(extra))
+
+
+_REPEATED_ATTR_FIELDS = {"ints", "floats", "strings", "bools", "blocks_idx", "longs", "float64s",
+                         "vars_name", "scalars"}
+
+
+def fd_is_repeated(field_name: str) -> bool:
+    return field_name in _REPEATED_ATTR_FIELDS
+
+
+def _decode_tensor(t) -> TensorDesc:
+    return TensorDesc(VAR_TYPE_NAME.get(t.data_type, t.data_type), tuple(t.dims))
+
+
+def _decode_vartype(vt) -> VarType:
+    kind = VAR_TYPE_NAME.get(vt.type)
+    if kind is None:
+        raise ProgramFormatError("unknown VarType %d" % vt.type)
+    out = VarType(kind)
+    for fd, v in vt.ListFields():
+        n = fd.name
+        if n == "type":
+            continue
+        if n == "reader":
+            out.reader = tuple((_decode_tensor(x.tensor),
+                                x.lod_level if x.HasField("lod_level") else None)
+                               for x in v.lod_tensor)
+        elif n == "tuple":
+            out.tuple_types = tuple(VAR_TYPE_NAME.get(x, x) for x in v.element_type)
+        else:
+            shape = TENSOR_SLOTS[n]
+            if shape == "TensorDesc":
+                out.descs[n] = (_decode_tensor(v), None)
+            else:
+                out.descs[n] = (_decode_tensor(v.tensor),
+                                v.lod_level if v.HasField("lod_level") else None)
+    return out
+
+
+def _opt(msg, name):
+    return getattr(msg, name) if msg.HasField(name) else None
+
+
+def _decode_var(v) -> Var:
+    attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"), _opt(a, "s"),
+                          tuple(a.ints)) for a in v.attrs)
+    return Var(v.name, _decode_vartype(v.type), persistable=_opt(v, "persistable"),
+               need_check_feed=_opt(v, "need_check_feed"), is_parameter=_opt(v, "is_parameter"),
+               stop_gradient=_opt(v, "stop_gradient"), attrs=attrs)
+
+
+def _decode_op(o) -> Op:
+    inputs = {x.parameter: list(x.arguments) for x in o.inputs}
+    outputs = {x.parameter: list(x.arguments) for x in o.outputs}
+    if len(inputs) != len(o.inputs) or len(outputs) != len(o.outputs):
+        raise ProgramFormatError("op %r repeats a slot name" % o.type)
+    attrs = {}
+    dups = []
+    where = {}
+    for pos, a in enumerate(o.attrs):
+        name, attr = _decode_attr(a)
+        if name in attrs:
+            # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
+            # earlier ones are kept with their position only to write the same bytes back
+            dups.append((where[name], name, attrs.pop(name)))
+        attrs[name] = attr
+        where[name] = pos
+    dups.sort(key=lambda d: d[0])
+    return Op(o.type, inputs, outputs, attrs, is_target=_opt(o, "is_target"),
+              dup_attrs=tuple(dups))
+
+
+def _decode_block(b) -> Block:
+    vars_ = {}
+    for v in b.vars:
+        if v.name in vars_:
+            raise ProgramFormatError("block %d declares var %r twice" % (b.idx, v.name))
+        vars_[v.name] = _decode_var(v)
+    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o) for o in b.ops],
+                 forward_block_idx=_opt(b, "forward_block_idx"))
+
+
+def _has_unknown_fields(msg) -> bool:
+    try:
+        from google.protobuf import unknown_fields
+        return len(unknown_fields.UnknownFieldSet(msg)) > 0
+    except Exception:  # pragma: no cover - older runtimes
+        return False
+
+
+def decode(data: bytes) -> Program:
+    """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable."""
+    if not data:
+        raise ProgramFormatError("empty file: no ProgramDesc bytes")
+    msg = ProgramDesc()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise ProgramFormatError("not a valid ProgramDesc (%s)%s"
+                                 % (str(e) or type(e).__name__, _where(data))) from None
+    if _has_unknown_fields(msg):
+        raise ProgramFormatError("not a ProgramDesc: top-level fields that framework.proto "
+                                 "does not define" + _where(data))
+    if not msg.blocks:
+        raise ProgramFormatError("not a ProgramDesc: it has no blocks")
+    version = None
+    has_version = msg.HasField("version")
+    if has_version:
+        version = _opt(msg.version, "version")
+    ovm = None
+    if msg.HasField("op_version_map"):
+        ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
+    try:
+        blocks = [_decode_block(b) for b in msg.blocks]
+    except ProgramFormatError:
+        raise
+    return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
+
+
+def _where(data: bytes) -> str:
+    off = first_bad_offset(data)
+    return "" if off is None else " near byte %d" % off
+
+
+def first_bad_offset(data: bytes, start: int = 0, end: int | None = None, depth: int = 0):
+    """Offset of the first malformed wire-format element, walking nested length-delimited
+    fields as messages where they parse; None when the wire format is sound."""
+    end = len(data) if end is None else end
+    i = start
+    while i < end:
+        at = i
+        key, i = _varint(data, i, end)
+        if key is None:
+            return at
+        wtype = key & 7
+        if key >> 3 == 0:
+            return at
+        if wtype == 0:
+            v, i = _varint(data, i, end)
+            if v is None:
+                return at
+        elif wtype == 1:
+            i += 8
+        elif wtype == 5:
+            i += 4
+        elif wtype == 2:
+            n, j = _varint(data, i, end)
+            if n is None or j + n > end:
+                return at
+            if depth < 6:
+                inner = first_bad_offset(data, j, j + n, depth + 1)
+                if inner is not None and _looks_nested(data, j, j + n):
+                    return inner
+            i = j + n
+        else:
+            return at
+        if i > end:
+            return at
+    return None
+
+
+def _looks_nested(data, j, end):
+    # strings are length-delimited too: only report inside payloads that start like a message
+    return end > j and (data[j] & 7) in (0, 2) and (data[j] >> 3) in range(1, 22)
+
+
+def _varint(data, i, end):
+    shift = value = 0
+    while i < end:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+        if shift > 63:
+            return None, i
+    return None, i
+
+# ----------------------------------------------------------------------------------------------
+# encode
+
+
+def _set_scalar(m, d):
+    m.type = d["type"]
+    for k, v in d.items():
+        if k == "type":
+            continue
+        if k == "c":
+            m.c.r, m.c.i = v
+        else:
+            setattr(m, k, v)
+
+
+def _set_attr_field(m, name, value):
+    if name == "scalar":
+        _set_scalar(m.scalar, value)
+    elif name == "scalars":
+        for d in value:
+            _set_scalar(m.scalars.add(), d)
+    elif fd_is_repeated(name):
+        getattr(m, name).extend(value)
+    else:
+        setattr(m, name, value)
+
+
+def _encode_attr(m, name, attr: Attr):
+    m.name = name
+    m.type = ATTR_TYPE_NUM[attr.type]
+    main = ATTR_FIELD[attr.type]
+    absent = any(k == "__absent__" for k, _ in attr.extra)
+    if not absent:
+        _set_attr_field(m, main, attr.value)
+    for k, v in attr.extra:
+        if k != "__absent__":
+            _set_attr_field(m, k, v)
+
+
+def _encode_tensor(m, t: TensorDesc):
+    m.data_type = VAR_TYPE_NUM[t.dtype] if isinstance(t.dtype, str) else t.dtype
+    m.dims.extend(t.dims)
+
+
+def _encode_var(m, v: Var):
+    m.name = v.name
+    vt = v.type
+    m.type.type = VAR_TYPE_NUM[vt.type]
+    for slot, (t, lod) in vt.descs.items():
+        sub = getattr(m.type, slot)
+        if TENSOR_SLOTS[slot] == "TensorDesc":
+            _encode_tensor(sub, t)
+        else:
+            _encode_tensor(sub.tensor, t)
+            if lod is not None:
+                sub.lod_level = lod
+    if vt.reader is not None:
+        r = m.type.reader
+        r.SetInParent()
+        for t, lod in vt.reader:
+            x = r.lod_tensor.add()
+            _encode_tensor(x.tensor, t)
+            if lod is not None:
+                x.lod_level = lod
+    if vt.tuple_types is not None:
+        m.type.tuple.SetInParent()
+        m.type.tuple.element_type.extend(VAR_TYPE_NUM[x] if isinstance(x, str) else x
+                                         for x in vt.tuple_types)
+    for f in ("persistable", "need_check_feed", "is_parameter", "stop_gradient"):
+        val = getattr(v, f)
+        if val is not None:
+            setattr(m, f, val)
+    for a in v.attrs:
+        x = m.attrs.add(name=a.name, type=ATTR_TYPE_NUM[a.type] if isinstance(a.type, str)
+                        else a.type)
+        if a.i is not None:
+            x.i = a.i
+        if a.s is not None:
+            x.s = a.s
+        x.ints.extend(a.ints)
+
+
+def _encode_op(m, op: Op):
+    m.type = op.type
+    for slot, args in op.inputs.items():
+        m.inputs.add(parameter=slot, arguments=args)
+    for slot, args in op.outputs.items():
+        m.outputs.add(parameter=slot, arguments=args)
+    entries = list(op.attrs.items())
+    for pos, name, attr in op.dup_attrs:
+        entries.insert(min(pos, len(entries)), (name, attr))
+    for name, attr in entries:
+        _encode_attr(m.attrs.add(), name, attr)
+    if op.is_target is not None:
+        m.is_target = op.is_target
+
+
+def encode(program: Program) -> bytes:
+    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same bytes)."""
+    msg = ProgramDesc()
+    try:
+        for b in program.blocks:
+            mb = msg.blocks.add()
+            mb.idx = b.idx
+            mb.parent_idx = b.parent_idx
+            for v in b.vars.values():
+                _encode_var(mb.vars.add(), v)
+            for op in b.ops:
+                _encode_op(mb.ops.add(), op)
+            if b.forward_block_idx is not None:
+                mb.forward_block_idx = b.forward_block_idx
+        if program.has_version:
+            msg.version.SetInParent()
+            if program.version is not None:
+                msg.version.version = program.version
+        if program.op_version_map is not None:
+            msg.op_version_map.SetInParent()
+            for name, ver in program.op_version_map:
+                msg.op_version_map.pair.add(op_name=name).op_version.version = ver
+        return msg.SerializeToString(deterministic=True)
+    except (TypeError, ValueError, KeyError, EncodeError) as e:
+        raise ProgramFormatError("cannot encode program: %s" % e) from None

@@ -1,0 +1,35 @@
+"""`split`: one entry point over the two styles (classic DistributeTranspiler, Fleet passes)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .config import ClusterConfig
+from .errors import UserError
+from .program import Program
+from .result import SplitResult
+
+
+def split(main: Program, startup: Optional[Program], config: ClusterConfig,
+          trainer_ids: Optional[list[int]] = None) -> SplitResult:
+    """Split a training program for a parameter-server cluster.
+
+    `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
+    Raises UserError (RefusedError) for programs that cannot be split.
+    """
+    if startup is None:
+        startup = Program.empty()
+    ids = trainer_ids if trainer_ids is not None else config.trainer_ids()
+    if not any(_is_optimizer_program(main)):
+        raise UserError("nothing to split: no optimizer ops found — was minimize() called "
+                        "before the program was saved?")
+    if config.style == "classic":
+        from .passes.classic import transpile_classic
+        return transpile_classic(main, startup, config, ids)
+    from .passes.fleet import transpile_fleet
+    return transpile_fleet(main, startup, config, ids)
+
+
+def _is_optimizer_program(main: Program):
+    from .roles import is_optimize_op
+    for _, _, op in main.ops():
+        yield is_optimize_op(op)
