@@ -301,11 +301,13 @@ def decode(data: bytes) -> Program:
     try:
         msg.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise ProgramFormatError("not a valid ProgramDesc (%s)%s"
-                                 % (str(e) or type(e).__name__, _where(data))) from None
+        where = _where(data)
+        if not where:
+            where = " (%s)" % (str(e).split(": ")[-1] or type(e).__name__)
+        raise ProgramFormatError("not a valid ProgramDesc%s" % where) from None
     if _has_unknown_fields(msg):
-        raise ProgramFormatError("not a ProgramDesc: top-level fields that framework.proto "
-                                 "does not define" + _where(data))
+        raise ProgramFormatError("not a ProgramDesc: it holds fields that framework.proto "
+                                 "does not define")
     if not msg.blocks:
         raise ProgramFormatError("not a ProgramDesc: it has no blocks")
     version = None
@@ -323,49 +325,50 @@ def decode(data: bytes) -> Program:
 
 
 def _where(data: bytes) -> str:
-    off = first_bad_offset(data)
-    return "" if off is None else " near byte %d" % off
+    found = first_bad_offset(data)
+    if found is None:
+        return ""
+    off, why = found
+    return ": %s at byte %d of %d" % (why, off, len(data))
 
 
 def first_bad_offset(data: bytes, start: int = 0, end: int | None = None, depth: int = 0):
-    """Offset of the first malformed wire-format element, walking nested length-delimited
-    fields as messages where they parse; None when the wire format is sound."""
+    """(offset, reason) of the first malformed wire-format element, looking inside nested
+    length-delimited fields where they look like messages; None when the framing is sound."""
     end = len(data) if end is None else end
     i = start
     while i < end:
         at = i
         key, i = _varint(data, i, end)
         if key is None:
-            return at
+            return at, "a field key runs past the end (truncated?)"
         wtype = key & 7
         if key >> 3 == 0:
-            return at
+            return at, "field number 0"
         if wtype == 0:
             v, i = _varint(data, i, end)
             if v is None:
-                return at
-        elif wtype == 1:
-            i += 8
-        elif wtype == 5:
-            i += 4
+                return at, "a number runs past the end (truncated?)"
+        elif wtype in (1, 5):
+            i += 8 if wtype == 1 else 4
+            if i > end:
+                return at, "a fixed-size field runs past the end (truncated?)"
         elif wtype == 2:
             n, j = _varint(data, i, end)
             if n is None or j + n > end:
-                return at
-            if depth < 6:
+                return at, "field %d's length runs past the end (truncated?)" % (key >> 3)
+            if depth < 6 and _looks_nested(data, j, j + n):
                 inner = first_bad_offset(data, j, j + n, depth + 1)
-                if inner is not None and _looks_nested(data, j, j + n):
+                if inner is not None:
                     return inner
             i = j + n
         else:
-            return at
-        if i > end:
-            return at
+            return at, "wire type %d is not valid" % wtype
     return None
 
 
 def _looks_nested(data, j, end):
-    # strings are length-delimited too: only report inside payloads that start like a message
+    # strings are length-delimited too: only look inside payloads that start like a message
     return end > j and (data[j] & 7) in (0, 2) and (data[j] >> 3) in range(1, 22)
 
 

@@ -135,7 +135,6 @@ class _At:
             self.fail("expected an object")
         if key not in d:
             if required:
-                ProgramFormatError
                 raise ProgramFormatError("%s: missing field %r" % (self.path, key))
             return default
         v = d[key]
@@ -237,7 +236,12 @@ def _attr_from_json(at, d) -> Attr:
     t = at.get(d, "type", str)
     if t not in ATTR_FIELD:
         at.fail("unknown attr type %r" % t)
-    value = _attr_value_from_json(at.sub(".value"), t, at.get(d, "value", object))
+    raw_extra = d.get("extra", []) if isinstance(d, dict) else []
+    absent = isinstance(raw_extra, list) and any(
+        isinstance(e, list) and e[:1] == ["__absent__"] for e in raw_extra)
+    raw_value = at.get(d, "value", object)
+    value = None if absent and raw_value is None else \
+        _attr_value_from_json(at.sub(".value"), t, raw_value)
     extra = []
     for i, e in enumerate(at.get(d, "extra", list, required=False, default=[])):
         if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str)):

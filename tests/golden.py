@@ -1,0 +1,284 @@
+"""Structural comparison of a split with a reference case (Paddle's output in tests/corpus).
+
+The same rules as the team's corpus checker:
+  - programs compared in a canonical form: empty slots dropped, slots sorted, debug attrs
+    (op_callstack, op_namescope, op_device, with_quant_attr) dropped, BLOCK(S) attrs as indices,
+    floats to 6 significant digits, `__control_var@<anything>` renamed by first appearance;
+  - corrections.json entries are applied to the expected program first;
+  - an expected attr the actual op lacks is fine when it equals the op's registered default
+    (tests/op_defaults.json);
+  - set-ordered lists (listen_and_serv grad_to_block_id, runs of fake_init ops) are sorted;
+  - runtime.json compared as JSON values;
+  - a case with expected/error.txt passes iff the split exited 2 and wrote no program files.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+
+from transpile import programio
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+DROP_ATTRS = {"op_callstack", "op_namescope", "op_device", "with_quant_attr"}
+_CV = re.compile(r"__control_var@[0-9A-Za-z.e+_-]+")
+
+
+def case_dirs(family: str) -> list[str]:
+    root = os.path.join(CORPUS, family)
+    return sorted(os.path.join(root, d) for d in os.listdir(root)
+                  if os.path.isfile(os.path.join(root, d, "main.pb")))
+
+
+def _f(x):
+    return float("%.6g" % x)
+
+
+def _attr(a):
+    t, v = a.type, a.value
+    if t in ("FLOAT", "FLOAT64"):
+        return _f(v)
+    if t in ("FLOATS", "FLOAT64S"):
+        return [_f(x) for x in v]
+    if t == "BLOCK":
+        return {"block": v}
+    if t == "BLOCKS":
+        return {"blocks": list(v)}
+    if t == "VAR":
+        return {"var": v}
+    if t == "VARS":
+        return {"vars": list(v)}
+    if t in ("SCALAR", "SCALARS"):
+        return {"type": t}
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
+def canonical(prog) -> dict:
+    names: dict = {}
+
+    def cv(s):
+        return _CV.sub(lambda m: names.setdefault(m.group(0), "@CV%d" % len(names)), s)
+
+    blocks = []
+    for b in prog.blocks:
+        ops = []
+        for op in b.ops:
+            ins = {k: [cv(a) for a in v] for k, v in op.inputs.items() if v}
+            outs = {k: [cv(a) for a in v] for k, v in op.outputs.items() if v}
+            attrs = {}
+            for name, a in op.attrs.items():
+                if name in DROP_ATTRS:
+                    continue
+                v = _attr(a)
+                if isinstance(v, str):
+                    v = cv(v)
+                elif isinstance(v, list) and v and isinstance(v[0], str):
+                    v = [cv(x) for x in v]
+                attrs[name] = v
+            ops.append({"type": op.type, "inputs": dict(sorted(ins.items())),
+                        "outputs": dict(sorted(outs.items())),
+                        "attrs": dict(sorted(attrs.items()))})
+        vars_ = {}
+        for v in b.vars.values():
+            d = {"type": v.kind, "persistable": bool(v.persistable)}
+            slot = {"LOD_TENSOR": "lod_tensor", "SELECTED_ROWS": "selected_rows",
+                    "LOD_TENSOR_ARRAY": "tensor_array"}
+            desc = None
+            for s in ("lod_tensor", "selected_rows", "tensor_array"):
+                if s in v.type.descs:
+                    desc = (s, v.type.descs[s])
+                    break
+            del slot
+            if desc is not None:
+                s, (t, lod) = desc
+                if s != "selected_rows":
+                    d["lod_level"] = lod or 0
+                d["dtype"] = t.dtype
+                d["shape"] = list(t.dims)
+            vars_[cv(v.name)] = d
+        blocks.append({"idx": b.idx, "parent_idx": b.parent_idx,
+                       "vars": dict(sorted(vars_.items())), "ops": ops})
+    return {"blocks": blocks}
+
+
+def _normalise(prog):
+    for b in prog["blocks"]:
+        for op in b["ops"]:
+            if op["type"] == "listen_and_serv" and isinstance(
+                    op["attrs"].get("grad_to_block_id"), list):
+                op["attrs"]["grad_to_block_id"] = sorted(op["attrs"]["grad_to_block_id"])
+        ops, i = b["ops"], 0
+        while i < len(ops):
+            j = i
+            while j < len(ops) and ops[j]["type"] == "fake_init":
+                j += 1
+            if j - i > 1:
+                ops[i:j] = sorted(ops[i:j], key=lambda o: o["outputs"].get("Out", [""]))
+            i = max(j, i + 1)
+    return prog
+
+
+_DEFAULTS = None
+
+
+def _defaults():
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        with open(os.path.join(HERE, "op_defaults.json")) as f:
+            _DEFAULTS = json.load(f)["defaults"]
+    return _DEFAULTS
+
+
+def _same(a, b):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return _f(a) == _f(b)
+    return a == b
+
+
+def _drop_defaults(exp, act):
+    d_all = _defaults()
+    for be, ba in zip(exp["blocks"], act["blocks"]):
+        if [o["type"] for o in be["ops"]] != [o["type"] for o in ba["ops"]]:
+            continue
+        for oe, oa in zip(be["ops"], ba["ops"]):
+            d = d_all.get(oe["type"], {})
+            for name in [n for n in oe["attrs"] if n not in oa["attrs"]]:
+                if name in d and _same(oe["attrs"][name], d[name]):
+                    del oe["attrs"][name]
+
+
+def compare_programs(exp: dict, act: dict) -> list[str]:
+    diffs = []
+    if len(exp["blocks"]) != len(act["blocks"]):
+        diffs.append("block count: expected %d, got %d" % (len(exp["blocks"]), len(act["blocks"])))
+    for be, ba in zip(exp["blocks"], act["blocks"]):
+        i = be["idx"]
+        if be["parent_idx"] != ba["parent_idx"]:
+            diffs.append("block %d parent: expected %d, got %d"
+                         % (i, be["parent_idx"], ba["parent_idx"]))
+        te = [o["type"] for o in be["ops"]]
+        ta = [o["type"] for o in ba["ops"]]
+        if te != ta:
+            diffs.append("block %d op types:\n  expected %s\n  got      %s" % (i, te, ta))
+        else:
+            for k, (oe, oa) in enumerate(zip(be["ops"], ba["ops"])):
+                for key in ("inputs", "outputs"):
+                    if oe[key] != oa[key]:
+                        diffs.append("block %d op %d %s %s: expected %s, got %s"
+                                     % (i, k, oe["type"], key, oe[key], oa[key]))
+                for an, av in oe["attrs"].items():
+                    if an not in oa["attrs"]:
+                        diffs.append("block %d op %d %s attr %s missing (expected %r)"
+                                     % (i, k, oe["type"], an, av))
+                    elif not _same(oa["attrs"][an], av):
+                        diffs.append("block %d op %d %s attr %s: expected %r, got %r"
+                                     % (i, k, oe["type"], an, av, oa["attrs"][an]))
+        ve, va = be["vars"], ba["vars"]
+        for n in sorted(set(ve) - set(va)):
+            diffs.append("block %d var %s missing" % (i, n))
+        for n in sorted(set(va) - set(ve)):
+            diffs.append("block %d var %s unexpected" % (i, n))
+        for n in sorted(set(ve) & set(va)):
+            if ve[n] != va[n]:
+                diffs.append("block %d var %s: expected %s, got %s" % (i, n, ve[n], va[n]))
+    return diffs
+
+
+def _corrections(case_dir):
+    p = os.path.join(case_dir, "corrections.json")
+    if not os.path.isfile(p):
+        return {}
+    with open(p) as f:
+        entries = json.load(f)
+    by_prog: dict = {}
+    for e in entries:
+        by_prog.setdefault(e["program"], []).append(e)
+    return by_prog
+
+
+def _apply(prog, entries):
+    for e in entries:
+        path = e["path"]
+        node = prog["blocks"][path[0]]
+        for k in path[1:-1]:
+            node = node[k]
+        node[path[-1]] = copy.deepcopy(e["value"])
+
+
+def _json_diffs(e, a, where, out):
+    if isinstance(e, dict) and isinstance(a, dict):
+        for k in sorted(set(e) | set(a)):
+            if k not in a:
+                out.append("%s missing" % (where + [k]))
+            elif k not in e:
+                out.append("%s unexpected" % (where + [k]))
+            else:
+                _json_diffs(e[k], a[k], where + [k], out)
+    elif isinstance(e, list) and isinstance(a, list) and len(e) == len(a):
+        for i, (x, y) in enumerate(zip(e, a)):
+            _json_diffs(x, y, where + [i], out)
+    elif not _same(e, a):
+        out.append("%s: expected %s, got %s" % (where, json.dumps(e)[:200], json.dumps(a)[:200]))
+
+
+def expected_files(case_dir):
+    root = os.path.join(case_dir, "expected")
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for f in sorted(filenames):
+            if f.endswith(".pb") or f == "runtime.json":
+                out.append(os.path.relpath(os.path.join(dirpath, f), root))
+    return out
+
+
+def is_refused(case_dir) -> bool:
+    return os.path.isfile(os.path.join(case_dir, "expected", "error.txt"))
+
+
+def compare_case(case_dir: str, out_dir: str, exit_code: int | None = None) -> list[str]:
+    """Differences between Paddle's output for a case and a split folder (empty = match)."""
+    if is_refused(case_dir):
+        problems = []
+        if exit_code is not None and exit_code != 2:
+            problems.append("exit status %s, expected 2 (Paddle refuses this case)" % exit_code)
+        if os.path.isdir(out_dir):
+            for dirpath, _, files in os.walk(out_dir):
+                problems += ["program file written: %s" % os.path.join(dirpath, f)
+                             for f in files if f.endswith(".pb")]
+        return problems
+    diffs = []
+    if exit_code not in (None, 0):
+        diffs.append("exit status %d, expected 0" % exit_code)
+    corrections = _corrections(case_dir)
+    for rel in expected_files(case_dir):
+        exp_path = os.path.join(case_dir, "expected", rel)
+        act_path = os.path.join(out_dir, rel)
+        if not os.path.isfile(act_path):
+            diffs.append("%s: missing" % rel)
+            continue
+        if rel.endswith(".pb"):
+            exp = canonical(programio.load(exp_path))
+            act = canonical(programio.load(act_path))
+            key = rel[:-3].replace(os.sep, "/")
+            if key in corrections:
+                _apply(exp, corrections[key])
+            _normalise(exp)
+            _normalise(act)
+            _drop_defaults(exp, act)
+            diffs += ["%s: %s" % (rel, d) for d in compare_programs(exp, act)]
+        else:
+            with open(exp_path) as f:
+                e = json.load(f)
+            with open(act_path) as f:
+                a = json.load(f)
+            out: list = []
+            _json_diffs(e, a, [], out)
+            diffs += ["%s: %s" % (rel, d) for d in out]
+    return diffs
