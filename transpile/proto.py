@@ -254,9 +254,25 @@ def _decode_var(v) -> Var:
                stop_gradient=_opt(v, "stop_gradient"), attrs=attrs)
 
 
+def _not_text(what):
+    return ProgramFormatError("%s is not valid UTF-8 text" % what)
+
+
+def _slots_of(o, vars_):
+    out = {}
+    for x in vars_:
+        args = list(x.arguments)
+        if type(x.parameter) is not str or not all(type(a) is str for a in args):
+            raise _not_text("a slot or argument name of op %r" % (o.type,))
+        out[x.parameter] = args
+    return out
+
+
 def _decode_op(o) -> Op:
-    inputs = {x.parameter: list(x.arguments) for x in o.inputs}
-    outputs = {x.parameter: list(x.arguments) for x in o.outputs}
+    if type(o.type) is not str:
+        raise _not_text("an op type")
+    inputs = _slots_of(o, o.inputs)
+    outputs = _slots_of(o, o.outputs)
     if len(inputs) != len(o.inputs) or len(outputs) != len(o.outputs):
         raise ProgramFormatError("op %r repeats a slot name" % o.type)
     attrs = {}
@@ -264,6 +280,9 @@ def _decode_op(o) -> Op:
     where = {}
     for pos, a in enumerate(o.attrs):
         name, attr = _decode_attr(a)
+        if type(name) is not str or attr.type in ("STRING", "VAR") and type(attr.value) is bytes \
+                or attr.type in ("STRINGS", "VARS") and any(type(x) is bytes for x in attr.value):
+            raise _not_text("attr %r of op %r" % (name, o.type))
         if name in attrs:
             # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
             # earlier ones are kept with their position only to write the same bytes back
@@ -278,6 +297,9 @@ def _decode_op(o) -> Op:
 def _decode_block(b) -> Block:
     vars_ = {}
     for v in b.vars:
+        if type(v.name) is not str or any(type(a.name) is not str or type(a.s) is bytes
+                                          for a in v.attrs):
+            raise _not_text("a var name in block %d" % b.idx)
         if v.name in vars_:
             raise ProgramFormatError("block %d declares var %r twice" % (b.idx, v.name))
         vars_[v.name] = _decode_var(v)

@@ -1,0 +1,143 @@
+"""Never a traceback, never a half-written split: property tests over mangled inputs."""
+import os
+import random
+
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cli import main
+from transpile import proto, textform
+from transpile.program import Attr, Block, Op, Program, Var
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASE = os.path.join(HERE, "corpus", "classic", "basic")
+MAIN = open(os.path.join(CASE, "main.pb"), "rb").read()
+YAML = open(os.path.join(CASE, "cluster.yaml"), "rb").read()
+
+names = st.text(alphabet="abcdefgh_.@0123456789", min_size=1, max_size=12)
+ints32 = st.integers(-2 ** 31, 2 ** 31 - 1)
+floats32 = st.floats(width=32, allow_nan=False)
+attrs = st.one_of(
+    ints32.map(lambda v: Attr("INT", v)),
+    floats32.map(lambda v: Attr("FLOAT", v)),
+    st.text(max_size=20).map(lambda v: Attr("STRING", v)),
+    st.lists(ints32, max_size=4).map(lambda v: Attr("INTS", v)),
+    st.lists(floats32, max_size=4).map(lambda v: Attr("FLOATS", v)),
+    st.lists(st.text(max_size=8), max_size=4).map(lambda v: Attr("STRINGS", v)),
+    st.booleans().map(lambda v: Attr("BOOLEAN", v)),
+    st.lists(st.booleans(), max_size=4).map(lambda v: Attr("BOOLEANS", v)),
+    st.integers(-2 ** 63, 2 ** 63 - 1).map(lambda v: Attr("LONG", v)),
+    st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=3).map(lambda v: Attr("LONGS", v)),
+    st.lists(st.floats(allow_nan=False), max_size=3).map(lambda v: Attr("FLOAT64S", v)),
+    st.floats(allow_nan=False).map(lambda v: Attr("FLOAT64", v)),
+    names.map(lambda v: Attr("VAR", v)),
+    st.lists(names, max_size=3).map(lambda v: Attr("VARS", v)),
+)
+ops = st.builds(
+    Op, names,
+    st.dictionaries(st.sampled_from(["X", "Y", "Param", "Grad"]), st.lists(names, max_size=3),
+                    max_size=3),
+    st.dictionaries(st.sampled_from(["Out", "ParamOut"]), st.lists(names, max_size=2),
+                    max_size=2),
+    st.dictionaries(names, attrs, max_size=5),
+    st.one_of(st.none(), st.booleans()))
+tensor_vars = st.builds(
+    lambda n, dt, shape, kind, p, param: Var.tensor(n, dt, shape, kind=kind, persistable=p,
+                                                    is_parameter=param),
+    names, st.sampled_from(["FP32", "FP64", "INT64", "INT32", "FP16", "BOOL"]),
+    st.lists(st.integers(-1, 10 ** 6), max_size=4),
+    st.sampled_from(["LOD_TENSOR", "SELECTED_ROWS", "LOD_TENSOR_ARRAY"]),
+    st.one_of(st.none(), st.booleans()), st.one_of(st.none(), st.booleans()))
+
+
+@st.composite
+def programs(draw):
+    n = draw(st.integers(1, 3))
+    blocks = []
+    for i in range(n):
+        vs = draw(st.lists(tensor_vars, max_size=5, unique_by=lambda v: v.name))
+        blocks.append(Block(i, -1 if i == 0 else draw(st.integers(0, i - 1)),
+                            {v.name: v for v in vs}, draw(st.lists(ops, max_size=4)),
+                            draw(st.one_of(st.none(), st.integers(-1, n - 1)))))
+    has_version = draw(st.booleans())
+    return Program(blocks, version=draw(st.one_of(st.none(), st.integers(0, 10 ** 9))),
+                   has_version=has_version,
+                   op_version_map=draw(st.one_of(st.none(), st.lists(
+                       st.tuples(names, st.integers(0, 100)), max_size=3))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(programs())
+def test_programs_generated_through_the_model_round_trip_exactly(prog):
+    data = proto.encode(prog)
+    again = proto.decode(data)
+    assert proto.encode(again) == data
+    assert proto.encode(textform.loads(textform.dumps(again))) == data
+
+
+def _mutate(data: bytes, rnd: random.Random) -> bytes:
+    b = bytearray(data)
+    kind = rnd.randrange(4)
+    if kind == 0:
+        return bytes(b[:rnd.randrange(len(b))])
+    if kind == 1:
+        for _ in range(rnd.randint(1, 8)):
+            b[rnd.randrange(len(b))] = rnd.randrange(256)
+        return bytes(b)
+    if kind == 2:
+        i = rnd.randrange(len(b))
+        return bytes(b[:i] + bytes(rnd.randrange(256) for _ in range(rnd.randint(1, 16))) + b[i:])
+    i, j = sorted(rnd.randrange(len(b)) for _ in range(2))
+    return bytes(b[:i] + b[j:])
+
+
+def _assert_clean(result, out_dir=None):
+    assert result.exit_code in (0, 1, 2), (result.exit_code, result.output)
+    assert "Traceback" not in result.output
+    if result.exit_code != 0:
+        assert len(result.output.strip().splitlines()) <= 1, result.output
+    if out_dir is not None and result.exit_code != 0:
+        assert not os.path.exists(out_dir), "partial output left behind"
+    parent = os.path.dirname(out_dir) if out_dir else None
+    if parent and os.path.isdir(parent):
+        assert not [n for n in os.listdir(parent) if ".tmp-" in n or ".old-" in n]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False))
+def test_mangled_programs_never_raise_out_of_the_cli(tmp_path, rnd):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(_mutate(MAIN, rnd))
+    runner = CliRunner()
+    _assert_clean(runner.invoke(main, ["show", str(bad)]))
+    _assert_clean(runner.invoke(main, ["convert", str(bad), str(tmp_path / "o.json")]))
+    out = str(tmp_path / ("split-%d" % rnd.randrange(10 ** 9)))
+    r = runner.invoke(main, ["split", str(bad), "--cluster", os.path.join(CASE, "cluster.yaml"),
+                             "--out", out])
+    _assert_clean(r, out)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False))
+def test_mangled_configs_never_raise_out_of_the_cli(tmp_path, rnd):
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(_mutate(YAML, rnd))
+    runner = CliRunner()
+    _assert_clean(runner.invoke(main, ["config", "check", str(bad)]))
+    out = str(tmp_path / ("split-%d" % rnd.randrange(10 ** 9)))
+    r = runner.invoke(main, ["split", os.path.join(CASE, "main.pb"), "--cluster", str(bad),
+                             "--out", out])
+    _assert_clean(r, out)
+
+
+def test_internal_error_is_one_line_and_exit_3(monkeypatch, tmp_path):
+    import transpile.show
+    monkeypatch.setattr(transpile.show, "print_program",
+                        lambda *a, **k: (_ for _ in ()).throw(ZeroDivisionError("boom")))
+    r = CliRunner().invoke(main, ["show", os.path.join(CASE, "main.pb")])
+    assert r.exit_code == 3
+    assert r.output.strip() == ("pstranspile: internal error: ZeroDivisionError: boom; "
+                                "rerun with --debug and report it")
+    r = CliRunner().invoke(main, ["--debug", "show", os.path.join(CASE, "main.pb")])
+    assert r.exit_code == 3 and "Traceback" in r.output
