@@ -213,9 +213,10 @@ def _parse_trainer_id(value):
               help="Which trainer program(s) to write (default: the config's trainer_id).")
 @click.option("--force", is_flag=True,
               help="Write into a non-empty folder, replacing the split in it (other files kept).")
+@click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
 @click.pass_obj
 @handle_errors
-def split(obj, main_program, startup, cluster, out_dir, trainer_id, force):
+def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, quiet):
     """Split MAIN into trainer and pserver programs.
 
     \b
@@ -252,7 +253,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force):
         outdir.write_tree(out_dir, files, force)
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
-    if not obj.quiet:
+    if not (obj.quiet or quiet):
         from transpile import show as show_mod
         show_mod.print_split_summary(result, cfg, out_dir, color=_use_color(obj))
 
