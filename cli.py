@@ -239,8 +239,13 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, quiet
     if tid is not None:
         cfg = config_mod.with_trainer_id(cfg, tid)
     outdir.check_target(out_dir, force)
+    from transpile.validate import validate_for_split
     main_prog = _load(main_program)
-    startup_prog = _load(startup) if startup else None
+    validate_for_split(main_prog, main_program)
+    startup_prog = None
+    if startup:
+        startup_prog = _load(startup)
+        validate_for_split(startup_prog, startup)
     result = do_split(main_prog, startup_prog, cfg)
     files = {}
     for key, prog in result.programs.items():

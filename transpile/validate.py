@@ -26,3 +26,40 @@ def validate_structure(prog: Program) -> None:
             if v.kind in ("LOD_TENSOR", "SELECTED_ROWS") and v.dtype is not None \
                     and not isinstance(v.dtype, str):
                 raise ProgramFormatError("block %d var %r: unknown dtype %s" % (i, v.name, v.dtype))
+
+
+EMPTY_VAR = "@EMPTY@"     # Paddle's name for "no variable here" (kEmptyVarName)
+
+
+def validate_for_split(prog: Program, role: str = "program") -> None:
+    """What a split needs beyond structure: every op argument names a var in scope, and every
+    parameter has a known dtype and positive dims. `role` names the program in messages."""
+    from .program import DTYPE_BYTES
+    scopes: list = []
+    for b in prog.blocks:
+        chain = []
+        idx, seen = b.idx, set()
+        while 0 <= idx < len(prog.blocks) and idx not in seen:
+            seen.add(idx)
+            chain.append(prog.blocks[idx].vars)
+            idx = prog.blocks[idx].parent_idx
+        scopes.append(chain)
+    for b in prog.blocks:
+        chain = scopes[b.idx]
+        for i, op in enumerate(b.ops):
+            for slots in (op.inputs, op.outputs):
+                for slot, args in slots.items():
+                    for a in args:
+                        if a != EMPTY_VAR and not any(a in vs for vs in chain):
+                            raise ProgramFormatError(
+                                "%s block %d op %d (%s): %s argument %r names no var in scope"
+                                % (role, b.idx, i, op.type, slot, a))
+    for v in prog.global_block.vars.values():
+        if not v.is_parameter:
+            continue
+        if v.dtype not in DTYPE_BYTES:
+            raise ProgramFormatError("%s: parameter %r has an unknown dtype %s"
+                                     % (role, v.name, v.dtype))
+        if not v.shape or any(d <= 0 for d in v.shape):
+            raise ProgramFormatError("%s: parameter %r has shape %s (every dim must be > 0)"
+                                     % (role, v.name, list(v.shape or ())))
