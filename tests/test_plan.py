@@ -1,0 +1,91 @@
+"""The slicing and dispatch arithmetic of transpile/plan.py."""
+import zlib
+
+import pytest
+from hypothesis import given, strategies as st
+
+from transpile.errors import RefusedError
+from transpile.plan import (block_shapes, dispatch, hash_name_index, paddle_shuffle,
+                            slice_variable, sliced_state_slots, varname_parts)
+
+
+def test_slices_by_whole_rows():
+    assert slice_variable([1000, 1000], 2, 8192) == [500000, 500000]
+    # 3 blocks of 1000 rows: ceil(1000/3)=334 rows, the last takes the rest
+    assert slice_variable([1000, 1000], 3, 8192) == [334000, 334000, 332000]
+    assert block_shapes([1000, 1000], [334000, 334000, 332000]) == [
+        (334, 1000), (334, 1000), (332, 1000)]
+
+
+def test_small_tensors_stay_whole():
+    assert slice_variable([1000], 2, 8192) == [1000]
+    assert slice_variable([64, 128], 2, 8192) == [8192]
+    assert slice_variable([1000, 1000], 2, 1048576) == [1000000]
+    assert block_shapes([1000], [1000]) == [(1000,)]
+
+
+def test_block_count_is_bounded_by_min_block_size_and_endpoints():
+    # 10000 elements, min block 4000: at most 2 blocks even with 5 endpoints
+    assert len(slice_variable([10000], 5, 4000)) == 2
+    assert len(slice_variable([10000, 8], 2, 8192)) == 2
+
+
+def test_one_dimensional_params_split_element_wise():
+    assert slice_variable([20000], 3, 1) == [6667, 6667, 6666]
+    assert block_shapes([20000], [6667, 6667, 6666]) == [(6667,), (6667,), (6666,)]
+
+
+def test_rounding_to_rows_can_give_fewer_blocks():
+    # 5 rows of 10000: ceil(50000/4) = 12500 -> rounded up to 2 rows = 20000 -> 3 blocks
+    assert slice_variable([5, 10000], 4, 1) == [20000, 20000, 10000]
+
+
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=3), st.integers(1, 6),
+       st.integers(1, 5000))
+def test_slices_cover_the_tensor_in_whole_rows(shape, count, min_block):
+    sizes = slice_variable(shape, count, min_block)
+    numel = 1
+    for d in shape:
+        numel *= d
+    assert sum(sizes) == numel
+    assert 1 <= len(sizes) <= count
+    assert all(s > 0 for s in sizes)
+    if len(sizes) > 1:
+        shapes = block_shapes(shape, sizes)
+        assert sum(s[0] for s in shapes) == shape[0]
+        assert all(list(s[1:]) == list(shape[1:]) for s in shapes)
+
+
+def test_round_robin_cycles_through_endpoints():
+    eps = ["a:1", "b:2"]
+    assert dispatch(["x", "y.block0", "y.block1"], eps, "round_robin") == ["a:1", "b:2", "a:1"]
+
+
+def test_hash_name_is_crc32_of_the_block_name():
+    eps = ["a:1", "b:2", "c:3"]
+    names = ["fc_w.block0", "fc_w.block1", "fc_b"]
+    assert dispatch(names, eps, "hash_name") == [
+        eps[zlib.crc32(n.encode("utf-8")) % 3] for n in names]
+    assert hash_name_index("fc_w.block0", 3) == zlib.crc32(b"fc_w.block0") % 3
+
+
+def test_paddle_shuffle_is_numpys_legacy_seed0_shuffle():
+    # np.random.seed(0); np.random.shuffle(["a", "b"]) swaps them (first draw is even)
+    assert paddle_shuffle(["a", "b"]) == ["b", "a"]
+    items = list(range(10))
+    assert sorted(paddle_shuffle(items)) == items and paddle_shuffle(items) == paddle_shuffle(items)
+
+
+def test_sliced_accumulators_per_optimizer():
+    assert sliced_state_slots("adam") == ("Moment1", "Moment2")
+    assert "MeanGrad" in sliced_state_slots("rmsprop")
+    assert sliced_state_slots("sgd") == ()
+    with pytest.raises(RefusedError, match="not supported"):
+        sliced_state_slots("lamb")
+
+
+def test_varname_parts():
+    assert varname_parts("fc_w@GRAD.block1.trainer_0") == ("fc_w@GRAD", "block1", "trainer_0")
+    assert varname_parts("fc_w@GRAD.trainer_1") == ("fc_w@GRAD", "", "trainer_1")
+    assert varname_parts("fc_w.block0") == ("fc_w", "block0", "")
+    assert varname_parts("fc_b") == ("fc_b", "", "")

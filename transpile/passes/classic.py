@@ -1,0 +1,69 @@
+"""The classic style: Paddle's fluid DistributeTranspiler, re-done as plan + passes.
+
+    plan = make_plan(main, config)                      # what goes where, once
+    trainer_<id>/main     = build_trainer_main(main, plan, id)
+    trainer_<id>/startup  = build_trainer_startup(startup, main, plan, id)
+    pserver_<ep>/main     = build_pserver_main(main, plan, ep)
+    pserver_<ep>/startup  = build_pserver_startup(startup, pserver main, aliases)
+
+Every pass reads its inputs and returns new programs; the inputs are never modified, so
+splitting twice gives the same result (Paddle's in-place transpiler did not).
+"""
+from __future__ import annotations
+
+from ..config import ClusterConfig
+from ..plan import DistributionPlan, make_plan
+from .. import roles
+from .classic_ops import DTYPE_CODES, make_op, tensor_like
+from ..program import Program
+from ..result import SplitResult, endpoint_dir
+from .classic_pserver import build_pserver_main, build_pserver_startup
+from .classic_trainer import build_trainer_main, build_trainer_startup
+
+
+def merge_lr_counter(main: Program, startup: Program, plan: DistributionPlan):
+    """Async LR decay: the counter's increment becomes a sum of per-trainer counters.
+
+    Each trainer sends `<counter>.trainer_<id>` (starting at 1, merged by addition on the
+    pservers) and the pservers' counter, now started at -trainers, is their sum, as Paddle's
+    DistributeTranspiler does. Returns new (main, startup); the plan's op indices still hold.
+    """
+    if plan.lr_counter is None:
+        return main, startup
+    index, counter = plan.lr_counter
+    main, startup = main.copy(), startup.copy()
+    block, sblock = main.global_block, startup.global_block
+    cvar = block.var(counter)
+    names = [plan.counter_name(t) for t in range(plan.trainers)]
+    for name in names:
+        block.add_var(tensor_like(cvar, name, cvar.shape, cvar.persistable, lod_level=0))
+    block.ops[index] = make_op("sum", {"X": names}, {"Out": [counter]},
+                               {roles.ROLE_ATTR: roles.LRSCHED})
+    for op in sblock.ops:
+        if op.type == "fill_constant" and op.output("Out") == [counter]:
+            op.set_attr("value", float(0 - plan.trainers))
+    for name in names:
+        sblock.add_var(tensor_like(cvar, name, cvar.shape, cvar.persistable, lod_level=0))
+        sblock.ops.append(make_op("fill_constant", {}, {"Out": [name]}, {
+            "shape": list(cvar.shape), "dtype": DTYPE_CODES[cvar.dtype], "value": 1.0,
+            "str_value": "1.0", "force_cpu": False, roles.ROLE_ATTR: roles.FORWARD}))
+    return main, startup
+
+
+def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
+                      trainer_ids: list[int]) -> SplitResult:
+    """Split `main` / `startup` the way Paddle's DistributeTranspiler does (see the module doc)."""
+    plan = make_plan(main, config)
+    main, startup = merge_lr_counter(main, startup, plan)
+    result = SplitResult(plan=plan.to_dict())
+    for tid in trainer_ids:
+        result.programs["trainer_%d/main" % tid] = build_trainer_main(main, plan, tid)
+        result.programs["trainer_%d/startup" % tid] = build_trainer_startup(startup, main, plan,
+                                                                            tid)
+    for ep in plan.endpoints:
+        pmain, aliases = build_pserver_main(main, plan, ep,
+                                            trainer_ids[0] if trainer_ids else 0)
+        result.programs[endpoint_dir(ep) + "/main"] = pmain
+        result.programs[endpoint_dir(ep) + "/startup"] = build_pserver_startup(startup, pmain,
+                                                                               aliases)
+    return result

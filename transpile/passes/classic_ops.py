@@ -1,0 +1,97 @@
+"""Small builders shared by the classic-style passes: new ops and vars, renames, lookups.
+
+Attr types follow what Paddle's op makers declare for the RPC ops (send's sections is LONGS,
+split_byref's INTS, ...), so a Paddle runtime reads the programs as it reads its own.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..program import Attr, Block, Op, Program, Var, VarType
+from .. import roles
+
+CONTROL_VAR_PREFIX = "__control_var@"
+
+# VarType.Type numbers, for the dtype attr of ops such as fill_constant.
+DTYPE_CODES = {"BOOL": 0, "INT16": 1, "INT32": 2, "INT64": 3, "FP16": 4, "FP32": 5, "FP64": 6,
+               "UINT8": 20, "INT8": 21, "BF16": 22, "COMPLEX64": 23, "COMPLEX128": 24}
+
+# AttrTypes that Attr.infer cannot guess (empty lists, LONGS for small ints).
+_TYPED = {
+    ("send", "sections"): "LONGS", ("split_byref", "sections"): "INTS",
+    ("split_selected_rows", "height_sections"): "LONGS",
+    ("distributed_lookup_table", "height_sections"): "LONGS",
+    ("lookup_sparse_table", "padding_idx"): "LONG",
+}
+
+
+def make_op(type_: str, inputs: dict, outputs: dict, attrs: dict) -> Op:
+    """A new op; list-valued attrs that are empty are typed STRINGS as Paddle's shim does."""
+    op = Op(type_, {k: list(v) for k, v in inputs.items()},
+            {k: list(v) for k, v in outputs.items()}, {})
+    for name, value in attrs.items():
+        t = _TYPED.get((type_, name))
+        if t is None and name in (roles.ROLE_ATTR, "trainer_id"):
+            t = "INT"
+        if t is None and isinstance(value, (list, tuple)) and not value:
+            t = "STRINGS"
+        op.attrs[name] = Attr(t, list(value) if isinstance(value, tuple) else value) \
+            if t else Attr.infer(value)
+    return op
+
+
+def new_control_var(block: Block) -> str:
+    """Declare a fresh dependency-only var. Paddle names these with a random float; we count,
+    so that the same input always gives the same program."""
+    n = sum(1 for name in block.vars if name.startswith(CONTROL_VAR_PREFIX))
+    name = "%s%d" % (CONTROL_VAR_PREFIX, n)
+    block.add_var(Var(name, VarType("LOD_TENSOR", {}), stop_gradient=False))
+    return name
+
+
+def last_producer(block: Block, name: str) -> int:
+    """Index of the last op writing `name`, or -1."""
+    for i in range(len(block.ops) - 1, -1, -1):
+        if name in block.ops[i].output_names():
+            return i
+    return -1
+
+
+def rename_var(block: Block, old: str, new: str) -> None:
+    """Rename a var of `block` and every use of it in the block's ops, op_role_var included
+    (what Paddle's BlockDesc::RenameVar does)."""
+    var = block.vars.pop(old)
+    var.name = new
+    block.vars[new] = var
+    for op in block.ops:
+        for args in list(op.inputs.values()) + list(op.outputs.values()):
+            for i, a in enumerate(args):
+                if a == old:
+                    args[i] = new
+        rv = op.attrs.get(roles.ROLE_VAR_ATTR)
+        if rv is not None and old in (rv.value or []):
+            rv.value = [new if a == old else a for a in rv.value]
+
+
+def clone_var(var: Var, name: Optional[str] = None, shape=None,
+              force_persistable: bool = True) -> Var:
+    """Paddle's Block._clone_variable: a copy, persistable unless it is a scope or raw var."""
+    v = var.copy() if shape is None else var.with_shape(shape)
+    if name is not None:
+        v.name = name
+    if force_persistable and var.kind not in ("STEP_SCOPES", "RAW"):
+        v.persistable = True
+    return v
+
+
+def tensor_like(var: Var, name: str, shape, persistable: Optional[bool],
+                kind: Optional[str] = None, lod_level=None, **flags) -> Var:
+    """A new tensor var with var's dtype (and kind unless given) and another name / shape."""
+    return Var.tensor(name, var.dtype, shape, kind=kind or var.kind, lod_level=lod_level,
+                      persistable=persistable, **flags)
+
+
+def new_block(program: Program, parent: int) -> Block:
+    b = Block(len(program.blocks), parent)
+    program.blocks.append(b)
+    return b

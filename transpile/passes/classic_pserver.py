@@ -1,0 +1,377 @@
+"""Classic style, pserver side: one main and one startup program per endpoint.
+
+The pserver main holds, in block 0, the vars of its parameter blocks and a `listen_and_serv`
+op; the LR schedule runs in its own block (with its conditional sub-blocks cloned), then one
+optimize block per parameter block: merge the trainers' grads (sync), the clip /
+regularization ops, the optimizer update on the block with its accumulators sliced to match.
+The startup program initialises exactly the vars this endpoint holds, at their sliced shapes.
+
+Where an endpoint holds two blocks of one parameter (hash_name can do that), each block gets its own optimize block and its
+block-local vars (accumulators, clip temporaries) a ".block<i>" suffix so they do not collide.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..plan import DistributionPlan, ParamPlan, VarBlock, is_optimizer_update
+from ..program import Attr, Block, Op, Program, Var, VarType
+from .. import roles
+from .classic_ops import clone_var, make_op, new_block, tensor_like
+
+# Startup ops whose "shape" attr must follow the (sliced) var they initialise.
+INIT_OPS_WITH_SHAPE = ("gaussian_random", "fill_constant", "uniform_random",
+                       "truncated_gaussian_random")
+# Trainer-side additions to a startup program; never run on a pserver.
+TRAINER_STARTUP_OPS = ("recv", "fetch_barrier", "concat")
+# Paddle's listen_and_serv RPC thread counts (its FLAGS_rpc_*_thread_num defaults).
+RPC_THREADS = 12
+
+
+class _PserverBuilder:
+    """Builds one endpoint's main program; the mutable state of a single pass run."""
+
+    def __init__(self, main: Program, plan: DistributionPlan, endpoint: str,
+                 trainer_id: int = 0):
+        self.origin = main
+        self.ob = main.global_block
+        self.plan = plan
+        self.ep = endpoint
+        self.prog = Program([Block(0, -1)], main.version, main.has_version,
+                            None if main.op_version_map is None else list(main.op_version_map))
+        self.gb = self.prog.global_block
+        self.local = plan.blocks_on(endpoint)
+        self.grad_to_block_id: list[str] = []
+        self.sparse_grad_to_param: list[str] = []
+        # per origin var: the pserver vars it became, with their shapes (for the startup)
+        self.aliases: dict[str, list[tuple[str, tuple]]] = {}
+        # param / grad name -> its first block on this endpoint (Paddle's lookup for ops that
+        # reference a param outside its own optimize block)
+        self.first_block: dict[str, str] = {}
+        # Paddle renamed the trainer's unsliced grads in the origin program before cloning the
+        # optimize ops, so their op_role_var names the transpiling trainer's copy.
+        self.role_var_rename = {p.grad: plan.sent_grad_name(p.grad, trainer_id)
+                                for p in plan.params if not p.sliced}
+
+    # -- vars ------------------------------------------------------------------------------
+    def _alias(self, origin: str, name: str, shape) -> None:
+        lst = self.aliases.setdefault(origin, [])
+        if all(n != name for n, _ in lst):
+            lst.append((name, tuple(shape)))
+
+    def _multi(self, p: ParamPlan) -> bool:
+        return sum(1 for q, _ in self.local if q.name == p.name) > 1
+
+    def declare_block_vars(self) -> list[str]:
+        """Param blocks, merged grads and the per-trainer grads; returns listen_and_serv's X."""
+        recv_inputs = []
+        for p, b in self.local:
+            pvar = self.ob.var(p.name)
+            self.gb.add_var(tensor_like(pvar, b.name, b.shape, True, lod_level=0))
+            self._alias(p.name, b.name, b.shape)
+            self.first_block.setdefault(p.name, b.name)
+        for p, b in self.local:
+            gvar = self.ob.var(p.grad)
+            merged = p.grad_blocks[b.index]
+            self.gb.add_var(tensor_like(gvar, merged, b.shape, True))
+            self.first_block.setdefault(p.grad, merged)
+            if self.plan.sync:
+                for t in range(self.plan.trainers):
+                    name = "%s.trainer_%d" % (merged, t)
+                    self.gb.add_var(tensor_like(gvar, name, b.shape, False))
+                    recv_inputs.append(name)
+            else:
+                recv_inputs.append(merged)
+        return recv_inputs
+
+    def _pserver_var(self, name: str, block: Block, rename: dict, shape_map: dict) -> str:
+        """The pserver name of an origin var used by a cloned op, cloning it if needed."""
+        local = rename.get(name)
+        if local is None and name in self.first_block:
+            return self.first_block[name]
+        local = local or name
+        if self.gb.var(local) is None:
+            v = self.origin.find_var(name, 0)
+            if v is None:
+                return local
+            shape = shape_map.get(tuple(v.shape or ()))
+            self.gb.add_var(clone_var(v, name=local, shape=shape))
+        return local
+
+    # -- ops ---------------------------------------------------------------------------------
+    def _copy_op(self, op: Op) -> Op:
+        new = op.copy()
+        rv = new.attrs.get(roles.ROLE_VAR_ATTR)
+        if rv is not None and rv.value:
+            rv.value = [self.role_var_rename.get(a, a) for a in rv.value]
+        return new
+
+    def clone_op(self, op: Op, block: Block, rename: Optional[dict] = None) -> Op:
+        """Clone a non-optimizer op (LR schedule, clip, regularization) into `block`, its vars
+        into the global block. Outputs of ops that read a sliced param / grad take the slice's
+        shape where they had the whole var's shape (Paddle gets that from shape inference)."""
+        rename = rename or {}
+        shape_map = {}
+        for a in op.input_names():
+            new = rename.get(a) or self.first_block.get(a) or a
+            ov, nv = self.ob.var(a), self.gb.var(new)
+            if ov is not None and nv is not None and tuple(ov.shape or ()) != tuple(nv.shape):
+                shape_map[tuple(ov.shape or ())] = tuple(nv.shape)
+        new_op = self._copy_op(op)
+        for slots in (new_op.inputs, new_op.outputs):
+            for slot, args in slots.items():
+                slots[slot] = [self._pserver_var(a, block, rename, shape_map) for a in args]
+        for origin, name in rename.items():
+            v = self.gb.var(name)
+            if v is not None and origin not in (p.name for p, _ in self.local):
+                self._alias(origin, name, v.shape)
+        block.ops.append(new_op)
+        return new_op
+
+    def clone_sub_block(self, op: Op, parent: Block) -> None:
+        """Clone the sub_block of an LR op (piecewise decay's conditional_block) under
+        `parent`, vars and ops, and point the op at the copy."""
+        a = op.attrs.get("sub_block")
+        if a is None:
+            return
+        src = self.origin.block(a.value)
+        sub = new_block(self.prog, parent.idx)
+        for v in src.vars.values():
+            sub.add_var(clone_var(v))
+        for sop in src.ops:
+            cop = sop.copy()
+            for name in cop.input_names() + cop.output_names():
+                v = self.origin.find_var(name, src.idx)
+                if v is not None and sub.var(name) is None:
+                    sub.add_var(clone_var(v))
+            sub.ops.append(cop)
+            self.clone_sub_block(cop, sub)
+        a.value = sub.idx
+
+    def append_update(self, op: Op, block: Block, p: ParamPlan, b: VarBlock, merged: str,
+                      rename: dict) -> None:
+        """The optimizer update on the param block, its accumulators sliced to the block."""
+        states = {s.slot: s for s in p.states}
+        new_op = self._copy_op(op)
+        new_in = {}
+        for slot, args in op.inputs.items():
+            if not args:
+                continue
+            name = args[0]
+            if slot == "Grad":
+                # The update reads the merged grad, or the clip/regularization chain's output
+                # when that chain was cloned into this block (Paddle wired the merged grad
+                # here, dropping the chain: see the l2decay corrections).
+                local = rename.get(name, name)
+                new_in[slot] = [local if name != p.grad and self.gb.var(local) is not None
+                                else merged]
+            elif slot == "Param":
+                new_in[slot] = [b.name]
+            elif slot == "LearningRate":
+                if self.gb.var(name) is None:
+                    v = self.ob.var(name)
+                    self.gb.add_var(tensor_like(v, name, v.shape, v.persistable))
+                new_in[slot] = [name]
+            elif slot in ("Beta1Tensor", "Beta2Tensor"):
+                continue
+            else:
+                v = self.ob.var(name)
+                s = states.get(slot)
+                shape = b.shape if s is not None and s.sliced else tuple(v.shape)
+                local = rename.setdefault(name, name + (".block%d" % b.index
+                                                        if self._multi(p) else ""))
+                if self.gb.var(local) is None:
+                    self.gb.add_var(tensor_like(v, local, shape, v.persistable))
+                self._alias(name, local, shape)
+                new_in[slot] = [local]
+        new_op.inputs = new_in
+        for slot, args in new_op.outputs.items():
+            new_op.outputs[slot] = [b.name] if slot == "ParamOut" else \
+                [rename.get(a, a) for a in args]
+        block.ops.append(new_op)
+        if self.gb.var(new_in["Grad"][0]).kind == "SELECTED_ROWS":
+            self.sparse_grad_to_param.append("%s:%s" % (new_in["Grad"][0], b.name))
+
+    def merge_grads(self, block: Block, merged: str) -> None:
+        """Average the trainers' copies of a grad block (sync mode only)."""
+        self.grad_to_block_id.append("%s:%d" % (merged, block.idx))
+        if not self.plan.sync:
+            return
+        n = self.plan.trainers
+        block.ops.append(make_op("sum", {"X": ["%s.trainer_%d" % (merged, t) for t in range(n)]},
+                                 {"Out": [merged]},
+                                 {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
+        block.ops.append(make_op("scale", {"X": [merged]}, {"Out": [merged]},
+                                 {"scale": 1.0 / float(n), roles.ROLE_ATTR: roles.FORWARD}))
+
+    # -- the program ---------------------------------------------------------------------------
+    def build(self) -> Program:
+        plan = self.plan
+        recv_inputs = self.declare_block_vars()
+        optimize_blocks = []
+        lr_block_id = -1
+        if plan.lr_ops:
+            lr_block = new_block(self.prog, len(self.prog.blocks) - 1)
+            optimize_blocks.append(lr_block.idx)
+            for i in plan.lr_ops:
+                cop = self.clone_op(self.ob.ops[i], lr_block)
+                self.clone_sub_block(cop, lr_block)
+            lr_block_id = lr_block.idx
+
+        pre = len(self.prog.blocks) - 1
+        ordered = [i for i in plan.optimize_ops if is_optimizer_update(self.ob.ops[i])]
+        for i in ordered:
+            pname = self.ob.ops[i].input("Param")[0]
+            for p, b in self.local:
+                if p.name != pname:
+                    continue
+                block = new_block(self.prog, pre)
+                optimize_blocks.append(block.idx)
+                merged = p.grad_blocks[b.index]
+                self.merge_grads(block, merged)
+                # param and grad resolve to this block's slices; other block-local vars get a
+                # suffix when this endpoint holds several blocks of the param
+                rename = {p.name: b.name, p.grad: merged}
+                for j in p.ops:
+                    op = self.ob.ops[j]
+                    if is_optimizer_update(op):
+                        self.append_update(op, block, p, b, merged, rename)
+                    elif j not in plan.lr_ops:
+                        if self._multi(p):
+                            for a in op.output_names():
+                                if a not in rename and self.gb.var(a) is None:
+                                    rename[a] = "%s.block%d" % (a, b.index)
+                        self.clone_op(op, block, rename)
+
+        attrs_extra = {}
+        prefetch = []
+        if plan.distributed_table is not None:
+            table_block = self.table_blocks(pre)
+            optimize_blocks.append(table_block.idx)
+            prefetch, attrs_extra["checkpint_block_id"] = self.prefetch_blocks(table_block)
+
+        if not optimize_blocks:
+            optimize_blocks.append(new_block(self.prog, len(self.prog.blocks) - 1).idx)
+
+        attrs = {
+            "optimize_blocks": None, "endpoint": self.ep,
+            "pserver_id": list(plan.endpoints).index(self.ep), "Fanin": plan.trainers,
+            "distributed_mode": plan.distributed_mode,
+            "grad_to_block_id": self.grad_to_block_id,
+            "sparse_grad_to_param": self.sparse_grad_to_param,
+            "lr_decay_block_id": lr_block_id,
+            "rpc_get_thread_num": RPC_THREADS, "rpc_send_thread_num": RPC_THREADS,
+            "rpc_prefetch_thread_num": RPC_THREADS, **attrs_extra,
+            roles.ROLE_ATTR: roles.FORWARD}
+        if prefetch:
+            attrs["prefetch_var_name_to_block_id"] = prefetch
+        op = make_op("listen_and_serv", {"X": recv_inputs}, {},
+                     {k: v for k, v in attrs.items() if k != "optimize_blocks"})
+        op.attrs = {"optimize_blocks": Attr("BLOCKS", optimize_blocks), **op.attrs}
+        self.gb.ops.append(op)
+        return self.prog
+
+    # -- the distributed lookup table -------------------------------------------------------------
+    def table_blocks(self, pre: int) -> Block:
+        """The table's optimize block: its rows of the table, merged grads, sgd (Paddle
+        supports only sgd for a distributed table, whatever the program's optimizer)."""
+        plan, t = self.plan, self.plan.distributed_table
+        index = list(plan.endpoints).index(self.ep)
+        block = new_block(self.prog, pre)
+        shape = (t.rows_per_pserver,) + tuple(t.shape[1:])
+        self.gb.add_var(Var.tensor(t.name, t.dtype, shape, kind="SELECTED_ROWS",
+                                   persistable=True))
+        gvar = self.ob.var(t.grad)
+        self.gb.add_var(clone_var(gvar))
+        upd = self.ob.ops[t.optimizer_op]
+        lr = upd.input("LearningRate")[0]
+        if self.gb.var(lr) is None:
+            self.gb.add_var(clone_var(self.ob.var(lr)))
+        grad = t.grad
+        if plan.sync:
+            names = ["%s.trainer_%d.pserver_%d" % (t.grad, k, index)
+                     for k in range(plan.trainers)]
+            for n in names:
+                self.gb.add_var(tensor_like(gvar, n, gvar.shape, None))
+            block.ops.append(make_op("sum", {"X": names}, {"Out": [grad]},
+                                     {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
+        else:
+            grad = "%s.pserver_%d" % (t.grad, index)
+            v = self.gb.vars.pop(t.grad)
+            v.name = grad
+            self.gb.add_var(v)
+        block.ops.append(make_op("sgd", {"Param": [t.name], "Grad": [grad], "LearningRate": [lr]},
+                                 {"ParamOut": [t.name]}, {roles.ROLE_ATTR: roles.FORWARD}))
+        self.grad_to_block_id.append("%s:%d" % (grad, block.idx))
+        return block
+
+    def prefetch_blocks(self, table_block: Block) -> tuple[list, int]:
+        """The block answering the trainers' prefetch of table rows, and the checkpoint block
+        that saves the table."""
+        plan, t = self.plan, self.plan.distributed_table
+        index = list(plan.endpoints).index(self.ep)
+        ids_var = out_var = None
+        for op in self.ob.ops:
+            if op.type in ("lookup_table", "lookup_table_v2") and op.input("W") == [t.name]:
+                ids_var = self.ob.var(op.input("Ids")[0])
+                out_var = self.ob.var(op.output("Out")[0])
+                break
+        pin, pout = "prefetch_compress_in_tmp_%d" % index, "prefetch_compress_out_tmp_%d" % index
+        self.gb.add_var(tensor_like(ids_var, pin, ids_var.shape, None))
+        self.gb.add_var(tensor_like(out_var, pout, out_var.shape, None))
+        block = new_block(self.prog, table_block.idx)
+        block.ops.append(make_op("lookup_sparse_table", {"Ids": [pin], "W": [t.name]},
+                                 {"Out": [pout]},
+                                 {"is_sparse": True, "is_distributed": True, "padding_idx": -1,
+                                  roles.ROLE_ATTR: roles.FORWARD}))
+        self.gb.add_var(Var("kLookupTablePath", VarType("RAW", {}), persistable=True))
+        ckpt = new_block(self.prog, table_block.idx)
+        ckpt.ops.append(make_op("save", {"X": [t.name]}, {},
+                                {"file_path": "none", roles.ROLE_ATTR: roles.FORWARD}))
+        return ["%s:%d" % (pin, block.idx)], ckpt.idx
+
+
+def build_pserver_main(main: Program, plan: DistributionPlan, endpoint: str,
+                       trainer_id: int = 0):
+    """The pserver main program of `endpoint`, and the origin->pserver var aliases the
+    startup pass needs. `trainer_id` is the trainer the split was asked for: Paddle's
+    op_role_var on the pserver names that trainer's copy of an unsliced grad."""
+    b = _PserverBuilder(main, plan, endpoint, trainer_id)
+    prog = b.build()
+    return prog, b.aliases
+
+
+def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict) -> Program:
+    """Initialise exactly the vars the pserver holds: each init op of the origin startup whose
+    output lives here, renamed to the block and reshaped to it (once per local block)."""
+    gb = pserver_main.global_block
+    prog = Program([Block(0, -1)], startup.version, startup.has_version,
+                   None if startup.op_version_map is None else list(startup.op_version_map))
+    block = prog.global_block
+    for v in gb.vars.values():
+        block.add_var(clone_var(v))
+    for op in startup.global_block.ops:
+        if op.type in TRAINER_STARTUP_OPS:
+            continue
+        targets = None
+        for slot, args in op.outputs.items():
+            if not args:
+                continue
+            first = args[0]
+            names = [n for n, _ in aliases.get(first, []) if n != first or gb.var(n)]
+            if not names and gb.var(first) is not None:
+                names = [first]
+            if names:
+                targets = (slot, names)
+                break
+        if targets is None:
+            continue
+        slot, names = targets
+        for name in names:
+            new = op.copy()
+            new.outputs = {slot: [name]}
+            new.inputs = {k: [a for a in args if gb.var(a) is not None]
+                          for k, args in op.inputs.items()}
+            if op.type in INIT_OPS_WITH_SHAPE:
+                new.set_attr("shape", list(gb.var(name).shape))
+            block.ops.append(new)
+    return prog

@@ -1,0 +1,331 @@
+"""Classic style, trainer side: the trainer's main and startup programs.
+
+The trainer keeps forward and backward, sends each grad (split per pserver block) after the op
+that last writes it, waits at a barrier (sync), receives each parameter block and concatenates
+the blocks back; the optimizer and LR-schedule ops leave for the pservers. Its startup program
+receives the pserver's initial values so that every trainer starts from the same parameters.
+
+Each pass function takes the input program(s) and the plan and returns a new program.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import RefusedError
+from ..plan import LOOKUP_TABLE_TYPES, DistributionPlan
+from ..program import Op, Program
+from .. import roles
+from .classic_ops import (last_producer, make_op, new_control_var, rename_var,
+                          tensor_like)
+
+
+@dataclass
+class TrainerVars:
+    """Names the trainer main program uses for one trainer: the split param / grad vars."""
+    params: dict = field(default_factory=dict)    # param -> [trainer-side block var names]
+    grads: dict = field(default_factory=dict)     # param -> [names the grad blocks are sent as]
+
+
+def trainer_vars(plan: DistributionPlan, trainer_id: int) -> TrainerVars:
+    tv = TrainerVars()
+    for p in plan.params:
+        tv.params[p.name] = [b.name for b in p.blocks]
+        tv.grads[p.name] = [plan.sent_grad_name(g, trainer_id) for g in p.grad_blocks]
+    return tv
+
+
+def optimizer_only_vars(ops: list[Op]) -> list[str]:
+    """Inputs of the optimize ops that are neither a param nor a grad (learning rate,
+    accumulators, temporaries): the trainer no longer needs them. Sorted for determinism."""
+    inputs, role_vars = set(), set()
+    for op in ops:
+        inputs.update(op.input_names())
+        role_vars.update(op.attr(roles.ROLE_VAR_ATTR) or [])
+    return sorted(inputs - role_vars)
+
+
+def _send_barrier_attrs(plan, trainer_id, half_async):
+    return {"endpoints": list(plan.endpoints), "trainer_id": trainer_id,
+            "half_async": half_async, roles.ROLE_ATTR: roles.RPC}
+
+
+# --- main ------------------------------------------------------------------------------------
+def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -> Program:
+    """The trainer main program of `trainer_id` (see the module doc)."""
+    prog = main.copy()
+    block = prog.global_block
+    origin_ops = list(block.ops)
+    opt_ops = [origin_ops[i] for i in plan.optimize_ops]
+    lr_ops = [origin_ops[i] for i in plan.lr_ops]
+    remote_ops = [origin_ops[i] for i in plan.remote_prefetch_ops]
+    for i in plan.clip_ops:
+        origin_ops[i].set_attr(roles.ROLE_ATTR, roles.BACKWARD)
+    tv = trainer_vars(plan, trainer_id)
+    table = plan.distributed_table
+    table_grads = []
+    if table is not None:
+        gvar = block.var(table.grad)
+        for i in range(len(plan.endpoints)):
+            name = ("%s.trainer_%d.pserver_%d" % (table.grad, trainer_id, i) if plan.sync
+                    else "%s.pserver_%d" % (table.grad, i))
+            block.add_var(tensor_like(gvar, name, gvar.shape, None, stop_gradient=False))
+            table_grads.append(name)
+
+    _declare_split_vars(block, plan, tv)
+    send_out = _insert_sends(block, plan, tv)
+    # Paddle declares the barrier's output even in async mode, where nothing uses it.
+    barrier = new_control_var(block)
+    table_dep = new_control_var(block) if table is not None else None
+    deps = list(send_out.values()) + ([table_dep] if table_dep else [])
+    if plan.lr_counter is not None and plan.lr_ops:
+        # after everything (Paddle appends it behind the optimizer ops it later deletes)
+        name = plan.counter_name(trainer_id)
+        cv = new_control_var(block)
+        block.ops.append(make_op(
+            "send", {"X": [name]}, {"Out": [cv]},
+            {"epmap": list(plan.endpoints), "sections": [],
+             "send_varnames": [name] if plan.runtime_split else [], "merge_add": True,
+             "use_send_handler": False, roles.ROLE_ATTR: roles.RPC,
+             roles.ROLE_VAR_ATTR: [name, name]}))
+        deps.append(cv)
+
+    if plan.sync or plan.mode == "half_async":
+        block.ops.append(make_op("send_barrier", {"X": deps}, {"Out": [barrier]},
+                                 _send_barrier_attrs(plan, trainer_id, not plan.sync)))
+
+    recv_outputs = []
+    for p in plan.params:
+        if p.remote_prefetch:
+            continue
+        outs = list(tv.params[p.name])
+        recv_varnames = []
+        if plan.runtime_split:
+            recv_varnames, outs = outs, [p.name]
+        recv_outputs += outs
+        dep = barrier if plan.sync else send_out[p.name]
+        grads = tv.grads[p.name]
+        block.ops.append(make_op(
+            "recv", {"X": [dep]}, {"Out": outs},
+            {"epmap": [b.endpoint for b in p.blocks], "recv_varnames": recv_varnames,
+             "trainer_id": trainer_id, roles.ROLE_ATTR: roles.RPC,
+             roles.ROLE_VAR_ATTR: [p.name, grads[0] if len(grads) == 1 else p.grad]}))
+
+    _insert_distributed_lookups(block, plan, remote_ops, trainer_id)
+
+    if plan.sync:
+        block.ops.append(make_op(
+            "fetch_barrier", {"X": [barrier]}, {"Out": recv_outputs},
+            {"endpoints": list(plan.endpoints), "trainer_id": trainer_id,
+             roles.ROLE_ATTR: roles.RPC}))
+    if not plan.runtime_split:
+        for p in plan.params:
+            if p.sliced and not p.remote_prefetch:
+                block.ops.append(make_op("concat", {"X": tv.params[p.name]},
+                                         {"Out": [p.name]},
+                                         {"axis": 0, roles.ROLE_ATTR: roles.DIST}))
+    if table is not None:
+        _prefetch_distributed_table(block, plan, table_grads, table_dep, trainer_id)
+
+    # The optimizer and the LR schedule now run on the pservers.
+    drop = set(map(id, opt_ops)) | set(map(id, lr_ops))
+    block.ops = [op for op in block.ops if id(op) not in drop]
+    for name in optimizer_only_vars(opt_ops):
+        block.vars.pop(name, None)
+    return prog
+
+
+def _declare_split_vars(block, plan: DistributionPlan, tv: TrainerVars) -> None:
+    """Declare the param / grad block vars; an unsliced grad is renamed in place when the
+    pservers need to tell trainers apart."""
+    for p in plan.params:
+        pvar = block.var(p.name)
+        if p.sliced:
+            for b in p.blocks:
+                block.add_var(tensor_like(pvar, b.name, b.shape, False, stop_gradient=True))
+        gvar = block.var(p.grad)
+        sent = tv.grads[p.name]
+        if not p.sliced:
+            if sent[0] != p.grad:
+                rename_var(block, p.grad, sent[0])
+            continue
+        for name, b in zip(sent, p.blocks):
+            block.add_var(tensor_like(gvar, name, b.shape, False, stop_gradient=False))
+
+
+def _insert_sends(block, plan: DistributionPlan, tv: TrainerVars) -> dict:
+    """After the last writer of each grad: split it into blocks (unless the communicator does)
+    and send it. Returns param -> the send's control var, in send order."""
+    out = {}
+    for pname in plan.send_order:
+        p = plan.param(pname)
+        sent = tv.grads[pname]
+        whole = sent[0] if not p.sliced else p.grad
+        index = last_producer(block, whole)
+        if p.sliced and not plan.runtime_split:
+            rows = [b.rows for b in p.blocks]
+            if p.grad_kind == "SELECTED_ROWS":
+                split = make_op("split_selected_rows", {"X": [p.grad]}, {"Out": sent},
+                                {"height_sections": rows, roles.ROLE_ATTR: roles.DIST})
+            else:
+                split = make_op("split_byref", {"X": [p.grad]}, {"Out": sent},
+                                {"sections": rows, roles.ROLE_ATTR: roles.DIST})
+            block.ops.insert(index + 1, split)
+            index += 1
+        cv = new_control_var(block)
+        out[pname] = cv
+        if plan.runtime_split:
+            inputs, sections = [whole], [b.rows for b in p.blocks]
+            send_varnames = list(sent)
+        else:
+            inputs, sections, send_varnames = list(sent), [], []
+        block.ops.insert(index + 1, make_op(
+            "send", {"X": inputs}, {"Out": [cv]},
+            {"epmap": [b.endpoint for b in p.blocks], "sections": sections,
+             "send_varnames": send_varnames, roles.ROLE_ATTR: roles.RPC,
+             roles.ROLE_VAR_ATTR: [pname, whole]}))
+    return out
+
+
+def _insert_distributed_lookups(block, plan: DistributionPlan, remote_ops: list,
+                                trainer_id: int) -> None:
+    """Replace the remote-prefetch lookups of each table by one distributed_lookup_table op
+    that fetches the rows from the pservers holding the table's blocks."""
+    remaining = list(remote_ops)
+    for p in plan.params:
+        if not p.remote_prefetch:
+            continue
+        ops, op_type = [], None
+        for op in remaining:
+            if p.name in op.input_names() and op_type in (None, op.type):
+                op_type = op.type
+                ops.append(op)
+        if op_type not in LOOKUP_TABLE_TYPES:
+            continue
+        ids = [op.input("Ids")[0] for op in ops]
+        outs = [op.output("Out")[0] for op in ops]
+        padding_idx = ops[0].attr("padding_idx")
+        gone = set(map(id, ops))
+        block.ops = [op for op in block.ops if id(op) not in gone]
+        remaining = [op for op in remaining if id(op) not in gone]
+        # Paddle's placement: right after the last op writing any of the ids, provided every
+        # output is still read later on.
+        last_use, last_def = [-1] * len(outs), [-1] * len(ids)
+        for i, op in enumerate(block.ops):
+            o, a = op.output_names(), op.input_names()
+            for k, name in enumerate(ids):
+                if name in o:
+                    last_def[k] = i
+            for k, name in enumerate(outs):
+                if name in a:
+                    last_use[k] = i
+        if min(last_use) - max(last_def) < 1:
+            raise RefusedError("cannot place the distributed lookup of %r: its ids are "
+                               "computed after its output is used" % p.name)
+        block.ops.insert(max(last_def) + 1, make_op(
+            "distributed_lookup_table", {"Ids": ids, "W": [p.name]}, {"Outputs": outs},
+            {"table_names": [b.name for b in p.blocks],
+             "height_sections": [b.rows for b in p.blocks],
+             "endpoints": [b.endpoint for b in p.blocks], "padding_idx": padding_idx,
+             "trainer_id": trainer_id, "lookup_table_version": op_type,
+             roles.ROLE_ATTR: roles.FORWARD}))
+
+
+def _prefetch_distributed_table(block, plan: DistributionPlan, table_grads: list,
+                                table_dep: str, trainer_id: int) -> None:
+    """The distributed table: its lookups become split_ids -> prefetch -> merge_ids, and its
+    grad is split by id and sent to every pserver."""
+    table = plan.distributed_table
+    ids, outs, first = [], [], -1
+    kept = []
+    for i, op in enumerate(block.ops):
+        if op.type in LOOKUP_TABLE_TYPES and op.input("W") == [table.name]:
+            if op.attr("is_distributed") is not True:
+                raise RefusedError("lookup_table ops on the distributed table %r must all set "
+                                   "is_distributed" % table.name)
+            if first < 0:
+                first = len(kept)
+            ids.append(op.input("Ids")[0])
+            outs.append(op.output("Out")[0])
+        else:
+            kept.append(op)
+    if first < 0:
+        raise RefusedError("distributed table %r has no lookup_table op" % table.name)
+    block.ops = kept
+    n = len(plan.endpoints)
+    ids_var, out_var = block.var(ids[0]), block.var(outs[0])
+    pin = ["prefetch_compress_in_tmp_%d" % i for i in range(n)]
+    pout = ["prefetch_compress_out_tmp_%d" % i for i in range(n)]
+    for a, b in zip(pin, pout):
+        block.add_var(tensor_like(ids_var, a, ids_var.shape, None, stop_gradient=False))
+        block.add_var(tensor_like(out_var, b, out_var.shape, None, stop_gradient=False))
+    fwd = {roles.ROLE_ATTR: roles.FORWARD}
+    block.ops[first:first] = [
+        make_op("split_ids", {"Ids": ids}, {"Out": pin}, dict(fwd)),
+        make_op("prefetch", {"X": pin}, {"Out": pout},
+                {"epmap": list(plan.endpoints), **fwd}),
+        make_op("merge_ids", {"Ids": ids, "Rows": pin, "X": pout}, {"Out": outs}, dict(fwd))]
+
+    at = next((i for i, op in enumerate(block.ops) if table.grad in op.output_names()), None)
+    if at is None:
+        raise RefusedError("no op computes the grad %r of the distributed table" % table.grad)
+    block.ops[at + 1:at + 1] = [
+        make_op("split_ids", {"Ids": [table.grad]}, {"Out": table_grads},
+                {roles.ROLE_ATTR: roles.DIST}),
+        make_op("send", {"X": table_grads}, {"Out": [table_dep] if plan.sync else []},
+                {"epmap": list(plan.endpoints), "trainer_id": trainer_id,
+                 roles.ROLE_ATTR: roles.RPC, roles.ROLE_VAR_ATTR: [table.name, table.grad]})]
+
+
+# --- startup ------------------------------------------------------------------------------------
+def build_trainer_startup(startup: Program, main: Program, plan: DistributionPlan,
+                          trainer_id: int) -> Program:
+    """The trainer startup: receive every (non-table) parameter from the pservers after the
+    local init, drop the optimizer's inits, fake_init the sparse tables."""
+    prog = startup.copy()
+    block = prog.global_block
+    mblock = main.global_block
+    tables = set(plan.fake_init_tables)
+    for p in plan.params:
+        if p.name in tables:
+            continue
+        names = [b.name for b in p.blocks]
+        if p.sliced:
+            pvar = mblock.var(p.name)
+            for b in p.blocks:
+                if block.var(b.name) is None:
+                    block.add_var(tensor_like(pvar, b.name, b.shape, False, lod_level=0))
+        block.ops.append(make_op("recv", {"X": []}, {"Out": names},
+                                 {"epmap": [b.endpoint for b in p.blocks],
+                                  "trainer_id": trainer_id, roles.ROLE_ATTR: roles.RPC}))
+    cv = new_control_var(block)
+    block.ops.append(make_op("fetch_barrier", {}, {"Out": [cv]},
+                             {"endpoints": list(plan.endpoints), "trainer_id": trainer_id,
+                              roles.ROLE_ATTR: roles.RPC}))
+    for p in plan.params:
+        if p.name in tables or not p.sliced:
+            continue
+        if block.var(p.name) is None:
+            v = mblock.var(p.name)
+            block.add_var(tensor_like(v, p.name, v.shape, v.persistable))
+        block.ops.append(make_op("concat", {"X": [b.name for b in p.blocks]},
+                                 {"Out": [p.name]},
+                                 {"axis": 0, roles.ROLE_ATTR: roles.FORWARD}))
+
+    origin_ops = main.global_block.ops
+    dead = set(optimizer_only_vars([origin_ops[i] for i in plan.optimize_ops]))
+    block.ops = [op for op in block.ops if not dead & set(op.output_names())]
+    for name in dead:
+        block.vars.pop(name, None)
+
+    for name in sorted(tables):
+        if block.var(name) is None:
+            raise RefusedError("sparse table %r is not declared in the startup program" % name)
+        inits = [op for op in block.ops if name in op.output_names()]
+        if len(inits) != 1:
+            raise RefusedError("sparse table %r must have exactly one init op in the startup "
+                               "program, found %d" % (name, len(inits)))
+        block.ops = [op for op in block.ops if op is not inits[0]]
+        block.ops.append(make_op("fake_init", {}, {"Out": [name]},
+                                 {"shape": list(inits[0].attr("shape") or []),
+                                  roles.ROLE_ATTR: roles.FORWARD}))
+    return prog
