@@ -1,6 +1,10 @@
 import os
 import sys
 
+# numpy's OpenBLAS threads only slow the small matrices of the simulate tests down on 2 cores;
+# this must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 for p in (ROOT, HERE):

@@ -1,0 +1,287 @@
+"""simulate: the original program and Paddle's own split trained side by side with numpy."""
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")   # tiny matrices: threads only cost time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from transpile import programio
+from transpile.config import load_config
+from transpile.errors import UserError
+from transpile.program import Op
+from transpile.simulate import simulate
+from transpile.simulate.cluster import rename_trainer_program
+
+CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
+
+# Sync cases whose every op has a kernel: Paddle's split must train exactly like the original.
+EQUAL_SYNC = [
+    "classic/basic", "classic/decayed_adagrad", "classic/empty_pserver_block", "classic/l2decay",
+    "classic/l2decay_piecewise", "classic/large_block_size", "classic/load_slice_var",
+    "classic/lr_decay", "classic/lr_decay_conditional", "classic/no_slice_var",
+    "classic/rmsprop", "fleet/mlp_adam_sync", "fleet/mlp_sgd_sync",
+]
+
+_cache: dict = {}
+
+
+def load_case(case):
+    """(main, startup, config, {"trainer_0/main": Program, ...}, {"trainer_0": runtime})."""
+    if case not in _cache:
+        d = os.path.join(CORPUS, case)
+        exp = os.path.join(d, "expected")
+        progs, rts = {}, {}
+        for sub in sorted(os.listdir(exp)):
+            for kind in ("main", "startup"):
+                f = os.path.join(exp, sub, kind + ".pb")
+                if os.path.isfile(f):
+                    progs["%s/%s" % (sub, kind)] = programio.load(f)
+            rt = os.path.join(exp, sub, "runtime.json")
+            if os.path.isfile(rt):
+                with open(rt) as fh:
+                    rts[sub] = json.load(fh)
+        _cache[case] = (programio.load(os.path.join(d, "main.pb")),
+                        programio.load(os.path.join(d, "startup.pb")),
+                        load_config(os.path.join(d, "cluster.yaml")), progs, rts)
+    main, startup, cfg, progs, rts = _cache[case]
+    return main, startup, cfg, {k: p.copy() for k, p in progs.items()}, rts
+
+
+def run(case, progs=None, steps=5, batch=2, **kw):
+    main, startup, cfg, p, rts = load_case(case)
+    return simulate(main, startup, cfg, p if progs is None else progs, rts, steps=steps,
+                    batch=batch, seed=0, **kw)
+
+
+@pytest.mark.parametrize("case", EQUAL_SYNC)
+def test_paddle_sync_split_trains_like_the_original(case):
+    res = run(case)
+    assert res.error is None, res.error
+    assert res.params and all(p.ok for p in res.params), \
+        [(p.name, p.max_abs, p.max_rel, p.note) for p in res.params if not p.ok]
+    assert res.exit_code == 0
+    assert any("trainer_1 derived from trainer_0" in n for n in res.notes)
+
+
+def test_equal_means_trained_alike_not_untrained():
+    """One step without the pservers' sgd already differs: the equality above is earned."""
+    _, _, _, progs, _ = load_case("classic/basic")
+    _pserver_block_ops(progs, lambda op: op.type == "sgd")
+    res = run("classic/basic", progs=progs, steps=1)
+    assert res.exit_code == 1 and not res.equal
+
+
+# --- splits broken on purpose --------------------------------------------------------------
+def _pserver_block_ops(progs, pred):
+    for key, prog in progs.items():
+        if key.startswith("pserver_") and key.endswith("/main"):
+            for b in prog.blocks[1:]:
+                b.ops = [op for op in b.ops if not pred(op)]
+
+
+def test_dropping_the_averaging_scale_is_caught():
+    _, _, _, progs, _ = load_case("classic/basic")
+    _pserver_block_ops(progs, lambda op: op.type == "scale")
+    res = run("classic/basic", progs=progs)
+    assert res.exit_code == 1
+    assert {p.name for p in res.params if not p.ok} == {"fc_b", "fc_w"}
+
+
+def test_dropping_an_optimizer_op_is_caught():
+    _, _, _, progs, _ = load_case("fleet/mlp_adam_sync")
+    dropped = []
+
+    def pred(op):
+        if op.type == "adam" and op.input("Param") == ["fc_1.w_0"]:
+            dropped.append(op)
+            return True
+        return False
+    _pserver_block_ops(progs, pred)
+    assert dropped
+    res = run("fleet/mlp_adam_sync", progs=progs, steps=2)
+    assert res.exit_code == 1
+    bad = {p.name for p in res.params if not p.ok}
+    assert "fc_1.w_0" in bad
+
+
+def test_shrinking_a_block_var_is_caught():
+    _, _, _, progs, _ = load_case("classic/basic")
+    ps = progs["pserver_127.0.0.1_6174/main"]
+    v = ps.global_block.vars["fc_w.block1"]
+    ps.global_block.vars["fc_w.block1"] = v.with_shape([400, 1000])
+    res = run("classic/basic", progs=progs, steps=1)
+    assert res.exit_code == 1
+    assert "fc_w.block1" in res.error and "[400, 1000]" in res.error
+
+
+def test_a_missing_send_is_caught():
+    _, _, _, progs, _ = load_case("classic/basic")
+    tr = progs["trainer_0/main"]
+    tr.global_block.ops = [op for op in tr.global_block.ops
+                           if not (op.type == "send" and "fc_b@GRAD.trainer_0" in op.input("X"))]
+    res = run("classic/basic", progs=progs, steps=1)
+    assert res.exit_code == 1
+    assert "fc_b@GRAD.trainer_0" in res.error and "holds no value" in res.error
+
+
+def test_an_op_without_kernel_is_named():
+    _, _, _, progs, _ = load_case("classic/basic")
+    tr = progs["trainer_0/main"]
+    tr.global_block.ops.insert(0, Op("frobnicate", {"X": ["x"]}, {"Out": ["fc_0.tmp_0"]}))
+    with pytest.raises(UserError, match="frobnicate"):
+        run("classic/basic", progs=progs, steps=1)
+
+
+def test_distributed_tables_have_no_kernel_yet():
+    with pytest.raises(UserError, match="distributed_lookup_table"):
+        run("fleet/ctr_sparse_adam_sync", steps=1)
+
+
+# --- what Paddle's splits really do ----------------------------------------------------------
+def test_fleet_clips_each_trainers_grad_before_averaging():
+    """Fleet moves clip (op_role backward) onto the trainers: the pservers average clipped
+    grads, mean(clip(g_i)) != clip(mean(g_i)). Widen the clip and the difference is gone."""
+    res = run("fleet/l2decay_clip_unsplit_sync", batch=4)
+    assert res.exit_code == 1 and res.error is None
+    main, startup, cfg, progs, rts = load_case("fleet/l2decay_clip_unsplit_sync")
+    main = main.copy()
+    for prog in [main] + list(progs.values()):
+        for _, _, op in prog.ops():
+            if op.type == "clip":
+                op.set_attr("min", -1e9)
+                op.set_attr("max", 1e9)
+    wide = simulate(main, startup, cfg, progs, rts, steps=5, batch=4, seed=0)
+    assert wide.exit_code == 0, [(p.name, p.max_rel) for p in wide.params]
+
+
+def test_async_reports_without_failing():
+    res = run("fleet/mlp_sgd_async", steps=2)
+    assert res.error is None and not res.equal and res.exit_code == 0
+    res = run("fleet/mlp_sgd_async", steps=2, expect_equal=True)
+    assert res.exit_code == 1
+
+
+def test_rename_trainer_program():
+    _, _, _, progs, _ = load_case("classic/basic")
+    t1 = rename_trainer_program(progs["trainer_0/main"], 0, 1)
+    names = set(t1.global_block.vars)
+    assert "fc_w@GRAD.block0.trainer_1" in names and "fc_b@GRAD.trainer_1" in names
+    assert not any(".trainer_0" in n for n in names)
+    assert all(op.attr("trainer_id") == 1 for op in t1.global_block.ops
+               if "trainer_id" in op.attrs)
+    assert "fc_b@GRAD.trainer_0" in progs["trainer_0/main"].global_block.vars   # input kept
+
+
+# --- kernels ---------------------------------------------------------------------------------
+def test_kernel_gradients_match_finite_differences():
+    """softmax_with_cross_entropy + sequence_pool + elementwise_add(axis=1) + mul, by hand."""
+    import numpy as np
+    from transpile.program import Block, Program, Var
+    from transpile.simulate.executor import Executor
+
+    def t(name, shape, dtype="FP64", lod=0):
+        return Var.tensor(name, dtype, shape, lod_level=lod)
+    b = Block(0, -1)
+    for v in (t("e", [-1, 3], lod=1), t("p", [-1, 3]), t("w", [3, 4]), t("h", [-1, 4]),
+              t("bias", [4]), t("z", [-1, 4]), t("lab", [-1, 1], "INT64"), t("sm", [-1, 4]),
+              t("loss", [-1, 1]), t("m", []), t("m@GRAD", []), t("loss@GRAD", [-1, 1]),
+              t("z@GRAD", [-1, 4]), t("h@GRAD", [-1, 4]), t("bias@GRAD", [4]),
+              t("p@GRAD", [-1, 3]), t("w@GRAD", [3, 4]), t("e@GRAD", [-1, 3]), t("mi", [])):
+        b.add_var(v)
+    b.ops = [
+        Op("sequence_pool", {"X": ["e"]}, {"Out": ["p"], "MaxIndex": ["mi"]}),
+        Op("mul", {"X": ["p"], "Y": ["w"]}, {"Out": ["h"]}),
+        Op("elementwise_add", {"X": ["h"], "Y": ["bias"]}, {"Out": ["z"]}),
+        Op("softmax_with_cross_entropy", {"Logits": ["z"], "Label": ["lab"]},
+           {"Softmax": ["sm"], "Loss": ["loss"]}),
+        Op("reduce_mean", {"X": ["loss"]}, {"Out": ["m"]}),
+        Op("fill_constant", {}, {"Out": ["m@GRAD"]}),
+        Op("reduce_mean_grad", {"X": ["loss"], "Out@GRAD": ["m@GRAD"]}, {"X@GRAD": ["loss@GRAD"]}),
+        Op("softmax_with_cross_entropy_grad", {"Softmax": ["sm"], "Label": ["lab"],
+                                               "Loss@GRAD": ["loss@GRAD"]},
+           {"Logits@GRAD": ["z@GRAD"]}),
+        Op("elementwise_add_grad", {"X": ["h"], "Y": ["bias"], "Out@GRAD": ["z@GRAD"]},
+           {"X@GRAD": ["h@GRAD"], "Y@GRAD": ["bias@GRAD"]}),
+        Op("mul_grad", {"X": ["p"], "Y": ["w"], "Out@GRAD": ["h@GRAD"]},
+           {"X@GRAD": ["p@GRAD"], "Y@GRAD": ["w@GRAD"]}),
+        Op("sequence_pool_grad", {"X": ["e"], "Out@GRAD": ["p@GRAD"]}, {"X@GRAD": ["e@GRAD"]}),
+    ]
+    b.ops[0].set_attr("pooltype", "AVERAGE")
+    b.ops[2].set_attr("axis", 1)
+    b.ops[4].set_attr("reduce_all", True)
+    b.ops[5].set_attr("shape", [])
+    b.ops[5].set_attr("value", 1.0)
+    b.ops[5].set_attr("dtype", 6)
+    for i in (6,):
+        b.ops[i].set_attr("reduce_all", True)
+    b.ops[8].set_attr("axis", 1)
+    prog = Program([b])
+    rng = np.random.default_rng(0)
+    A = {"e": rng.normal(size=(5, 3)), "w": rng.normal(size=(3, 4)), "bias": rng.normal(size=4),
+         "lab": np.array([[1], [3]])}
+
+    def loss(vals, grads=False):
+        ex = Executor("t", prog)
+        for k, v in vals.items():
+            ex.scope.put(k, v, [[0, 2, 5]] if k == "e" else None)
+        ex.run_block(0, 0, None if grads else 5)
+        return ex.scope
+    sc = loss(A, grads=True)
+    for name in ("e", "w", "bias"):
+        g = sc.get(name + "@GRAD")
+        num = np.zeros_like(A[name])
+        for idx in np.ndindex(*A[name].shape):
+            for sign in (1, -1):
+                B = dict(A)
+                B[name] = A[name].copy()
+                B[name][idx] += sign * 1e-6
+                num[idx] += sign * float(loss(B).get("m")) / 2e-6
+        assert np.allclose(g, num, atol=1e-6), name
+
+
+# --- the command -----------------------------------------------------------------------------
+def _group():
+    import cli
+    from transpile.simulate_cli import register
+
+    @click.group()
+    def g():
+        pass
+    register(g, cli.handle_errors)
+    return g
+
+
+def test_cli_equal_and_broken(tmp_path):
+    d = os.path.join(CORPUS, "fleet/mlp_sgd_sync")
+    args = ["simulate", os.path.join(d, "main.pb"), os.path.join(d, "expected"),
+            "--startup", os.path.join(d, "startup.pb"), "--cluster",
+            os.path.join(d, "cluster.yaml"), "--steps", "2", "--batch", "2"]
+    r = CliRunner().invoke(_group(), args)
+    assert r.exit_code == 0, r.output
+    assert "fc_0.w_0" in r.output and "equal within rtol" in r.output
+    # the same split with one pserver block's optimizer gone
+    import shutil
+    split = tmp_path / "split"
+    shutil.copytree(os.path.join(d, "expected"), split)
+    ps = split / "pserver_127.0.0.1_6175" / "main.pb"
+    prog = programio.load(str(ps))
+    for blk in prog.blocks[1:]:
+        blk.ops = [op for op in blk.ops if op.type != "sgd"]
+    programio.save(prog, str(ps))
+    args[2] = str(split)
+    r = CliRunner().invoke(_group(), args)
+    assert r.exit_code == 1, r.output
+    assert "DIFFERS" in r.output
+
+
+def test_cli_bad_input_exits_2(tmp_path):
+    d = os.path.join(CORPUS, "classic/basic")
+    r = CliRunner().invoke(_group(), ["simulate", os.path.join(d, "main.pb"), str(tmp_path),
+                                      "--cluster", os.path.join(d, "cluster.yaml")])
+    assert r.exit_code == 2
+    assert "no trainer_<id>/ or pserver" in r.output

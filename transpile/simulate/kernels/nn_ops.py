@@ -1,0 +1,406 @@
+"""Losses, softmax, embeddings, sequence pooling, conv2d / pool2d."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import SelectedRows, SimError, dense
+from . import kernel
+
+
+def _softmax(x, axis=-1):
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@kernel("softmax")
+def softmax(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", _softmax(x, ctx.attr("axis", -1)), lod=ctx.lod("X"))
+
+
+@kernel("softmax_grad")
+def softmax_grad(ctx):
+    o, d = dense(ctx.x("Out")), dense(ctx.x("Out@GRAD"))
+    axis = ctx.attr("axis", -1)
+    ctx.set("X@GRAD", o * (d - np.sum(d * o, axis=axis, keepdims=True)))
+
+
+def _hard_labels(label, n_class, ignore):
+    lab = np.asarray(label).astype(np.int64)
+    ok = lab != ignore
+    if np.any((lab[ok] < 0) | (lab[ok] >= n_class)):
+        raise SimError("label out of range [0, %d)" % n_class)
+    return lab, ok
+
+
+@kernel("softmax_with_cross_entropy")
+def softmax_with_cross_entropy(ctx):
+    logits = dense(ctx.x("Logits"))
+    label = dense(ctx.x("Label"))
+    axis = ctx.attr("axis", -1) % logits.ndim
+    if axis != logits.ndim - 1:
+        raise SimError("softmax_with_cross_entropy: only the last axis is simulated")
+    # use_softmax=False: Logits already are probabilities (Paddle's cross_entropy(use_softmax=False))
+    sm = _softmax(logits, -1) if ctx.attr("use_softmax", True) else logits
+    if ctx.attr("soft_label", False):
+        loss = -np.sum(label * np.log(np.maximum(sm, 1e-300)), axis=-1, keepdims=True)
+    else:
+        lab, ok = _hard_labels(label, logits.shape[-1], ctx.attr("ignore_index", -100))
+        idx = np.where(ok, lab, 0)
+        picked = np.take_along_axis(sm, idx.reshape(sm.shape[:-1] + (1,)), axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loss = np.where(ok.reshape(picked.shape), -np.log(picked), 0.0)
+    ctx.set("Softmax", sm, lod=ctx.lod("Logits"))
+    ctx.set("Loss", loss.astype(logits.dtype), lod=ctx.lod("Logits"))
+
+
+@kernel("softmax_with_cross_entropy_grad")
+def softmax_with_cross_entropy_grad(ctx):
+    sm = dense(ctx.x("Softmax"))
+    label = dense(ctx.x("Label"))
+    d = dense(ctx.x("Loss@GRAD"))
+    if ctx.attr("soft_label", False):
+        g = (sm - label) * d
+    else:
+        lab, ok = _hard_labels(label, sm.shape[-1], ctx.attr("ignore_index", -100))
+        onehot = np.zeros_like(sm)
+        idx = np.where(ok, lab, 0).reshape(sm.shape[:-1] + (1,))
+        np.put_along_axis(onehot, idx, 1.0, axis=-1)
+        if ctx.attr("use_softmax", True):
+            g = (sm - onehot) * d
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g = np.where(onehot > 0, -d / sm, 0.0)
+        g = g * ok.reshape(sm.shape[:-1] + (1,))
+    ctx.set("Logits@GRAD", g)
+
+
+@kernel("cross_entropy", "cross_entropy2")
+def cross_entropy(ctx):
+    x = dense(ctx.x("X"))
+    label = dense(ctx.x("Label"))
+    if ctx.attr("soft_label", False):
+        y = -np.sum(label * np.log(x), axis=-1, keepdims=True)
+        ctx.set("Y", y)
+        return
+    lab, ok = _hard_labels(label, x.shape[-1], ctx.attr("ignore_index", -100))
+    idx = np.where(ok, lab, 0).reshape(x.shape[:-1] + (1,))
+    match = np.take_along_axis(x, idx, axis=-1)
+    y = np.where(ok.reshape(match.shape), -np.log(match), 0.0)
+    ctx.set("Y", y.astype(x.dtype), lod=ctx.lod("X"))
+    if ctx.wants("MatchX"):
+        ctx.set("MatchX", match)
+    if ctx.wants("XShape"):
+        ctx.set("XShape", np.zeros((0,) + x.shape))
+
+
+@kernel("cross_entropy_grad", "cross_entropy_grad2")
+def cross_entropy_grad(ctx):
+    d = dense(ctx.x("Y@GRAD"))
+    label = dense(ctx.x("Label"))
+    if ctx.op.type == "cross_entropy_grad2":
+        match = dense(ctx.x("MatchX"))
+        shape = np.shape(ctx.x("XShape"))[1:]
+        g = np.zeros(shape)
+        lab, ok = _hard_labels(label, shape[-1], ctx.attr("ignore_index", -100))
+        idx = np.where(ok, lab, 0).reshape(tuple(shape[:-1]) + (1,))
+        np.put_along_axis(g, idx, np.where(ok.reshape(idx.shape), -d / match, 0.0), axis=-1)
+        ctx.set("X@GRAD", g)
+        return
+    x = dense(ctx.x("X"))
+    if ctx.attr("soft_label", False):
+        ctx.set("X@GRAD", -label / x * d)
+        return
+    lab, ok = _hard_labels(label, x.shape[-1], ctx.attr("ignore_index", -100))
+    idx = np.where(ok, lab, 0).reshape(x.shape[:-1] + (1,))
+    match = np.take_along_axis(x, idx, axis=-1)
+    g = np.zeros_like(x)
+    np.put_along_axis(g, idx, np.where(ok.reshape(idx.shape), -d / match, 0.0), axis=-1)
+    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+
+
+def _sce_mask(ctx, label):
+    ignore = ctx.attr("ignore_index", -100)
+    ok = label != ignore
+    norm = max(int(ok.sum()), 1) if ctx.attr("normalize", False) else 1
+    return ok, norm
+
+
+@kernel("sigmoid_cross_entropy_with_logits")
+def sigmoid_cross_entropy_with_logits(ctx):
+    x, label = dense(ctx.x("X")), dense(ctx.x("Label"))
+    ok, norm = _sce_mask(ctx, label)
+    loss = np.maximum(x, 0) - x * label + np.log1p(np.exp(-np.abs(x)))
+    ctx.set("Out", np.where(ok, loss, 0.0) / norm, lod=ctx.lod("X"))
+
+
+@kernel("sigmoid_cross_entropy_with_logits_grad")
+def sigmoid_cross_entropy_with_logits_grad(ctx):
+    x, label = dense(ctx.x("X")), dense(ctx.x("Label"))
+    d = dense(ctx.x("Out@GRAD"))
+    ok, norm = _sce_mask(ctx, label)
+    g = (1.0 / (1.0 + np.exp(-x)) - label) * d
+    ctx.set("X@GRAD", np.where(ok, g, 0.0) / norm, lod=ctx.lod("X"))
+
+
+# --- embeddings -------------------------------------------------------------------------
+def _ids(ctx):
+    ids = np.asarray(dense(ctx.x("Ids"))).astype(np.int64)
+    if ctx.op.type.startswith("lookup_table_v2"):
+        return ids, ids.shape
+    if ids.shape[-1] != 1:
+        raise SimError("lookup_table: Ids must end in a dim of 1, got %s" % (ids.shape,))
+    return ids, ids.shape[:-1]
+
+
+@kernel("lookup_table", "lookup_table_v2")
+def lookup_table(ctx):
+    w = ctx.x("W")
+    ids, lead = _ids(ctx)
+    flat = ids.reshape(-1)
+    if isinstance(w, SelectedRows):
+        raise SimError("%s: W %s is a SelectedRows table" % (ctx.op.type, ctx.op.input("W")[0]))
+    if flat.size and (flat.min() < 0 or flat.max() >= w.shape[0]):
+        raise SimError("%s: id %d outside the %d rows of %s"
+                       % (ctx.op.type, int(flat.max()), w.shape[0], ctx.op.input("W")[0]))
+    out = w[flat]
+    pad = ctx.attr("padding_idx", -1)
+    if pad is not None and pad != -1:
+        out = np.where((flat == pad)[:, None], 0.0, out)
+    ctx.set("Out", out.reshape(tuple(lead) + w.shape[1:]), lod=ctx.lod("Ids"))
+
+
+@kernel("lookup_table_grad", "lookup_table_v2_grad")
+def lookup_table_grad(ctx):
+    w = ctx.x("W")
+    height, width = dense(w).shape[0], dense(w).shape[1:]
+    ids, _ = _ids(ctx)
+    flat = ids.reshape(-1)
+    d = dense(ctx.x("Out@GRAD")).reshape((flat.size,) + tuple(width))
+    pad = ctx.attr("padding_idx", -1)
+    if pad is not None and pad != -1:
+        d = np.where((flat == pad)[:, None], 0.0, d)
+    if ctx.attr("is_sparse", False):
+        ctx.set("W@GRAD", SelectedRows(flat, d, height))
+    else:
+        g = np.zeros((height,) + tuple(width), dtype=d.dtype)
+        np.add.at(g, flat, d)
+        ctx.set("W@GRAD", g)
+
+
+# --- sequences --------------------------------------------------------------------------
+def _offsets(ctx, slot):
+    lod = ctx.lod(slot)
+    if not lod:
+        raise SimError("%s: %s has no LoD (sequence info)" % (ctx.op.type, ctx.op.input(slot)[0]))
+    return list(lod[-1])
+
+
+@kernel("sequence_pool")
+def sequence_pool(ctx):
+    x = dense(ctx.x("X"))
+    off = _offsets(ctx, "X")
+    if off[-1] != x.shape[0]:
+        raise SimError("sequence_pool: LoD ends at %d but X has %d rows" % (off[-1], x.shape[0]))
+    kind = ctx.attr("pooltype", "AVERAGE").upper()
+    pad = ctx.attr("pad_value", 0.0)
+    outs, maxidx = [], []
+    for a, b in zip(off[:-1], off[1:]):
+        seg = x[a:b]
+        if b == a:
+            outs.append(np.full(x.shape[1:], pad, dtype=x.dtype))
+            maxidx.append(np.zeros(x.shape[1:], dtype=np.int64))
+            continue
+        if kind == "AVERAGE":
+            outs.append(seg.mean(axis=0))
+        elif kind == "SUM":
+            outs.append(seg.sum(axis=0))
+        elif kind == "SQRT":
+            outs.append(seg.sum(axis=0) / np.sqrt(b - a))
+        elif kind == "MAX":
+            i = seg.argmax(axis=0)
+            maxidx.append(i + a)
+            outs.append(seg.max(axis=0))
+        elif kind == "LAST":
+            outs.append(seg[-1])
+        elif kind == "FIRST":
+            outs.append(seg[0])
+        else:
+            raise SimError("sequence_pool: pooltype %s is not simulated" % kind)
+    ctx.set("Out", np.stack(outs) if outs else np.zeros((0,) + x.shape[1:]))
+    if ctx.wants("MaxIndex"):
+        ctx.set("MaxIndex", np.stack(maxidx) if kind == "MAX" and maxidx
+                else np.zeros((len(outs),) + x.shape[1:], dtype=np.int64))
+
+
+@kernel("sequence_pool_grad")
+def sequence_pool_grad(ctx):
+    x = dense(ctx.x("X"))
+    off = _offsets(ctx, "X")
+    d = dense(ctx.x("Out@GRAD"))
+    kind = ctx.attr("pooltype", "AVERAGE").upper()
+    g = np.zeros_like(x)
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        n = b - a
+        if not n:
+            continue
+        if kind == "AVERAGE":
+            g[a:b] = d[i] / n
+        elif kind == "SUM":
+            g[a:b] = d[i]
+        elif kind == "SQRT":
+            g[a:b] = d[i] / np.sqrt(n)
+        elif kind == "LAST":
+            g[b - 1] = d[i]
+        elif kind == "FIRST":
+            g[a] = d[i]
+        elif kind == "MAX":
+            mi = np.asarray(ctx.x("MaxIndex"))[i]
+            flat_g = g.reshape(g.shape[0], -1)
+            flat_g[mi.reshape(-1), np.arange(flat_g.shape[1])] += d[i].reshape(-1)
+        else:
+            raise SimError("sequence_pool_grad: pooltype %s is not simulated" % kind)
+    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+
+
+# --- conv2d / pool2d (NCHW) -------------------------------------------------------------
+def _pads(ctx, ksize, in_hw, strides, dil):
+    algo = ctx.attr("padding_algorithm", "EXPLICIT")
+    p = list(ctx.attr("paddings", [0, 0]))
+    if algo == "VALID":
+        return [0, 0, 0, 0]
+    if algo == "SAME":
+        out = []
+        for i in range(2):
+            o = -(-in_hw[i] // strides[i])
+            need = max((o - 1) * strides[i] + (ksize[i] - 1) * dil[i] + 1 - in_hw[i], 0)
+            out += [need // 2, need - need // 2]
+        return out
+    if len(p) == 2:
+        return [p[0], p[0], p[1], p[1]]
+    return p
+
+
+def _windows(x, kh, kw, sh, sw, dh, dw):
+    """x [N,C,H,W] (already padded) -> [N,C,OH,OW,kh,kw]."""
+    n, c, h, w = x.shape
+    oh = (h - (dh * (kh - 1) + 1)) // sh + 1
+    ow = (w - (dw * (kw - 1) + 1)) // sw + 1
+    out = np.empty((n, c, oh, ow, kh, kw), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i, j] = x[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
+                               j * dw:j * dw + sw * (ow - 1) + 1:sw]
+    return out
+
+
+def _conv_setup(ctx):
+    x, w = dense(ctx.x("Input")), dense(ctx.x("Filter"))
+    if ctx.attr("data_format", "NCHW") not in ("NCHW", "AnyLayout"):
+        raise SimError("conv2d: only NCHW is simulated")
+    s = list(ctx.attr("strides", [1, 1]))
+    d = list(ctx.attr("dilations", [1, 1]))
+    g = ctx.attr("groups", 1) or 1
+    p = _pads(ctx, w.shape[2:], x.shape[2:], s, d)
+    return x, w, s, d, g, p
+
+
+@kernel("conv2d", "depthwise_conv2d")
+def conv2d(ctx):
+    x, w, s, d, g, p = _conv_setup(ctx)
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
+    win = _windows(xp, w.shape[2], w.shape[3], s[0], s[1], d[0], d[1])
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    cg, og = c // g, oc // g
+    outs = []
+    for gi in range(g):
+        wi = win[:, gi * cg:(gi + 1) * cg]
+        outs.append(np.einsum("nchwij,ocij->nohw", wi, w[gi * og:(gi + 1) * og]))
+    ctx.set("Output", np.concatenate(outs, axis=1))
+
+
+@kernel("conv2d_grad", "depthwise_conv2d_grad")
+def conv2d_grad(ctx):
+    x, w, s, d, g, p = _conv_setup(ctx)
+    dout = dense(ctx.x("Output@GRAD"))
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
+    kh, kw = w.shape[2:]
+    win = _windows(xp, kh, kw, s[0], s[1], d[0], d[1])
+    c, oc = x.shape[1], w.shape[0]
+    cg, og = c // g, oc // g
+    oh, ow = dout.shape[2:]
+    dxp = np.zeros_like(xp)
+    dw = np.zeros_like(w)
+    for gi in range(g):
+        dg = dout[:, gi * og:(gi + 1) * og]
+        wg = w[gi * og:(gi + 1) * og]
+        dw[gi * og:(gi + 1) * og] = np.einsum("nchwij,nohw->ocij", win[:, gi * cg:(gi + 1) * cg], dg)
+        dwin = np.einsum("nohw,ocij->nchwij", dg, wg)
+        for i in range(kh):
+            for j in range(kw):
+                dxp[:, gi * cg:(gi + 1) * cg, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0],
+                    j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]] += dwin[..., i, j]
+    if ctx.wants("Input@GRAD"):
+        ctx.set("Input@GRAD", dxp[:, :, p[0]:xp.shape[2] - p[1], p[2]:xp.shape[3] - p[3]])
+    if ctx.wants("Filter@GRAD"):
+        ctx.set("Filter@GRAD", dw)
+
+
+def _pool_setup(ctx):
+    x = dense(ctx.x("X"))
+    if ctx.attr("adaptive", False) or ctx.attr("ceil_mode", False):
+        raise SimError("pool2d: adaptive / ceil_mode pooling is not simulated")
+    k = list(ctx.attr("ksize", [1, 1]))
+    s = list(ctx.attr("strides", [1, 1]))
+    if ctx.attr("global_pooling", False):
+        k, s, p = list(x.shape[2:]), [1, 1], [0, 0, 0, 0]
+    else:
+        p = _pads(ctx, k, x.shape[2:], s, [1, 1])
+    return x, k, s, p
+
+
+@kernel("pool2d")
+def pool2d(ctx):
+    x, k, s, p = _pool_setup(ctx)
+    kind = ctx.attr("pooling_type", "max")
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])), constant_values=fill)
+    win = _windows(xp, k[0], k[1], s[0], s[1], 1, 1)
+    if kind == "max":
+        out = win.max(axis=(-1, -2))
+    else:
+        ones = np.pad(np.ones(x.shape[2:]), ((p[0], p[1]), (p[2], p[3])))
+        cnt = _windows(ones[None, None], k[0], k[1], s[0], s[1], 1, 1).sum(axis=(-1, -2))
+        div = cnt if ctx.attr("exclusive", True) else k[0] * k[1]
+        out = win.sum(axis=(-1, -2)) / div
+    ctx.set("Out", out)
+
+
+@kernel("pool2d_grad")
+def pool2d_grad(ctx):
+    x, k, s, p = _pool_setup(ctx)
+    kind = ctx.attr("pooling_type", "max")
+    dout = dense(ctx.x("Out@GRAD"))
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])), constant_values=fill)
+    win = _windows(xp, k[0], k[1], s[0], s[1], 1, 1)
+    oh, ow = dout.shape[2:]
+    if kind == "max":
+        m = win == win.max(axis=(-1, -2), keepdims=True)
+        # Paddle routes the gradient to the first maximum only
+        flat = m.reshape(m.shape[:4] + (-1,))
+        first = np.zeros_like(flat)
+        np.put_along_axis(first, flat.argmax(axis=-1)[..., None], True, axis=-1)
+        dwin = first.reshape(m.shape) * dout[..., None, None]
+    else:
+        ones = np.pad(np.ones(x.shape[2:]), ((p[0], p[1]), (p[2], p[3])))
+        cnt = _windows(ones[None, None], k[0], k[1], s[0], s[1], 1, 1).sum(axis=(-1, -2))
+        div = cnt if ctx.attr("exclusive", True) else k[0] * k[1]
+        dwin = np.broadcast_to((dout / div)[..., None, None], win.shape)
+    dxp = np.zeros(xp.shape)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            dxp[:, :, i:i + s[0] * (oh - 1) + 1:s[0], j:j + s[1] * (ow - 1) + 1:s[1]] += dwin[..., i, j]
+    ctx.set("X@GRAD", dxp[:, :, p[0]:xp.shape[2] - p[1], p[2]:xp.shape[3] - p[3]])

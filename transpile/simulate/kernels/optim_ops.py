@@ -1,0 +1,175 @@
+"""Optimizer update ops. SelectedRows grads are densified where that is what Paddle's sparse
+kernel amounts to (rows absent from the grad see a zero gradient); adam's lazy_mode updates only
+the rows present."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import SelectedRows, SimError, dense
+from . import kernel
+
+
+def _lr(ctx):
+    lr = np.asarray(dense(ctx.x("LearningRate")))
+    if lr.size != 1:
+        raise SimError("%s: LearningRate %s has shape %s, expected one value"
+                       % (ctx.op.type, ctx.op.input("LearningRate")[0], lr.shape))
+    return lr.reshape(-1)[0]
+
+
+def _param_grad(ctx):
+    p = dense(ctx.x("Param"))
+    g = ctx.x("Grad")
+    gd = dense(g)
+    if np.shape(gd) != p.shape:
+        raise SimError("%s: Grad %s has shape %s but Param %s has %s"
+                       % (ctx.op.type, ctx.op.input("Grad")[0], np.shape(gd),
+                          ctx.op.input("Param")[0], p.shape))
+    return p, g, gd
+
+
+def _same(ctx, slot, p):
+    v = dense(ctx.x(slot))
+    if np.shape(v) != p.shape:
+        raise SimError("%s: %s %s has shape %s but Param %s has %s"
+                       % (ctx.op.type, slot, ctx.op.input(slot)[0], np.shape(v),
+                          ctx.op.input("Param")[0], p.shape))
+    return v
+
+
+@kernel("sgd")
+def sgd(ctx):
+    p, _, g = _param_grad(ctx)
+    ctx.set("ParamOut", p - _lr(ctx) * g)
+
+
+@kernel("momentum")
+def momentum(ctx):
+    p, _, g = _param_grad(ctx)
+    v = _same(ctx, "Velocity", p)
+    mu = ctx.attr("mu", 0.9)
+    if ctx.attr("regularization_method", "") == "l2_decay":
+        g = g + ctx.attr("regularization_coeff", 0.0) * p
+    g = g * ctx.attr("rescale_grad", 1.0)
+    lr = _lr(ctx)
+    v_out = mu * v + g
+    if ctx.attr("use_nesterov", False):
+        p_out = p - (g + mu * v_out) * lr
+    else:
+        p_out = p - lr * v_out
+    ctx.set("ParamOut", p_out)
+    ctx.set("VelocityOut", v_out)
+
+
+@kernel("adam")
+def adam(ctx):
+    p, graw, g = _param_grad(ctx)
+    m1 = _same(ctx, "Moment1", p)
+    m2 = _same(ctx, "Moment2", p)
+    b1p = np.asarray(dense(ctx.x("Beta1Pow")))
+    b2p = np.asarray(dense(ctx.x("Beta2Pow")))
+    b1 = float(np.asarray(ctx.x("Beta1Tensor")).reshape(-1)[0]) if ctx.has("Beta1Tensor") \
+        else ctx.attr("beta1", 0.9)
+    b2 = float(np.asarray(ctx.x("Beta2Tensor")).reshape(-1)[0]) if ctx.has("Beta2Tensor") \
+        else ctx.attr("beta2", 0.999)
+    eps = float(np.asarray(ctx.x("EpsilonTensor")).reshape(-1)[0]) \
+        if ctx.has("EpsilonTensor") else ctx.attr("epsilon", 1e-8)
+    if ctx.has("SkipUpdate") and bool(np.asarray(ctx.x("SkipUpdate")).reshape(-1)[0]):
+        ctx.set("ParamOut", p)
+        ctx.set("Moment1Out", m1)
+        ctx.set("Moment2Out", m2)
+        ctx.set("Beta1PowOut", b1p)
+        ctx.set("Beta2PowOut", b2p)
+        return
+    b1pv, b2pv = b1p.reshape(-1)[0], b2p.reshape(-1)[0]
+    lr = _lr(ctx) * np.sqrt(1 - b2pv) / (1 - b1pv)
+    m1o = b1 * m1 + (1 - b1) * g
+    m2o = b2 * m2 + (1 - b2) * g * g
+    po = p - lr * (m1o / (np.sqrt(m2o) + eps * np.sqrt(1 - b2pv)))
+    if isinstance(graw, SelectedRows) and ctx.attr("lazy_mode", False):
+        rows = graw.merged().rows
+        keep = np.ones(p.shape[0], dtype=bool)
+        keep[rows] = False
+        m1o[keep], m2o[keep], po[keep] = m1[keep], m2[keep], p[keep]
+    ctx.set("ParamOut", po)
+    ctx.set("Moment1Out", m1o)
+    ctx.set("Moment2Out", m2o)
+    if not ctx.attr("use_global_beta_pow", False):
+        ctx.set("Beta1PowOut", b1p * b1)
+        ctx.set("Beta2PowOut", b2p * b2)
+
+
+@kernel("adamax")
+def adamax(ctx):
+    p, _, g = _param_grad(ctx)
+    m = _same(ctx, "Moment", p)
+    u = _same(ctx, "InfNorm", p)
+    b1p = np.asarray(dense(ctx.x("Beta1Pow"))).reshape(-1)[0]
+    b1, b2, eps = ctx.attr("beta1", 0.9), ctx.attr("beta2", 0.999), ctx.attr("epsilon", 1e-8)
+    mo = b1 * m + (1 - b1) * g
+    uo = np.maximum(b2 * u + eps, np.abs(g))
+    ctx.set("ParamOut", p - _lr(ctx) / (1 - b1p) * mo / uo)
+    ctx.set("MomentOut", mo)
+    ctx.set("InfNormOut", uo)
+
+
+@kernel("adagrad")
+def adagrad(ctx):
+    p, _, g = _param_grad(ctx)
+    m = _same(ctx, "Moment", p)
+    mo = m + g * g
+    ctx.set("ParamOut", p - _lr(ctx) * g / (np.sqrt(mo) + ctx.attr("epsilon", 1e-6)))
+    ctx.set("MomentOut", mo)
+
+
+@kernel("decayed_adagrad")
+def decayed_adagrad(ctx):
+    p, _, g = _param_grad(ctx)
+    m = _same(ctx, "Moment", p)
+    decay = ctx.attr("decay", 0.95)
+    mo = decay * m + (1 - decay) * g * g
+    ctx.set("ParamOut", p - _lr(ctx) * g / (np.sqrt(mo) + ctx.attr("epsilon", 1e-6)))
+    ctx.set("MomentOut", mo)
+
+
+@kernel("rmsprop")
+def rmsprop(ctx):
+    p, _, g = _param_grad(ctx)
+    ms = _same(ctx, "MeanSquare", p)
+    mom = _same(ctx, "Moment", p)
+    rho, eps = ctx.attr("decay", 0.9), ctx.attr("epsilon", 1e-10)
+    mu = ctx.attr("momentum", 0.0)
+    lr = _lr(ctx)
+    ms_o = rho * ms + (1 - rho) * g * g
+    if ctx.attr("centered", False):
+        mg = _same(ctx, "MeanGrad", p)
+        mg_o = rho * mg + (1 - rho) * g
+        mom_o = mu * mom + lr * g / np.sqrt(ms_o - mg_o * mg_o + eps)
+        ctx.set("MeanGradOut", mg_o)
+    else:
+        # Paddle's kernel leaves MeanGrad alone when not centered
+        mom_o = mu * mom + lr * g / np.sqrt(ms_o + eps)
+    ctx.set("ParamOut", p - mom_o)
+    ctx.set("MeanSquareOut", ms_o)
+    ctx.set("MomentOut", mom_o)
+
+
+@kernel("ftrl")
+def ftrl(ctx):
+    p, _, g = _param_grad(ctx)
+    sq = _same(ctx, "SquaredAccumulator", p)
+    lin = _same(ctx, "LinearAccumulator", p)
+    l1, l2 = ctx.attr("l1", 0.0), ctx.attr("l2", 0.0)
+    pw = ctx.attr("lr_power", -0.5)
+    lr = _lr(ctx)
+    new_sq = sq + g * g
+    if pw == -0.5:
+        lin_o = lin + g - (np.sqrt(new_sq) - np.sqrt(sq)) / lr * p
+        y = np.sqrt(new_sq) / lr + 2 * l2
+    else:
+        lin_o = lin + g - (np.power(new_sq, -pw) - np.power(sq, -pw)) / lr * p
+        y = np.power(new_sq, -pw) / lr + 2 * l2
+    x = l1 * np.sign(lin_o) - lin_o
+    ctx.set("ParamOut", np.where(np.abs(lin_o) > l1, x / y, 0.0))
+    ctx.set("SquaredAccumOut", new_sq)
+    ctx.set("LinearAccumOut", lin_o)

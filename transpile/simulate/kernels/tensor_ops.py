@@ -1,0 +1,290 @@
+"""Creation, random init, casts, shape ops, comparisons and logic."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import SelectedRows, SimError, dense, np_dtype
+from . import kernel
+
+
+def _shape_attr(ctx):
+    if ctx.has("ShapeTensor"):
+        return [int(v) for v in np.asarray(ctx.x("ShapeTensor")).reshape(-1)]
+    if ctx.has("ShapeTensorList"):
+        return [int(np.asarray(v).reshape(-1)[0]) for v in ctx.xs("ShapeTensorList")]
+    return [int(d) for d in ctx.attr("shape", [])]
+
+
+@kernel("fill_constant")
+def fill_constant(ctx):
+    dt = np_dtype(ctx.attr("dtype", 5), ctx.fdt)
+    value = ctx.attr("value", 0.0)
+    s = ctx.attr("str_value", "")
+    if s:
+        value = float(s)
+    if ctx.has("ValueTensor"):
+        value = np.asarray(ctx.x("ValueTensor")).reshape(-1)[0]
+    shape = _shape_attr(ctx)
+    if any(d < 0 for d in shape):
+        raise SimError("fill_constant: shape %s has an unknown dim" % (shape,))
+    ctx.set("Out", np.full(shape, value, dtype=dt))
+
+
+@kernel("fill_any_like", "fill_zeros_like", "zeros_like", "ones_like")
+def fill_like(ctx):
+    x = dense(ctx.x("X"))
+    value = {"fill_zeros_like": 0.0, "zeros_like": 0.0, "ones_like": 1.0}.get(
+        ctx.op.type, ctx.attr("value", 0.0))
+    dt = ctx.attr("dtype", -1)
+    dtype = x.dtype if dt in (-1, None) else np_dtype(dt, ctx.fdt)
+    ctx.set("Out", np.full(x.shape, value, dtype=dtype), lod=ctx.lod("X"))
+
+
+@kernel("uniform_random", "gaussian_random", "truncated_gaussian_random")
+def random_init(ctx):
+    shape = _shape_attr(ctx)
+    if any(d < 0 for d in shape):
+        raise SimError("%s: shape %s has an unknown dim" % (ctx.op.type, shape))
+    rng = ctx.rng()
+    if ctx.op.type == "uniform_random":
+        out = rng.uniform(ctx.attr("min", -1.0), ctx.attr("max", 1.0), size=shape)
+        n, step, val = ctx.attr("diag_num", 0), ctx.attr("diag_step", 0), ctx.attr("diag_val", 1.0)
+        if n:
+            flat = out.reshape(-1)
+            for i in range(n):
+                flat[i * (step + 1)] = val
+    else:
+        mean, std = ctx.attr("mean", 0.0), ctx.attr("std", 1.0)
+        out = rng.normal(mean, std, size=shape)
+        if ctx.op.type == "truncated_gaussian_random":
+            bad = np.abs(out - mean) > 2 * std
+            while bad.any():
+                out[bad] = rng.normal(mean, std, size=int(bad.sum()))
+                bad = np.abs(out - mean) > 2 * std
+    ctx.set("Out", out.astype(np_dtype(ctx.attr("dtype", 5), ctx.fdt)), random=True)
+
+
+@kernel("cast")
+def cast(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", x.astype(np_dtype(ctx.attr("out_dtype", 5), ctx.fdt)), lod=ctx.lod("X"))
+
+
+@kernel("cast_grad")
+def cast_grad(ctx):
+    d = dense(ctx.x("Out@GRAD"))
+    ctx.set("X@GRAD", d.astype(np_dtype(ctx.attr("in_dtype", 5), ctx.fdt)))
+
+
+@kernel("increment")
+def increment(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", (x + ctx.attr("step", 1.0)).astype(x.dtype))
+
+
+@kernel("assign", "share_data", "memcpy")
+def assign(ctx):
+    x = ctx.x("X")
+    if isinstance(x, SelectedRows):
+        ctx.set("Out", SelectedRows(x.rows.copy(), x.value.copy(), x.height))
+    else:
+        ctx.set("Out", np.array(x, copy=True), lod=ctx.lod("X"))
+
+
+_CMP = {"less_than": np.less, "less_equal": np.less_equal, "greater_than": np.greater,
+        "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}
+
+
+@kernel(*_CMP)
+def compare(ctx):
+    from .math_ops import _bcast_y
+    x, y = dense(ctx.x("X")), dense(ctx.x("Y"))
+    if y.ndim <= x.ndim:
+        y = _bcast_y(x, y, ctx.attr("axis", -1))
+    ctx.set("Out", _CMP[ctx.op.type](x, y))
+
+
+_LOGIC = {"logical_and": np.logical_and, "logical_or": np.logical_or,
+          "logical_xor": np.logical_xor}
+
+
+@kernel(*_LOGIC, "logical_not")
+def logical(ctx):
+    x = dense(ctx.x("X")).astype(bool)
+    if ctx.op.type == "logical_not":
+        ctx.set("Out", np.logical_not(x))
+    else:
+        ctx.set("Out", _LOGIC[ctx.op.type](x, dense(ctx.x("Y")).astype(bool)))
+
+
+def _reshape_target(x, shape):
+    shape = list(shape)
+    out = []
+    for i, d in enumerate(shape):
+        out.append(x.shape[i] if d == 0 else d)
+    if -1 in out:
+        known = int(np.prod([d for d in out if d != -1]))
+        out[out.index(-1)] = x.size // max(known, 1)
+    if int(np.prod(out)) != x.size:
+        raise SimError("reshape: cannot reshape %s to %s" % (x.shape, shape))
+    return out
+
+
+@kernel("reshape", "reshape2")
+def reshape(ctx):
+    x = dense(ctx.x("X"))
+    shape = _shape_attr(ctx) if (ctx.has("ShapeTensor") or ctx.has("Shape")) else ctx.attr("shape")
+    if ctx.has("Shape"):
+        shape = [int(v) for v in np.asarray(ctx.x("Shape")).reshape(-1)]
+    ctx.set("Out", x.reshape(_reshape_target(x, shape)))
+    if ctx.wants("XShape"):
+        ctx.set("XShape", np.zeros((0,) + x.shape, dtype=x.dtype))
+
+
+@kernel("reshape2_grad")
+def reshape2_grad(ctx):
+    xshape = ctx.x("XShape")
+    d = dense(ctx.x("Out@GRAD"))
+    ctx.set("X@GRAD", d.reshape(np.shape(xshape)[1:]))
+
+
+@kernel("reshape_grad")
+def reshape_grad(ctx):
+    ctx.set("X@GRAD", dense(ctx.x("Out@GRAD")).reshape(dense(ctx.x("X")).shape))
+
+
+@kernel("transpose", "transpose2")
+def transpose(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", np.transpose(x, ctx.attr("axis")))
+    if ctx.wants("XShape"):
+        ctx.set("XShape", np.zeros((0,) + x.shape, dtype=x.dtype))
+
+
+@kernel("transpose2_grad", "transpose_grad")
+def transpose_grad(ctx):
+    axis = ctx.attr("axis")
+    ctx.set("X@GRAD", np.transpose(dense(ctx.x("Out@GRAD")), np.argsort(axis)))
+
+
+def _axis(ctx, ndim):
+    axis = ctx.attr("axis", 0)
+    if ctx.has("AxisTensor"):
+        axis = int(np.asarray(ctx.x("AxisTensor")).reshape(-1)[0])
+    return axis % ndim if ndim else 0
+
+
+@kernel("concat")
+def concat(ctx):
+    xs = [dense(v) for v in ctx.xs("X")]
+    axis = _axis(ctx, xs[0].ndim)
+    for v in xs[1:]:
+        if v.ndim != xs[0].ndim or any(a != b for i, (a, b) in enumerate(zip(v.shape, xs[0].shape))
+                                       if i != axis):
+            raise SimError("concat: inputs of shapes %s do not concatenate on axis %d"
+                           % ([x.shape for x in xs], axis))
+    ctx.set("Out", np.concatenate(xs, axis=axis))
+
+
+@kernel("concat_grad")
+def concat_grad(ctx):
+    xs = [dense(v) for v in ctx.xs("X")]
+    axis = _axis(ctx, xs[0].ndim)
+    d = dense(ctx.x("Out@GRAD"))
+    cuts = np.cumsum([x.shape[axis] for x in xs])[:-1]
+    parts = np.split(d, cuts, axis=axis)
+    for i, name in enumerate(ctx.out_names("X@GRAD")):
+        if name and name != "@EMPTY@":
+            ctx.set("X@GRAD", parts[i], idx=i, lod=ctx.lod("X", i))
+
+
+@kernel("split")
+def split(ctx):
+    x = dense(ctx.x("X"))
+    axis = _axis(ctx, x.ndim)
+    sections = ctx.attr("sections", [])
+    n = len(ctx.out_names("Out"))
+    if sections:
+        sections = list(sections)
+        if -1 in sections:
+            sections[sections.index(-1)] = x.shape[axis] - (sum(sections) + 1)
+        if sum(sections) != x.shape[axis]:
+            raise SimError("split: sections %s do not add up to dim %d of %s"
+                           % (sections, axis, x.shape))
+        parts = np.split(x, np.cumsum(sections)[:-1], axis=axis)
+    else:
+        num = ctx.attr("num", 0) or n
+        if x.shape[axis] % num:
+            raise SimError("split: dim %d of %s is not divisible by %d" % (axis, x.shape, num))
+        parts = np.split(x, num, axis=axis)
+    if len(parts) != n:
+        raise SimError("split: %d parts for %d outputs" % (len(parts), n))
+    for i, p in enumerate(parts):
+        ctx.set("Out", p, idx=i)
+
+
+@kernel("split_byref")
+def split_byref(ctx):
+    """Row-split (dim 0) by `sections` (the trainer's side of a sliced parameter's grad)."""
+    x = dense(ctx.x("X"))
+    sections = list(ctx.attr("sections", []))
+    n = len(ctx.out_names("Out"))
+    if not sections:
+        if x.shape[0] % n:
+            raise SimError("split_byref: %d rows do not split in %d" % (x.shape[0], n))
+        sections = [x.shape[0] // n] * n
+    if len(sections) != n or sum(sections) != x.shape[0]:
+        raise SimError("split_byref: sections %s do not cover the %d rows of %s into %d outputs"
+                       % (sections, x.shape[0], ctx.op.input("X")[0], n))
+    for i, p in enumerate(np.split(x, np.cumsum(sections)[:-1], axis=0)):
+        ctx.set("Out", p, idx=i)
+
+
+@kernel("split_selected_rows")
+def split_selected_rows(ctx):
+    """Split a SelectedRows by row ranges (`height_sections`); row ids become local."""
+    x = ctx.x("X")
+    if not isinstance(x, SelectedRows):
+        raise SimError("split_selected_rows: %s is not SelectedRows" % ctx.op.input("X")[0])
+    sections = list(ctx.attr("height_sections", []))
+    n = len(ctx.out_names("Out"))
+    if len(sections) != n or sum(sections) != x.height:
+        raise SimError("split_selected_rows: height_sections %s do not cover height %d "
+                       "in %d outputs" % (sections, x.height, n))
+    start = 0
+    for i, h in enumerate(sections):
+        m = (x.rows >= start) & (x.rows < start + h)
+        ctx.set("Out", SelectedRows(x.rows[m] - start, x.value[m], h), idx=i)
+        start += h
+
+
+@kernel("split_ids")
+def split_ids(ctx):
+    """Ids (or a SelectedRows grad) sharded by id % number of outputs."""
+    n = len(ctx.out_names("Out"))
+    xs = ctx.xs("Ids")
+    if len(xs) == 1 and isinstance(xs[0], SelectedRows):
+        x = xs[0]
+        for i in range(n):
+            m = x.rows % n == i
+            ctx.set("Out", SelectedRows(x.rows[m], x.value[m], x.height), idx=i)
+        return
+    ids = np.unique(np.concatenate([np.asarray(v).reshape(-1) for v in xs]).astype(np.int64))
+    for i in range(n):
+        ctx.set("Out", ids[ids % n == i].reshape(-1, 1), idx=i)
+
+
+@kernel("merge_ids")
+def merge_ids(ctx):
+    """Rows fetched per shard (X[i] for Rows[i]) gathered back in the order of each Ids input."""
+    table = {}
+    for rows, vals in zip(ctx.xs("Rows"), ctx.xs("X")):
+        for r, v in zip(np.asarray(rows).reshape(-1), dense(vals)):
+            table[int(r)] = v
+    for i, ids in enumerate(ctx.xs("Ids")):
+        flat = np.asarray(ids).reshape(-1)
+        try:
+            out = np.stack([table[int(r)] for r in flat])
+        except KeyError as e:
+            raise SimError("merge_ids: id %s was not fetched" % e) from None
+        ctx.set("Out", out, idx=i, lod=ctx.lod("Ids", i))

@@ -1,0 +1,153 @@
+"""`pstranspile simulate`: train the original and its split side by side, compare parameters.
+
+Wired into cli.py with `register(main, handle_errors)`.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from transpile.errors import UserError
+
+EXIT_DIFFERS = 1
+
+
+def load_split_dir(path: str):
+    """Programs ("trainer_0/main" -> Program) and runtimes ("trainer_0" -> dict) of a split folder."""
+    from transpile import programio
+    if not os.path.isdir(path):
+        raise UserError("%s: no such folder" % path)
+    programs, runtime = {}, {}
+    for sub in sorted(os.listdir(path)):
+        folder = os.path.join(path, sub)
+        if not os.path.isdir(folder) or not (sub.startswith("trainer_")
+                                             or sub.startswith("pserver_")):
+            continue
+        for kind in ("main", "startup"):
+            for ext in (".pb", ".json"):
+                f = os.path.join(folder, kind + ext)
+                if os.path.isfile(f):
+                    programs["%s/%s" % (sub, kind)] = programio.load(f)
+                    break
+        rt = os.path.join(folder, "runtime.json")
+        if os.path.isfile(rt):
+            try:
+                with open(rt, encoding="utf-8") as fh:
+                    runtime[sub] = json.load(fh)
+            except (OSError, ValueError) as e:
+                raise UserError("%s: cannot read (%s)" % (rt, e)) from None
+    if not programs:
+        raise UserError("%s: no trainer_<id>/ or pserver_<host>_<port>/ program folders" % path)
+    return programs, runtime
+
+
+def _fmt(x: float) -> str:
+    return "nan" if x != x else "%.3e" % x
+
+
+def render(result, config, echo=click.echo) -> None:
+    """The per-parameter table and the verdict (stdout)."""
+    rows = [("parameter", "shape", "max |a-b|", "max rel", "")]
+    for p in result.params:
+        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel),
+                     "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        echo(("%-*s  %-*s  %*s  %*s  %s" % (widths[0], r[0], widths[1], r[1], widths[2], r[2],
+                                            widths[3], r[3], r[4])).rstrip())
+    n_bad = sum(1 for p in result.params if not p.ok)
+    if result.error:
+        echo("result: the split fails to execute")
+    elif n_bad == 0:
+        echo("result: all %d parameters equal within rtol %g after %d steps"
+             % (len(result.params), result.rtol, result.steps))
+    else:
+        tail = "" if result.expect_equal else \
+            " (%s mode: reported, not failed; --expect-equal to fail)" % result.mode
+        echo("result: %d of %d parameters differ beyond rtol %g after %d steps%s"
+             % (n_bad, len(result.params), result.rtol, result.steps, tail))
+
+
+@click.command("simulate")
+@click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
+@click.argument("split_dir", metavar="[SPLIT_DIR]", required=False,
+                type=click.Path(file_okay=False))
+@click.option("--startup", type=click.Path(dir_okay=False), default=None,
+              help="The original startup program (initializers).")
+@click.option("--cluster", type=click.Path(dir_okay=False), required=True,
+              help="The cluster config (YAML).")
+@click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
+@click.option("--batch", type=int, default=8, show_default=True,
+              help="Global batch size (divided among the trainers).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
+@click.option("--rtol", type=float, default=1e-5, show_default=True,
+              help="Largest accepted difference, relative to the parameter's largest entry.")
+@click.option("--expect-equal", is_flag=True,
+              help="Fail on differences in async / half-async mode too.")
+@click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
+def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
+             expect_equal, float32):
+    """Train MAIN and its split with numpy for a few steps; compare the parameters.
+
+    \b
+    (a) the original: startup once, then --steps steps of MAIN on random feeds;
+    (b) the split in SPLIT_DIR (trainer_<id>/ and pserver_<host>_<port>/ folders, as
+        `split --out` writes; without SPLIT_DIR the split is made here): every pserver's
+        startup and listen_and_serv optimize blocks and every trainer's startup and main,
+        with send / recv / barriers run in process, each trainer on its share of the
+        same global batch. Trainers the folder lacks are derived from trainer_0.
+    Example:
+      pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
+    Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the split
+    fails to execute (async / half-async report differences without failing unless
+    --expect-equal); 2 bad input or an op with no kernel.
+    """
+    # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from transpile import config as config_mod
+    from transpile import programio
+    from transpile.simulate import SimError, simulate as run
+
+    ctx = click.get_current_context()
+    quiet = bool(getattr(ctx.find_root().obj, "quiet", False))
+    for opt, v in (("--steps", steps), ("--batch", batch)):
+        if v < 1:
+            raise UserError("%s must be at least 1, got %d" % (opt, v))
+    if not rtol >= 0:
+        raise UserError("--rtol must be >= 0, got %g" % rtol)
+    cfg = config_mod.load_config(cluster)
+    main = programio.load(main_program)
+    start = programio.load(startup) if startup else None
+    if split_dir:
+        programs, runtime = load_split_dir(split_dir)
+    else:
+        from transpile.split import split as do_split
+        result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
+        programs, runtime = result.programs, result.runtime
+    try:
+        res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
+                  rtol=rtol, float32=float32, expect_equal=True if expect_equal else None)
+    except SimError as e:   # pragma: no cover - simulate() reports these in the result
+        raise UserError(str(e)) from None
+    click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "
+               "seed %d, %s" % (cfg.mode, cfg.trainers, "s" if cfg.trainers != 1 else "",
+                                len(cfg.pservers), "s" if len(cfg.pservers) != 1 else "",
+                                steps, batch, seed, "float32" if float32 else "float64"))
+    if not quiet:
+        for n in res.notes:
+            click.echo("note: %s" % n, err=True)
+    if res.error:
+        click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
+    render(res, cfg)
+    ctx.exit(res.exit_code)
+
+
+def register(main_group, handle_errors) -> None:
+    """Add `simulate` to the root group, its errors handled like every other command's."""
+    cmd = simulate
+    if handle_errors is not None and not getattr(cmd.callback, "_errors_handled", False):
+        cmd.callback = handle_errors(cmd.callback)
+        cmd.callback._errors_handled = True
+    main_group.add_command(cmd)
