@@ -1,0 +1,143 @@
+"""Fleet style against Paddle's own Fleet output (tests/corpus/fleet), plus the properties the
+comparison alone would not catch: refusals write nothing, output is byte-identical whatever
+PYTHONHASHSEED, inputs are left untouched, and the slicing arithmetic."""
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main as cli_main
+from golden import case_dirs, compare_case, is_refused
+from transpile import load, load_config, split
+from transpile.passes.fleet_plan import (_dense_block_sizes, _sparse_block_sizes, make_plan,
+                                         orig_varname)
+from transpile.programio import to_bytes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CASES = case_dirs("fleet")
+FLEET = os.path.join(HERE, "corpus", "fleet")
+
+
+def _split_args(case, out):
+    return ["split", os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),
+            "--cluster", os.path.join(case, "cluster.yaml"), "--out", out]
+
+
+def _load_case(name):
+    case = os.path.join(FLEET, name)
+    return (load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb")),
+            load_config(os.path.join(case, "cluster.yaml")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=os.path.basename)
+def test_case_matches_paddle(case, tmp_path):
+    out = str(tmp_path / "out")
+    r = CliRunner().invoke(cli_main, ["-q"] + _split_args(case, out))
+    diffs = compare_case(case, out, r.exit_code)
+    assert not diffs, "\n".join([r.output] + diffs[:40])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=os.path.basename)
+def test_refused_case_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli_main, _split_args(case, str(out)))
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and "geo mode" in r.output
+    assert not out.exists()
+
+
+def test_geo_refusal_messages_say_why():
+    m, s, c = _load_case("mlp_sgd_geo")
+    with pytest.raises(Exception, match="geo mode needs a sparse parameter"):
+        split(m, s, c)
+    m, s, c = _load_case("large_scale_adam_geo")
+    with pytest.raises(Exception, match="geo mode can not handle large-scale embedding tables"):
+        split(m, s, c)
+
+
+def _tree(folder):
+    files = {}
+    for dirpath, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, folder)] = f.read()
+    return files
+
+
+@pytest.mark.parametrize("name", ["ctr_sparse_adam_sync", "large_scale_adam_async",
+                                  "lrdecay_momentum_half_async", "ctr_sparse_adam_geo"])
+def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
+    case = os.path.join(FLEET, name)
+    trees = []
+    for seed in ("0", "4242"):
+        out = str(tmp_path / ("out" + seed))
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "-q"]
+                       + _split_args(case, out) + ["--trainer-id", "all"],
+                       check=True, env=env, cwd=ROOT)
+        trees.append(_tree(out))
+    assert trees[0].keys() == trees[1].keys() and "trainer_1/runtime.json" in trees[0]
+    assert trees[0] == trees[1]
+
+
+def test_split_leaves_its_inputs_alone_and_repeats_exactly():
+    m, s, c = _load_case("large_scale_adam_sync")
+    before = (to_bytes(m), to_bytes(s))
+    first = split(m, s, c)
+    second = split(m, s, c)
+    assert (to_bytes(m), to_bytes(s)) == before
+    assert {k: to_bytes(p) for k, p in first.programs.items()} == \
+        {k: to_bytes(p) for k, p in second.programs.items()}
+    assert first.runtime == second.runtime
+
+
+# --- the plan ----------------------------------------------------------------------------------
+def test_dense_blocks_follow_fleet_min_block_size_and_whole_rows():
+    assert _dense_block_sizes((1000, 1000), 2) == [500000, 500000]
+    assert _dense_block_sizes((1000, 1), 2) == [1000]               # < 81920 elements: one block
+    assert _dense_block_sizes((64, 32), 2) == [2048]
+    # 3 rows of 81920: two pservers, blocks of whole rows (2 rows + 1 row)
+    assert _dense_block_sizes((3, 81920), 2) == [163840, 81920]
+    assert _dense_block_sizes((200000,), 3) == [100000, 100000]     # only 2 blocks reach 81920
+    assert _dense_block_sizes((250000,), 3) == [83334, 83334, 83332]
+
+
+def test_sparse_tables_split_by_rows_one_block_per_endpoint():
+    assert _sparse_block_sizes((10000, 16), 2) == [80000, 80000]
+    assert _sparse_block_sizes((10001, 16), 2) == [80024, 80008]    # extra row to the first
+    assert _sparse_block_sizes((5, 3), 1) == [15]
+
+
+def test_plan_dispatch_round_robin_dense_continues_sparse_restarts():
+    m, s, c = _load_case("ctr_sparse_adam_sync")
+    plan = make_plan(m, s, c)
+    a, b = c.pservers
+    held = {ep: [x.name for x in plan.ep_params[ep]] for ep in c.pservers}
+    assert held[a] == ["fc_0.b_0", "fc_1.b_0", "SparseFeatFactors.block0"]
+    assert held[b] == ["fc_0.w_0", "fc_1.w_0", "SparseFeatFactors.block1"]
+    assert plan.table_ids["SparseFeatFactors"] == 1          # table 0 is the dense one
+    d = plan.to_dict()
+    assert d["sparse_pairs"][0]["param"] == "SparseFeatFactors"
+    assert d["min_block_size"] == 81920
+
+
+def test_orig_varname_strips_block_and_trainer_suffixes():
+    assert orig_varname("fc_0.w_0@GRAD.block1.trainer_0") == "fc_0.w_0@GRAD"
+    assert orig_varname("fc_0.w_0.block0") == "fc_0.w_0"
+    assert orig_varname("clip_0.tmp_0.trainer_1") == "clip_0.tmp_0"
+
+
+def test_a_scheduled_learning_rate_stays_on_the_trainer():
+    from transpile.passes.fleet_trainer import trainer_main
+    m, s, c = _load_case("mlp_sgd_async")
+    plain = trainer_main(m, make_plan(m, s, c), 0)
+    assert "learning_rate_0" not in plain.global_block.vars
+    scheduled = trainer_main(m, make_plan(m, s, c, lr_scheduler=True), 0)
+    lr = scheduled.global_block.vars["learning_rate_0"]
+    assert lr.persistable and lr.shape == m.global_block.vars["learning_rate_0"].shape
+    assert [op.type for op in scheduled.global_block.ops] == \
+        [op.type for op in plain.global_block.ops]

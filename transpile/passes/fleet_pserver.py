@@ -1,0 +1,422 @@
+"""Fleet pserver passes (ir/pserver_pass.py): one main and one startup program per endpoint.
+
+Main: listen_and_serv, then the optimize blocks Fleet's add_optimizer_pass builds:
+  - an LR-decay block with the LR-schedule ops (the global-step increment stays on the trainers);
+  - per parameter block held here: merge of the trainers' grads (sum + scale 1/trainers in sync
+    mode), then the optimizer op and the ops connected to it (clip, regularization);
+  - an empty block when nothing landed on this endpoint.
+  Large-scale (is_distributed) tables get lookup_sparse_table_* ops in their block.
+Geo: one block per parameter slice, `param = sum(param, param.delta)`.
+Startup: the inits of what this endpoint holds, sliced to its blocks, plus
+lookup_sparse_table_init with the large-scale table metas.
+"""
+from __future__ import annotations
+
+from ..errors import UserError
+from ..program import Attr, Block, Op, Program, Var
+from .fleet_common import make_op, new_tensor, role_attrs
+from .fleet_plan import (LR_DECAY_COUNTER, FleetPlan, Slice, is_distributed_lookup,
+                         is_optimizer_op, orig_varname, same_or_split_var)
+
+RPC_THREADS = 12       # FLAGS_rpc_{get,send,prefetch}_thread_num defaults in the server config
+
+# Optimizer inputs shaped like the param: on a pserver they take the param block's shape.
+PARAM_SHAPED = {"adam": ("Moment1", "Moment2"), "adagrad": ("Moment",),
+                "adamax": ("Moment", "InfNorm"), "momentum": ("Velocity",),
+                "lars_momentum": ("Velocity",), "rmsprop": ("Moment", "MeanSquare"),
+                "decayed_adagrad": ("Moment",),
+                "ftrl": ("SquaredAccumulator", "LinearAccumulator"), "sgd": ()}
+NOT_STATE = ("Param", "Grad", "LearningRate", "MasterParam", "Beta1Tensor", "Beta2Tensor")
+
+# The values a large-scale table row holds per optimizer.
+TABLE_VALUES = {"sgd": ("Param",), "adam": ("Param", "Moment1", "Moment2"),
+                "adagrad": ("Param", "Moment"), "adamax": ("Param", "Moment", "InfNorm"),
+                "momentum": ("Param", "Velocity"), "lars_momentum": ("Param", "Velocity"),
+                "rmsprop": ("Param", "Moment", "MeanSquare"),
+                "decayed_adagrad": ("Param", "Moment"),
+                "ftrl": ("Param", "SquaredAccumulator", "LinearAccumulator")}
+INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
+              "uniform_random": ("seed", "min", "max"),
+              "truncated_gaussian_random": ("seed", "mean", "std")}
+NOT_STARTUP = ("recv", "fetch_barrier", "concat")
+
+
+class _Server:
+    """The pserver main program of one endpoint while its blocks are being built."""
+
+    def __init__(self, main: Program, plan: FleetPlan, endpoint: str):
+        self.origin = main
+        self.plan = plan
+        self.endpoint = endpoint
+        self.prog = Program([Block(0, -1)])
+        self.gvars = self.prog.global_block.vars
+        self.grad_to_block_id: list[str] = []
+        self.sparse_grad_to_param: list[str] = []
+        self.params = plan.ep_params[endpoint]
+        self.grads = plan.ep_grads[endpoint]
+
+    def new_block(self, parent: int) -> Block:
+        b = Block(len(self.prog.blocks), parent)
+        self.prog.blocks.append(b)
+        return b
+
+    def ensure(self, var: Var) -> str:
+        """Declare var unless a var of that name is there already (create_var semantics)."""
+        if var.name not in self.gvars:
+            self.gvars[var.name] = var
+        return var.name
+
+    def clone_origin(self, name: str) -> str:
+        """The origin var, made persistable (Paddle's _clone_variable)."""
+        if name in self.gvars:
+            return name
+        v = self.origin.global_block.vars.get(name)
+        if v is None:
+            raise UserError("optimizer op input %s is not declared in the program" % name)
+        v = v.copy()
+        v.persistable = True
+        self.gvars[name] = v
+        return name
+
+    def origin_var(self, name: str) -> Var:
+        v = self.origin.global_block.vars.get(name)
+        if v is None:
+            raise UserError("optimizer op input %s is not declared in the program" % name)
+        return v
+
+
+def _listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
+    return make_op("listen_and_serv", {}, {}, {
+        "Fanin": Attr("INT", plan.trainers), "checkpint_block_id": Attr("INT", -1),
+        "dc_asgd": Attr("BOOLEAN", False), "distributed_mode": Attr("INT", plan.mode_id),
+        "endpoint": Attr("STRING", endpoint), "grad_to_block_id": Attr("STRINGS", []),
+        "lr_decay_block_id": Attr("INT", -1), "optimize_blocks": Attr("BLOCKS", []),
+        "prefetch_var_name_to_block_id": Attr("STRINGS", []),
+        "pserver_id": Attr("INT", list(plan.endpoints).index(endpoint)),
+        "rpc_get_thread_num": Attr("INT", RPC_THREADS),
+        "rpc_prefetch_thread_num": Attr("INT", RPC_THREADS),
+        "rpc_send_thread_num": Attr("INT", RPC_THREADS),
+        "sparse_grad_to_param": Attr("STRINGS", []), **role_attrs(0)})
+
+
+# --- optimize blocks (sync / async / half_async) ---------------------------------------------
+def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
+    """Clip / regularization / LR ops run as they are, on origin-named vars made persistable."""
+    new = op.copy()
+    for name in op.input_names() + op.output_names():
+        s.clone_origin(name)
+    block.ops.append(new)
+
+
+def _merge_grad(s: _Server, block: Block, grad_name: str):
+    """The merged grad var this endpoint optimizes with (sum + scale over the trainers' copies in
+    sync mode), or None when this endpoint holds no block of that grad."""
+    g = next((g for g in s.grads if orig_varname(g.name) == orig_varname(grad_name)), None)
+    if g is None:
+        return None
+    plan = s.plan
+    s.ensure(new_tensor(g.name, None, g.shape, dtype=g.dtype, kind=g.kind, persistable=True))
+    s.grad_to_block_id.append("%s:%d" % (g.name, block.idx))
+    if plan.is_sync and plan.trainers > 1:
+        per_trainer = []
+        for i in range(plan.trainers):
+            name = "%s.trainer_%d" % (g.name, i)
+            s.ensure(new_tensor(name, None, g.shape, dtype=g.dtype, kind=g.kind,
+                                persistable=False))
+            per_trainer.append(name)
+        block.ops.append(make_op("sum", {"X": per_trainer}, {"Out": [g.name]}, {
+            "use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}))
+        block.ops.append(make_op("scale", {"X": [g.name]}, {"Out": [g.name]}, {
+            "bias": Attr("FLOAT", 0.0), "bias_after_scale": Attr("BOOLEAN", True),
+            "scale": Attr("FLOAT", 1.0 / float(plan.trainers)), **role_attrs(0)}))
+    return g
+
+
+def _param_block(s: _Server, param: str):
+    return next((p for p in s.params if same_or_split_var(p.name, param)), None)
+
+
+def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: Slice) -> None:
+    """The optimizer op on the param block held here, its state shaped like that block."""
+    p = _param_block(s, op.input("Param")[0])
+    if p is None:
+        return
+    inputs = {}
+    for slot, args in op.inputs.items():
+        if not args:
+            continue
+        if slot == "Grad":
+            inputs[slot] = [merged.name]
+        elif slot == "Param":
+            inputs[slot] = [s.ensure(new_tensor(p.name, None, p.shape, dtype=p.dtype,
+                                                persistable=True))]
+        elif slot == "LearningRate":
+            v = s.origin_var(args[0])
+            inputs[slot] = [s.ensure(new_tensor(v.name, v, v.shape or (),
+                                                persistable=v.is_persistable))]
+    for slot, args in op.inputs.items():
+        if not args or slot in NOT_STATE:
+            continue
+        if op.type not in PARAM_SHAPED:
+            raise UserError("optimizer %s is not supported for distributed training" % op.type)
+        v = s.origin_var(args[0])
+        shape = p.shape if slot in PARAM_SHAPED[op.type] else (v.shape or ())
+        inputs[slot] = [s.ensure(new_tensor(v.name, v, shape, persistable=v.is_persistable))]
+    new = op.copy()
+    new.inputs = {k: inputs[k] for k in op.inputs if k in inputs}
+    new.outputs = {k: list(v) for k, v in op.outputs.items()}
+    new.outputs["ParamOut"] = [p.name]
+    block.ops.append(new)
+    if merged.kind == "SELECTED_ROWS":
+        s.sparse_grad_to_param.append("%s:%s" % (merged.name, p.name))
+
+
+def _lr_decay_block(s: _Server) -> int:
+    """The LR-schedule ops on the pserver; the counter increment stays with the trainers."""
+    plan = s.plan
+    if not plan.lr_ops:
+        return -1
+    ops = [s.origin.global_block.ops[i] for i in plan.lr_ops]
+    inc = next((k for k, op in enumerate(ops) if op.type == "increment" and
+                op.input("X")[:1] == [LR_DECAY_COUNTER]), None)
+    if inc is not None:
+        ops.pop(inc)
+    block = s.new_block(len(s.prog.blocks) - 1)
+    for op in ops:
+        _clone_non_opt_op(s, block, op)
+    return block.idx
+
+
+def build_optimize_blocks(s: _Server) -> tuple:
+    """(optimize block indices, lr_decay_block_id) of add_optimizer_pass."""
+    plan = s.plan
+    ops = s.origin.global_block.ops
+    opt_ops = [ops[i] for i in plan.optimize_ops if ops[i].attr("op_role_var")]
+    held = {orig_varname(p.name) for p in s.params}
+    on_here = [op for op in opt_ops if is_optimizer_op(op) and op.input("Param")[0] in held]
+    blocks = []
+    lr_block = _lr_decay_block(s)
+    if lr_block >= 0:
+        blocks.append(lr_block)
+    parent = len(s.prog.blocks) - 1
+    for opt in on_here:
+        target = opt.attr("op_role_var")[0]
+        block = s.new_block(parent)
+        blocks.append(block.idx)
+        merged = None
+        for op in opt_ops:
+            if op.attr("op_role_var")[0] == target:
+                merged = _merge_grad(s, block, op.attr("op_role_var")[1])
+                if merged:
+                    break
+        if merged is None:
+            continue
+        for op in opt_ops:
+            if op.attr("op_role_var")[0] != target:
+                continue
+            if is_optimizer_op(op):
+                _append_optimizer_op(s, block, op, merged)
+            else:
+                _clone_non_opt_op(s, block, op)
+    if not blocks:
+        blocks.append(s.new_block(len(s.prog.blocks) - 1).idx)
+    return blocks, lr_block
+
+
+def build_geo_blocks(s: _Server) -> list:
+    """Geo: the trainers push deltas; each block adds one delta into its param slice."""
+    sparse = set(s.plan.sparse_tables)
+    for p in s.params:
+        s.ensure(new_tensor(p.name, None, p.shape, dtype=p.dtype, kind=p.kind,
+                            persistable=True, lod_level=p.lod_level))
+    blocks = []
+    for p in s.params:
+        block = s.new_block(0)
+        blocks.append(block.idx)
+        delta = "%s.delta" % p.name
+        if orig_varname(p.name) in sparse:
+            s.sparse_grad_to_param.append("%s:%s" % (delta, p.name))
+        s.ensure(new_tensor(delta, None, p.shape, dtype=p.dtype, kind=p.kind,
+                            persistable=False))
+        block.ops.append(make_op("sum", {"X": [p.name, delta]}, {"Out": [p.name]}, {
+            "use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}))
+        s.grad_to_block_id.append("%s:%d" % (delta, block.idx))
+    return blocks
+
+
+# --- large-scale tables ----------------------------------------------------------------------
+def _table_params(s: _Server) -> list:
+    """(param block, grad, block idx) of the large-scale tables optimized here."""
+    sparse = set(s.plan.sparse_tables)
+    block_of = dict(e.rsplit(":", 1) for e in s.grad_to_block_id)
+    out = []
+    for entry in s.sparse_grad_to_param:
+        grad, param = entry.split(":")
+        if orig_varname(param) in sparse:
+            continue
+        out.append((param, grad, int(block_of[grad])))
+    return out
+
+
+def _table_values(s: _Server, block: Block):
+    for i, op in enumerate(block.ops):
+        if op.type not in TABLE_VALUES:
+            continue
+        names, dims, actual = [], [], []
+        for value in TABLE_VALUES[op.type]:
+            v = s.gvars.get(op.input(value)[0])
+            if v is None or len(v.shape or ()) != 2:
+                raise UserError("large-scale table %s: %s must be a 2-D var"
+                                % (op.input("Param")[0], value))
+            names.append(value)
+            dims.append(int(v.shape[1]))
+            actual.append(v.name)
+        return i, op, names, dims, actual
+    return None
+
+
+def _entry(s: _Server, param: str):
+    for op in s.origin.global_block.ops:
+        if is_distributed_lookup(op) and op.input("W")[:1] == [orig_varname(param)]:
+            return op.attr("entry")
+    return None
+
+
+def _init_attrs(startup: Program, names: list) -> str:
+    out = []
+    for name in names:
+        origin = orig_varname(name)
+        for op in startup.global_block.ops:
+            if op.type in INIT_ATTRS and op.output("Out")[:1] == [origin]:
+                out.append("&".join([op.type] + [str(op.attr(a)) for a in INIT_ATTRS[op.type]]))
+                break
+    return ",".join(out)
+
+
+def large_scale_tables(s: _Server, startup: Program) -> list:
+    """Rewrite the blocks of large-scale tables to lookup_sparse_table_* ops; return the table
+    metas for lookup_sparse_table_init. sgd / adam become one fused op; other optimizers read
+    the rows, run, and write them back."""
+    metas = []
+    for param, grad, bid in _table_params(s):
+        block = s.prog.blocks[bid]
+        found = _table_values(s, block)
+        if found is None:
+            continue
+        i, op, names, dims, actual = found
+        entry = _entry(s, param)
+        is_entry = entry != "none"
+        grad_name = op.input("Grad")[0]
+        common = {"is_entry": Attr("BOOLEAN", is_entry), "tablename": Attr("STRING", param),
+                  "value_names": Attr("STRINGS", names), "op_role": Attr("INT", 0)}
+        if op.type == "sgd":
+            block.ops[i] = make_op("lookup_sparse_table_fuse_sgd",
+                                   {"Grad": [grad_name], "LearningRate": op.input("LearningRate")},
+                                   {}, common)
+        elif op.type == "adam":
+            block.ops[i] = make_op(
+                "lookup_sparse_table_fuse_adam",
+                {"Grad": [grad_name], "LearningRate": op.input("LearningRate"),
+                 "Beta1Pow": op.input("Beta1Pow"), "Beta2Pow": op.input("Beta2Pow")},
+                {"Beta1PowOut": op.output("Beta1PowOut"), "Beta2PowOut": op.output("Beta2PowOut")},
+                {"beta1": op.attrs["beta1"], "beta2": op.attrs["beta2"],
+                 "epsilon": op.attrs["epsilon"], **common})
+        else:
+            ids = "kSparseIDs@%s" % param
+            s.ensure(Var.tensor(ids, "INT64", (1, 1), lod_level=0, persistable=False))
+            block.ops.insert(i, make_op("lookup_sparse_table_grad_split", {"Grad": [grad_name]},
+                                        {"Row": [ids], "Value": [grad_name]}, {
+                                            "tablename": Attr("STRING", param),
+                                            "is_entry": Attr("BOOLEAN", is_entry),
+                                            "op_role": Attr("INT", 0)}))
+            block.ops.insert(i + 1, make_op("lookup_sparse_table_read", {"Ids": [ids]},
+                                            {"Out": actual}, {
+                                                "tablename": Attr("STRING", param),
+                                                "value_names": Attr("STRINGS", names),
+                                                "op_role": Attr("INT", 0)}))
+            block.ops.append(make_op("lookup_sparse_table_write", {"Ids": [ids], "In": actual},
+                                     {}, {"tablename": Attr("STRING", param),
+                                          "value_names": Attr("STRINGS", names),
+                                          "op_role": Attr("INT", 0)}))
+        meta = [param, ",".join(names), ",".join(str(d) for d in dims), "0",
+                s.gvars[grad_name].name if grad_name in s.gvars else grad_name,
+                ",".join(actual + ["kSparseIDs@%s" % param]), _init_attrs(startup, actual),
+                str(entry)]
+        metas.append(":".join(meta))
+    return metas
+
+
+def _table_param_slices(s: _Server) -> list:
+    """Param blocks of the large-scale tables held here: they live in the table, not as vars."""
+    dist = set(s.plan.distributed_tables)
+    return [e.split(":")[1] for e in s.sparse_grad_to_param
+            if orig_varname(e.split(":")[1]) in dist]
+
+
+# --- startup ---------------------------------------------------------------------------------
+def build_startup(s: _Server, startup: Program, metas: list) -> Program:
+    """The origin inits of what this endpoint holds (sliced shapes), then the table init."""
+    prog = Program([Block(0, -1)])
+    svars = prog.global_block.vars
+    for name, v in s.gvars.items():
+        c = v.copy()
+        c.persistable = True
+        svars[name] = c
+    for op in startup.global_block.ops:
+        if op.type in NOT_STARTUP:
+            continue
+        outputs, on_here = {}, False
+        for slot, args in op.outputs.items():
+            if not args:
+                continue
+            sliced = next((p for p in s.params if same_or_split_var(p.name, args[0])
+                           and p.name != args[0]), None)
+            if sliced is not None:
+                outputs[slot], on_here = [sliced.name], True
+            elif args[0] in s.gvars:
+                outputs[slot], on_here = list(args), True
+        if not on_here:
+            continue
+        new = op.copy()
+        new.outputs = outputs
+        if op.type in INIT_ATTRS and "Out" in outputs and "shape" in new.attrs \
+                and outputs["Out"][0] in svars:
+            shape = svars[outputs["Out"][0]].shape or ()
+            new.set_attr("shape", [int(d) for d in shape])
+        prog.global_block.ops.append(new)
+    prog.global_block.ops.append(make_op("lookup_sparse_table_init", {}, {}, {
+        "large_scale_metas": Attr("STRINGS", metas), "op_role": Attr("INT", 0)}))
+    doomed = set(_table_param_slices(s))
+    prog.global_block.ops = [
+        op for op in prog.global_block.ops
+        if op.type in NOT_STARTUP or not any(args[:1] and args[0] in doomed
+                                             for args in op.outputs.values())]
+    for name in sorted(doomed):
+        svars.pop(name, None)
+    return prog
+
+
+# --- entry point -----------------------------------------------------------------------------
+def pserver_programs(main: Program, startup: Program, plan: FleetPlan,
+                     endpoint: str) -> tuple:
+    """(main, startup) of the pserver at `endpoint`."""
+    s = _Server(main, plan, endpoint)
+    las = _listen_and_serv(plan, endpoint)
+    s.prog.global_block.ops.append(las)
+    if plan.is_geo:
+        blocks, lr_block = build_geo_blocks(s), -1
+        metas = []
+    else:
+        blocks, lr_block = build_optimize_blocks(s)
+        metas = large_scale_tables(s, startup)
+    las.set_attr("optimize_blocks", blocks)
+    las.set_attr("grad_to_block_id", list(s.grad_to_block_id))
+    las.set_attr("sparse_grad_to_param", list(s.sparse_grad_to_param))
+    las.set_attr("lr_decay_block_id", lr_block)
+    ps_startup = build_startup(s, startup, metas)
+    if not plan.is_geo and not plan.is_sync:
+        # async servers keep large-scale rows only in the table
+        for name in _table_param_slices(s):
+            s.gvars.pop(name, None)
+    return s.prog, ps_startup
+
