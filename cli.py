@@ -263,9 +263,11 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, quiet
         show_mod.print_split_summary(result, cfg, out_dir, color=_use_color(obj))
 
 
-from transpile.simulate_cli import register as _register_simulate  # noqa: E402
+from transpile import check_cli, diff_cli, simulate_cli  # noqa: E402
 
-_register_simulate(main, handle_errors)
+diff_cli.register(main, handle_errors)
+check_cli.register(main, handle_errors)
+simulate_cli.register(main, handle_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,306 @@
+"""`diff`: op alignment, what counts as a difference, renderers, folders, the CLI, speed."""
+import json
+import os
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from transpile import diff as diff_mod
+from transpile import diff_cli, programio, textform
+from transpile.program import Attr, Op, Program
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+BASIC = os.path.join(CORPUS, "classic", "basic", "expected")
+TRAINER = os.path.join(BASIC, "trainer_0", "main.pb")
+PSERVER = os.path.join(BASIC, "pserver_127.0.0.1_6174", "main.pb")
+
+
+def load(path):
+    return programio.load(path)
+
+
+def changes(d, kind=None):
+    return [o for b in d.blocks for o in b.ops if kind is None or o.kind == kind]
+
+
+def test_same_program_no_differences():
+    a = load(TRAINER)
+    d = diff_mod.diff_programs(a, load(TRAINER))
+    assert not d.changed
+    assert "no differences" in diff_mod.render_text(d)
+
+
+def test_control_vars_compared_by_position():
+    a = load(TRAINER)
+    b = a.copy()
+    names = sorted({n for _, _, op in b.ops() for n in op.input_names() + op.output_names()
+                    if n.startswith("__control_var@")})
+    assert names
+    new = {n: "__control_var@0.%d" % (123456 + i) for i, n in enumerate(names)}
+    for _, _, op in b.ops():
+        for slots in (op.inputs, op.outputs):
+            for k, v in slots.items():
+                slots[k] = [new.get(x, x) for x in v]
+    blk = b.global_block
+    blk.vars = {new.get(k, k): v for k, v in blk.vars.items()}
+    for k, v in blk.vars.items():
+        v.name = k
+    assert not diff_mod.diff_programs(a, b).changed
+    # but a control var used in another place is a difference
+    send_barrier = next(op for op in b.global_block.ops if op.type == "send_barrier")
+    send_barrier.inputs["X"] = list(reversed(send_barrier.inputs["X"]))
+    assert diff_mod.diff_programs(a, b).changed
+
+
+def test_debug_attrs_ignored_unless_strict():
+    a = load(TRAINER)
+    b = a.copy()
+    b.global_block.ops[0].set_attr("op_callstack", ["somewhere else"])
+    b.global_block.ops[1].set_attr("op_namescope", "/other/")
+    assert not diff_mod.diff_programs(a, b).changed
+    d = diff_mod.diff_programs(a, b, strict=True)
+    assert [o.a_index for o in changes(d)] == [0, 1]
+    assert any("op_callstack" in x for x in changes(d)[0].details)
+
+
+def test_attr_change_named_old_to_new():
+    a = load(PSERVER)
+    b = a.copy()
+    b.blocks[1].ops[1].set_attr("scale", 1.0)
+    d = diff_mod.diff_programs(a, b)
+    (o,) = changes(d)
+    assert (o.kind, o.type, o.a_index, o.b_index) == ("change", "scale", 1, 1)
+    assert o.details == ["attr scale: 0.5 -> 1.0"]
+    assert d.blocks[1].status == "changed" and not d.blocks[2].changed
+
+
+def test_insert_delete_aligned_by_lcs():
+    a = load(TRAINER)
+    b = a.copy()
+    ops = b.global_block.ops
+    ops.insert(0, Op("fill_constant", {}, {"Out": ["new_var"]}, {"value": Attr("FLOAT", 1.0)}))
+    del ops[11]          # the first send (index 10 before the insert)
+    d = diff_mod.diff_programs(a, b)
+    # the barrier waits for one send less: the only other change (control vars are named by
+    # their writers, so the later ones are not renumbered)
+    assert [(o.kind, o.type, o.a_index, o.b_index) for o in changes(d)] == [
+        ("insert", "fill_constant", None, 0), ("delete", "send", 10, None),
+        ("change", "send_barrier", 14, 14)]
+    assert changes(d)[2].details[0].startswith("input X: [")
+
+
+def test_changed_slots_pair_same_type_ops():
+    a = load(PSERVER)
+    b = a.copy()
+    sgd = b.blocks[2].ops[2]
+    sgd.inputs["Grad"] = ["clip_0.tmp_0"]
+    d = diff_mod.diff_programs(a, b)
+    (o,) = changes(d)
+    assert o.kind == "change" and o.type == "sgd"
+    assert o.details == ['input Grad: ["fc_w@GRAD.block1"] -> ["clip_0.tmp_0"]']
+
+
+def test_vars_added_removed_changed():
+    a = load(PSERVER)
+    b = a.copy()
+    g = b.global_block
+    g.vars["fc_w.block1"] = g.vars["fc_w.block1"].with_shape((499, 1000))
+    del g.vars["fc_b@GRAD.trainer_1"]
+    g.vars["extra"] = g.vars["fc_b"].with_shape((3,), name="extra")
+    d = diff_mod.diff_programs(a, b)
+    got = {(v.kind, v.name): v.details for v in d.blocks[0].vars}
+    assert got[("changed", "fc_w.block1")] == ["shape: [500, 1000] -> [499, 1000]"]
+    assert ("removed", "fc_b@GRAD.trainer_1") in got and ("added", "extra") in got
+
+
+def test_blocks_added_and_parent_changes():
+    a = load(os.path.join(CORPUS, "classic", "lr_decay_conditional", "expected", "trainer_0",
+                          "main.pb"))
+    b = load(TRAINER)
+    d = diff_mod.diff_programs(a, b)
+    assert [bd.status for bd in d.blocks[1:]] == ["removed"] * 3
+    c = a.copy()
+    c.blocks[2].parent_idx = 1
+    d = diff_mod.diff_programs(a, c)
+    assert d.blocks[2].details == ["parent_idx: 0 -> 1"]
+
+
+def test_pb_and_json_forms_compare_equal(tmp_path):
+    j = tmp_path / "main.json"
+    j.write_text(textform.dumps(load(TRAINER)))
+    assert not diff_mod.diff_programs(load(TRAINER), load(str(j))).changed
+
+
+def test_renderers():
+    a = load(PSERVER)
+    b = a.copy()
+    b.blocks[1].ops[1].set_attr("scale", 1.0)
+    del b.blocks[2].ops[1]
+    d = diff_mod.diff_programs(a, b, a_name="a.pb", b_name="b.pb")
+    text = diff_mod.render_text(d)
+    assert "~ op 1 scale(X=fc_b@GRAD) -> (Out=fc_b@GRAD)" in text
+    assert "attr scale: 0.5 -> 1.0" in text
+    assert "- op 1 scale(X=fc_w@GRAD.block1)" in text
+    md = diff_mod.render_markdown(d)
+    assert "### Block 1" in md and "| ~ | op 1 `scale(" in md
+    js = json.loads(diff_mod.render_json(d))
+    assert js["same"] is False and [b["idx"] for b in js["blocks"]] == [1, 2]
+    assert js["blocks"][1]["ops"][0]["kind"] == "delete"
+
+
+def test_trees(tmp_path):
+    import shutil
+    t = tmp_path / "split"
+    shutil.copytree(BASIC, t)
+    assert not diff_mod.diff_trees(BASIC, str(t)).changed
+    p = load(str(t / "pserver_127.0.0.1_6175" / "main.pb"))
+    p.global_block.ops[0].set_attr("Fanin", 3)
+    programio.save(p, str(t / "pserver_127.0.0.1_6175" / "main.pb"))
+    os.remove(t / "trainer_0" / "startup.pb")
+    td = diff_mod.diff_trees(BASIC, str(t))
+    assert [(f.path, f.status) for f in td.files] == [
+        ("pserver_127.0.0.1_6175/main.pb", "changed"), ("trainer_0/startup.pb", "missing")]
+
+
+def test_runtime_json_compared_as_json(tmp_path):
+    import shutil
+    src = os.path.join(CORPUS, "fleet", "mlp_sgd_sync", "expected")
+    t = tmp_path / "split"
+    shutil.copytree(src, t)
+    rt = json.loads((t / "trainer_0" / "runtime.json").read_text())
+    rt["send_ctx"]["fc_0.b_0@GRAD"]["split_endpoints"] = ["127.0.0.1:6175"]
+    (t / "trainer_0" / "runtime.json").write_text(json.dumps(rt, indent=4))
+    td = diff_mod.diff_trees(src, str(t))
+    (f,) = td.files
+    assert f.path == "trainer_0/runtime.json"
+    assert f.details == ['send_ctx.fc_0.b_0@GRAD.split_endpoints: ["127.0.0.1:6174"] -> '
+                         '["127.0.0.1:6175"]']
+
+
+def _chain(n, tag=""):
+    ops = [Op("relu", {"X": ["v%d" % i]}, {"Out": ["v%d" % (i + 1)]},
+              {"op_role": Attr("INT", 0), "tag": Attr("STRING", tag)}) for i in range(n)]
+    p = Program.empty()
+    p.global_block.ops = ops
+    return p
+
+
+def test_large_programs_are_fast():
+    a = _chain(20000)
+    b = a.copy()
+    ops = b.global_block.ops
+    for i in range(0, 20000, 97):
+        ops[i].set_attr("tag", "x")
+    del ops[5000:5010]
+    ops.insert(15000, Op("scale", {"X": ["q"]}, {"Out": ["q"]}))
+    t = time.time()
+    d = diff_mod.diff_programs(a, b)
+    assert time.time() - t < 10
+    assert len(changes(d, "delete")) == 10 and len(changes(d, "insert")) == 1
+    assert len(changes(d, "change")) == len([i for i in range(0, 20000, 97)
+                                             if not 5000 <= i < 5010])
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+@click.group()
+def _root():
+    pass
+
+
+def _handle(fn):
+    import functools
+    from transpile.errors import UserError
+
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        try:
+            return fn(*a, **k)
+        except UserError as e:
+            click.echo("error: %s" % e, err=True)
+            click.get_current_context().exit(2)
+    return wrapper
+
+
+diff_cli.register(_root, _handle)
+
+
+def cli(*args):
+    return CliRunner().invoke(_root, ["diff"] + list(args))
+
+
+def test_cli_exit_codes(tmp_path):
+    assert cli(TRAINER, TRAINER).exit_code == 0
+    r = cli(TRAINER, PSERVER)
+    assert r.exit_code == 1 and "summary:" in r.output
+    assert cli(TRAINER, str(tmp_path / "missing.pb")).exit_code == 2
+    assert cli(TRAINER, str(tmp_path / "x.txt")).exit_code == 2
+    assert cli(TRAINER, BASIC).exit_code == 2            # a file and a folder
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+def test_cli_formats(fmt):
+    r = cli("--format", fmt, TRAINER, PSERVER)
+    assert r.exit_code == 1
+    if fmt == "json":
+        assert json.loads(r.output)["same"] is False
+    elif fmt == "markdown":
+        assert r.output.startswith("## `")
+
+
+def test_cli_folders_and_strict(tmp_path):
+    r = cli(BASIC, BASIC)
+    assert r.exit_code == 0 and "no differences" in r.output
+    a = load(TRAINER)
+    a.global_block.ops[0].set_attr("op_device", "gpu:0")
+    p = str(tmp_path / "t.pb")
+    programio.save(a, p)
+    assert cli(TRAINER, p).exit_code == 0
+    r = cli("--strict", TRAINER, p)
+    assert r.exit_code == 1 and "op_device" in r.output
+
+
+def test_set_ordered_attrs_and_runs_compare_as_sets():
+    a = load(PSERVER)
+    b = a.copy()
+    las = b.global_block.ops[0]
+    las.set_attr("grad_to_block_id", list(reversed(las.attr("grad_to_block_id"))))
+    assert not diff_mod.diff_programs(a, b).changed
+    assert diff_mod.diff_programs(a, b, strict=True).changed
+    p = Program.empty()
+    p.global_block.ops = [Op("fake_init", {}, {"Out": [n]}) for n in ("t1", "t2", "t3")]
+    q = p.copy()
+    q.global_block.ops.reverse()
+    assert not diff_mod.diff_programs(p, q).changed
+    q.global_block.ops[0].outputs["Out"] = ["t4"]
+    (o,) = changes(diff_mod.diff_programs(p, q))
+    assert (o.kind, o.a_index, o.b_index) == ("change", 2, 0)      # real positions
+
+
+def test_op_defaults_make_absent_attrs_equal():
+    a = load(PSERVER)
+    b = a.copy()
+    scale = b.blocks[1].ops[1]
+    bias = scale.attrs.pop("bias")
+    assert changes(diff_mod.diff_programs(a, b))
+    defaults = {"scale": {"bias": bias.value}}
+    assert not diff_mod.diff_programs(a, b, op_defaults=defaults).changed
+    assert diff_mod.diff_programs(a, b, op_defaults={"scale": {"bias": 7.0}}).changed
+    assert diff_mod.diff_programs(a, b, strict=True, op_defaults=defaults).changed
+
+
+def test_cli_op_defaults(tmp_path):
+    a = load(PSERVER)
+    a.blocks[1].ops[1].attrs.pop("bias")
+    p = str(tmp_path / "p.pb")
+    programio.save(a, p)
+    assert cli(PSERVER, p).exit_code == 1
+    d = tmp_path / "defaults.json"
+    d.write_text(json.dumps({"defaults": {"scale": {"bias": 0.0}}}))
+    assert cli("--op-defaults", str(d), PSERVER, p).exit_code == 0
+    d.write_text("[1, 2]")
+    assert cli("--op-defaults", str(d), PSERVER, p).exit_code == 2
