@@ -1,0 +1,55 @@
+"""report.md: a person can see from it what went where."""
+import os
+
+from transpile import load_config, programio, split
+from transpile.report import removed_kind, render_report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make(case):
+    d = os.path.join(HERE, "corpus", case)
+    main = programio.load(os.path.join(d, "main.pb"))
+    startup = programio.load(os.path.join(d, "startup.pb"))
+    cfg = load_config(os.path.join(d, "cluster.yaml"))
+    r = split(main, startup, cfg)
+    return main, r, cfg, render_report(main, r.programs, r.plan, case, cfg)
+
+
+def test_classic_report_shows_removed_inserted_and_placement():
+    main, r, cfg, text = make("classic/lr_decay_conditional")
+    assert "Style **classic**, mode **sync**, 2 trainer(s), 2 pserver(s)" in text
+    # removed ops grouped by why
+    assert "- optimizer (2): sgd x2 — parameters: fc_b, fc_w" in text
+    assert "- LR decay (13):" in text and "conditional_block x3" in text
+    # inserted ops in place, with their endpoints, among context lines
+    assert "+   13  send(X=[fc_w@GRAD.block0.trainer_0, fc_w@GRAD.block1.trainer_0])" in text
+    assert "epmap=['127.0.0.1:6175', '127.0.0.1:6174']" in text
+    assert "    11  mul_grad(" in text          # a context line, unmarked
+    # placement table agrees with the plan
+    assert "| fc_w | fc_w.block0 | [500, 1000] | 1.9 MiB | 127.0.0.1:6175 |" in text
+    assert "Imbalance (max / mean bytes): 1.00" in text
+    # pservers block by block
+    assert "| 1 | LR decay (runs once per step) |" in text
+    assert "| 6 | sgd of fc_w.block1 | sum → scale → sgd |" in text
+    assert "| fc_w.block1 | uniform_random | [500, 1000] |" in text
+    # real control-var names, not the diff's normalised ones
+    assert "__control_var@send(" not in text
+
+
+def test_fleet_report_describes_each_pserver():
+    main, r, cfg, text = make("fleet/mlp_adam_sync")
+    for ep in cfg.pservers:
+        assert "## pserver_%s/main.pb" % ep.replace(":", "_") in text
+        assert "`listen_and_serv` on %s, Fanin 2" % ep in text
+    assert "- optimizer (4): adam x4" in text
+    assert "adam of fc_0.w_0" in text
+
+
+def test_removed_kind():
+    from transpile.program import Attr, Op
+    assert removed_kind(Op("sgd", {"Param": ["w"]}, {}, {"op_role": Attr("INT", 2)})) == \
+        "optimizer"
+    assert removed_kind(Op("scale", {}, {}, {"op_role": Attr("INT", 2)})) == \
+        "regularization / clip"
+    assert removed_kind(Op("increment", {}, {}, {"op_role": Attr("INT", 16)})) == "LR decay"

@@ -1,0 +1,263 @@
+"""report.md: what a split did, readable in a minute.
+
+The original main program against each trainer program as an op-level diff (what was removed,
+grouped by why; what was inserted, in place with a few ops of context; vars added, removed,
+reshaped), each pserver program block by block, and the placement table from the plan.
+Formatting only: everything here is read off the programs and the plan.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Optional
+
+from . import roles
+from .diff import control_var_names, diff_programs
+from .program import Op, Program
+from .show import format_op, human_bytes
+
+CONTEXT = 2          # ops of context around each change in the trainer listing
+_KEY_ATTRS = ("epmap", "endpoint", "Fanin", "sections", "table_name", "send_varnames",
+              "recv_varnames", "trainer_id", "scale", "lr_decay_block_id", "distributed_mode")
+
+
+def removed_kind(op: Op) -> str:
+    """Why the trainer lost an op: optimizer, LR decay, regularization / clip, or other."""
+    r = roles.role(op)
+    if r & roles.LRSCHED:
+        return "LR decay"
+    if r & roles.OPTIMIZE:
+        return "optimizer" if "Param" in op.inputs else "regularization / clip"
+    return "other"
+
+
+def _key_attrs(op: Op) -> str:
+    parts = []
+    for name in _KEY_ATTRS:
+        if name in op.attrs:
+            v = op.attr(name)
+            if v in ([], "", None):
+                continue
+            if isinstance(v, list) and len(v) > 6:
+                v = v[:6] + ["..."]
+            parts.append("%s=%s" % (name, v))
+    return ("  " + " ".join(parts)) if parts else ""
+
+
+def _op_line(op: Op) -> str:
+    return format_op(op) + _key_attrs(op)
+
+
+def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
+    out = ["## %s" % name, ""]
+    d = diff_programs(original, prog, a_name="original", b_name=name)
+    a_ops = original.global_block.ops
+    b_ops = prog.global_block.ops
+    b0 = d.blocks[0] if d.blocks else None
+    deleted = [c for c in (b0.ops if b0 else []) if c.kind == "delete"]
+    inserted = [c for c in (b0.ops if b0 else []) if c.kind == "insert"]
+    changed = [c for c in (b0.ops if b0 else []) if c.kind == "change"]
+    out.append("%d ops in the original, %d here: %d removed, %d inserted, %d changed."
+               % (len(a_ops), len(b_ops), len(deleted), len(inserted), len(changed)))
+    out.append("")
+    if deleted:
+        groups: dict = {}
+        for c in deleted:
+            groups.setdefault(removed_kind(a_ops[c.a_index]), []).append(a_ops[c.a_index])
+        out.append("**Removed**")
+        out.append("")
+        for kind in ("optimizer", "LR decay", "regularization / clip", "other"):
+            ops = groups.get(kind)
+            if not ops:
+                continue
+            types = Counter(o.type for o in ops)
+            what = ", ".join("%s x%d" % (t, n) for t, n in sorted(types.items()))
+            params = [o.input("Param")[0] for o in ops if o.input("Param")]
+            extra = (" — parameters: " + ", ".join(params[:12])
+                     + (", ..." if len(params) > 12 else "")) if params else ""
+            out.append("- %s (%d): %s%s" % (kind, len(ops), what, extra))
+        out.append("")
+    if inserted or changed:
+        out.append("**Inserted and changed, in place** (`+` inserted, `~` changed, "
+                   "%d ops of context)" % CONTEXT)
+        out.append("")
+        out.append("```")
+        marks = {}
+        for c in inserted:
+            marks[c.b_index] = "+"
+        for c in changed:
+            marks[c.b_index] = "~"
+        shown = set()
+        for i in sorted(marks):
+            for j in range(max(0, i - CONTEXT), min(len(b_ops), i + CONTEXT + 1)):
+                shown.add(j)
+        last = -1
+        for j in sorted(shown):
+            if j != last + 1:
+                out.append("     ...")
+            out.append("%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])))
+            last = j
+        if last != len(b_ops) - 1:
+            out.append("     ...")
+        out.append("```")
+        out.append("")
+    var_changes = b0.vars if b0 else []
+    # the diff names control vars by the op that writes them; show the real names here
+    real = {v: k for k, v in control_var_names(prog).items()}
+    for v in var_changes:
+        v.name = real.get(v.name, v.name)
+    if var_changes:
+        added = [v.name for v in var_changes if v.kind == "added"]
+        removed = [v.name for v in var_changes if v.kind == "removed"]
+        reshaped = ["%s (%s)" % (v.name, "; ".join(v.details)) for v in var_changes
+                    if v.kind == "changed"]
+        out.append("**Vars**")
+        out.append("")
+        for label, names in (("added", added), ("removed", removed), ("changed", reshaped)):
+            if names:
+                out.append("- %s (%d): %s" % (label, len(names), ", ".join(names[:20])
+                                              + (", ..." if len(names) > 20 else "")))
+        out.append("")
+    return out
+
+
+def _startup_section(name: str, original: Optional[Program], prog: Program) -> list[str]:
+    out = ["## %s" % name, ""]
+    ops = prog.global_block.ops
+    inits = [op for op in ops if op.output_names()]
+    out.append("%d ops:" % len(ops))
+    out.append("")
+    out.append("```")
+    for i, op in enumerate(ops):
+        shape = op.attr("shape")
+        out.append("%4d  %s%s" % (i, _op_line(op) if op.type in ("recv", "fetch_barrier",
+                                                                 "concat", "fake_init")
+                                  else format_op(op),
+                                  "  shape=%s" % shape if shape and op.type not in (
+                                      "recv", "fetch_barrier", "concat") else ""))
+    out.append("```")
+    out.append("")
+    del inits, original
+    return out
+
+
+def _block_role(prog: Program, idx: int, listen: Optional[Op]) -> str:
+    block = prog.blocks[idx]
+    if listen is not None and listen.attr("lr_decay_block_id") == idx:
+        return "LR decay (runs once per step)"
+    parents = [b.idx for b in prog.blocks for op in b.ops if idx in op.block_refs()
+               and op.type != "listen_and_serv"]
+    if parents:
+        return "sub-block of block %d" % parents[0]
+    updates = [op for op in block.ops if "Param" in op.inputs and roles.role(op)
+               & roles.OPTIMIZE]
+    if updates:
+        return "; ".join("%s of %s" % (op.type, op.input("Param")[0]) for op in updates)
+    if not block.ops:
+        return "empty (nothing landed on this endpoint)"
+    return ", ".join(sorted({op.type for op in block.ops}))
+
+
+def _pserver_section(name: str, prog: Program) -> list[str]:
+    out = ["## %s" % name, ""]
+    listen = next((op for op in prog.global_block.ops if op.type == "listen_and_serv"), None)
+    if listen is not None:
+        out.append("`listen_and_serv` on %s, Fanin %s, optimize blocks %s"
+                   % (listen.attr("endpoint"), listen.attr("Fanin"),
+                      listen.attr("optimize_blocks")))
+        g2b = listen.attr("grad_to_block_id") or []
+        if g2b:
+            out.append("")
+            out.append("grad_to_block_id: " + ", ".join("`%s`" % x for x in g2b))
+        out.append("")
+    out.append("| block | serves | ops |")
+    out.append("|---|---|---|")
+    for b in prog.blocks[1:]:
+        ops = " → ".join(op.type for op in b.ops) or "—"
+        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen), ops))
+    out.append("")
+    return out
+
+
+def _pserver_startup_section(name: str, prog: Program) -> list[str]:
+    out = ["## %s" % name, ""]
+    rows = []
+    for op in prog.global_block.ops:
+        for v in op.output_names():
+            var = prog.global_block.vars.get(v)
+            shape = list(var.shape) if var is not None and var.shape is not None else "?"
+            rows.append("| %s | %s | %s |" % (v, op.type, shape))
+    if rows:
+        out += ["| var | init | shape |", "|---|---|---|"] + rows
+    else:
+        out.append("(no init ops)")
+    out.append("")
+    return out
+
+
+def _placement(plan: dict) -> list[str]:
+    out = ["## Placement", ""]
+    eps = plan.get("endpoints")
+    blocks = []
+    for p in plan.get("params", []) or []:
+        for blk in p.get("blocks", []) or []:
+            blocks.append((p.get("name"), blk))
+    per_ep: dict = {}
+    for _, blk in blocks:
+        ep = blk.get("endpoint")
+        n, b = per_ep.get(ep, (0, 0))
+        per_ep[ep] = (n + 1, b + int(blk.get("bytes", 0) or 0))
+    if isinstance(eps, list):
+        names = [e if isinstance(e, str) else e.get("endpoint") for e in eps]
+    elif isinstance(eps, dict):
+        names = list(eps)
+    else:
+        names = sorted(per_ep)
+    if per_ep:
+        top = max(b for _, b in per_ep.values()) or 1
+        total = sum(b for _, b in per_ep.values())
+        mean = total / max(1, len(names))
+        out += ["| endpoint | parameter blocks | bytes | load |", "|---|---|---|---|"]
+        for ep in names:
+            n, b = per_ep.get(ep, (0, 0))
+            out.append("| %s | %d | %s | `%s` |" % (ep, n, human_bytes(b),
+                                                    "█" * round(20 * b / top) or "·"))
+        out.append("")
+        out.append("Imbalance (max / mean bytes): %.2f" % ((top / mean) if mean else 0.0))
+        out.append("")
+    if blocks:
+        out += ["| parameter | block | shape | bytes | endpoint |", "|---|---|---|---|---|"]
+        for pname, blk in blocks:
+            out.append("| %s | %s | %s | %s | %s |" % (pname, blk.get("name"),
+                                                       blk.get("shape"),
+                                                       human_bytes(int(blk.get("bytes", 0)
+                                                                       or 0)),
+                                                       blk.get("endpoint")))
+        out.append("")
+    return out
+
+
+def render_report(main: Program, programs: dict, plan: dict, title: str = "split",
+                  config=None) -> str:
+    """The report as markdown. `programs` maps "trainer_0/main" etc. to Programs."""
+    out = ["# Split report: %s" % title, ""]
+    if config is not None:
+        out.append("Style **%s**, mode **%s**, %d trainer(s), %d pserver(s): %s."
+                   % (config.style, config.mode, config.trainers, len(config.pservers),
+                      ", ".join(config.pservers)))
+        out.append("")
+    out.append("Contents: placement; each trainer program against the original; each pserver "
+               "program block by block.")
+    out.append("")
+    if plan:
+        out += _placement(plan)
+    for key in sorted(k for k in programs if k.startswith("trainer_")):
+        if key.endswith("/main"):
+            out += _trainer_section(key + ".pb", main, programs[key])
+        elif key.endswith("/startup"):
+            out += _startup_section(key + ".pb", None, programs[key])
+    for key in sorted(k for k in programs if k.startswith("pserver_")):
+        if key.endswith("/main"):
+            out += _pserver_section(key + ".pb", programs[key])
+        elif key.endswith("/startup"):
+            out += _pserver_startup_section(key + ".pb", programs[key])
+    return "\n".join(out).rstrip() + "\n"
