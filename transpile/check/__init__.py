@@ -1,0 +1,73 @@
+"""`check`: validate a parameter-server split (ours or Paddle's) without running it.
+
+A split folder holds trainer_<id>/{main,startup}.pb (+ runtime.json in fleet style) and
+pserver_<host>_<port>/{main,startup}.pb. The checks read the original program and the cluster
+config and look at the split from both sides:
+
+  structure   every var an op uses is declared in its block or an ancestor; block attrs point at
+              existing blocks; blocks no op can reach only get a warning (Paddle leaves LR-decay
+              sub-blocks behind in trainer programs);                              programs.py
+  listen      each pserver has one listen_and_serv for its own endpoint, Fanin = trainers, the
+              mode's distributed_mode, optimize_blocks without repeats, a grad_to_block_id that
+              points into optimize_blocks;                                         pserver.py
+  optimize    each parameter block has one optimizer op whose accumulators have the block's
+              shape (main and startup), no dead computation, and in sync mode its merged grad is
+              averaged over the trainers;                                          pserver.py
+  coverage    the pserver blocks of every trainable parameter tile it exactly once (contiguous
+              slices, shapes add up, dtypes agree);                                coverage.py
+  send / recv every grad a trainer sends reaches the endpoint that optimizes it under a name that
+              endpoint knows; every received parameter block exists where it is received from;
+              every optimized block is fed and read back;                          trainer.py
+  trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
+  golden      with --expect, every difference from a golden split (transpile/diff.py). golden.py
+
+Reading the split is loading.py; what the checks share while they run, context.py; how they
+read ops and vars, ops.py. Findings are data (findings.py); render.py only formats them.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..config import ClusterConfig
+from ..program import Program
+from .context import Ctx, ParamBlock
+from .coverage import check_coverage, trainable_params
+from .findings import CHECKS, CheckReport, Finding
+from .golden import golden_findings
+from .loading import Part, Split, load_program_raw, load_split
+from .programs import block_refs, check_structure, reachable_blocks
+from .pserver import MODE_IDS, check_listen, check_optimize, expected_distributed_mode
+from .render import RENDERERS, render_json, render_junit, render_text
+from .trainer import check_trainers
+
+__all__ = [
+    "CHECKS", "MODE_IDS", "RENDERERS", "CheckReport", "Finding", "ParamBlock", "Part", "Split",
+    "block_refs", "check_coverage", "check_dir", "check_listen", "check_optimize",
+    "check_split", "check_structure", "check_trainers", "expected_distributed_mode",
+    "golden_findings", "load_program_raw", "load_split", "reachable_blocks", "render_json",
+    "render_junit", "render_text", "trainable_params",
+]
+
+
+def check_split(main: Program, startup: Optional[Program], config: ClusterConfig,
+                split: Split) -> CheckReport:
+    """Run every check on a loaded split; findings and warnings in a report."""
+    ctx = Ctx(main, startup, config, split)
+    # in this order: each check reads what the ones before it put in ctx
+    check_structure(ctx)
+    check_listen(ctx)
+    check_optimize(ctx)
+    check_coverage(ctx)
+    check_trainers(ctx)
+    return CheckReport(split.root, ctx.findings, ctx.warnings, [p.name for p in ctx.parts()])
+
+
+def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
+              split_dir: str, expect_dir: Optional[str] = None,
+              op_defaults: Optional[dict] = None) -> CheckReport:
+    """Load a split folder and check it; with expect_dir, also diff it against a golden split."""
+    split = load_split(split_dir, config)
+    report = check_split(main, startup, config, split)
+    if expect_dir is not None:
+        report.findings.extend(golden_findings(split_dir, expect_dir, op_defaults))
+    return report

@@ -1,0 +1,98 @@
+"""Reading a split folder: trainer_<id>/ and pserver_<host>_<port>/ programs, runtime.json."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..config import ClusterConfig
+from ..errors import ProgramFormatError, UserError
+from ..program import Program
+from .. import programio
+from ..result import endpoint_dir
+
+_TRAINER_DIR = re.compile(r"^trainer_(\d+)$")
+
+
+@dataclass
+class Part:
+    """One program of the split, with where it came from."""
+    name: str                    # "trainer_0/main"
+    prog: Program
+
+
+@dataclass
+class Split:
+    """The programs of a split folder, keyed by trainer id and pserver endpoint."""
+    root: str
+    trainers: dict = field(default_factory=dict)     # id -> {"main": Part, "startup": Part|None,
+    #                                                        "runtime": dict|None}
+    pservers: dict = field(default_factory=dict)     # endpoint -> {"main": Part, "startup": ...}
+    stray: list = field(default_factory=list)        # folder names that are neither
+
+
+def load_program_raw(path: str) -> Program:
+    """Read a program without the structural validation of programio.load: a dangling block
+    attr is a finding here, not a reason to refuse the input."""
+    fmt = programio.program_format(path)
+    data = programio.read_file_bytes(path)
+    try:
+        if fmt == "pb":
+            return programio.from_bytes(data)
+        from .. import textform
+        return textform.loads(data)
+    except ProgramFormatError as e:
+        raise ProgramFormatError("%s: %s" % (path, e.message)) from None
+
+
+def _find_program(folder: str, stem: str) -> Optional[str]:
+    for ext in programio.BINARY_EXTS + programio.TEXT_EXTS:
+        p = os.path.join(folder, stem + ext)
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def load_split(root: str, config: ClusterConfig) -> Split:
+    """The programs of a split folder, keyed by trainer id and pserver endpoint."""
+    if not os.path.exists(root):
+        raise UserError("%s: no such folder" % root)
+    if not os.path.isdir(root):
+        raise UserError("%s: not a folder (expected a split: trainer_<id>/, pserver_<ep>/)"
+                        % root)
+    split = Split(root)
+    by_dir = {endpoint_dir(ep): ep for ep in config.pservers}
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if not os.path.isdir(folder) or name.startswith("."):
+            continue
+        m = _TRAINER_DIR.match(name)
+        if not m and not name.startswith("pserver_"):
+            continue
+        main_path = _find_program(folder, "main")
+        if main_path is None:
+            raise UserError("%s: no main program (main.pb or main.json)" % folder)
+        startup_path = _find_program(folder, "startup")
+        entry = {"main": Part(name + "/main", load_program_raw(main_path)),
+                 "startup": Part(name + "/startup", load_program_raw(startup_path))
+                 if startup_path else None}
+        if m:
+            rt_path = os.path.join(folder, "runtime.json")
+            entry["runtime"] = None
+            if os.path.isfile(rt_path):
+                try:
+                    with open(rt_path, "rb") as f:
+                        entry["runtime"] = json.loads(f.read().decode("utf-8"))
+                except (OSError, ValueError) as e:
+                    raise UserError("%s: cannot read JSON (%s)" % (rt_path, e)) from None
+            split.trainers[int(m.group(1))] = entry
+        elif name in by_dir:
+            split.pservers[by_dir[name]] = entry
+        else:
+            split.stray.append(name)
+    if not split.trainers and not split.pservers:
+        raise UserError("%s: not a split folder (no trainer_<id>/ or pserver_<host>_<port>/ "
+                        "folders)" % root)
+    return split

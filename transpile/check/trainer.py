@@ -1,0 +1,368 @@
+"""The trainer checks: what each trainer sends and receives, and what it must no longer do.
+
+  send / recv every grad a trainer sends reaches the endpoint that optimizes it under a name that
+              endpoint knows; every received parameter block exists where it is received from;
+              every optimized block is fed and read back. Classic splits say this with
+              send/recv ops (epmap), fleet splits with runtime.json's send_ctx/recv_ctx;
+  trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
+
+These run last: they read the parameter blocks and grad_to_block_id keys the pserver checks
+collected in the context.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..program import Program
+from .. import roles
+from .context import Ctx
+from .loading import Part
+from .ops import (BLOCK_SUFFIX, fmt_shape, input_names, is_dense, is_geo_update, is_static,
+                  is_update_op, output_names)
+
+# the per-peer copies Paddle makes of a sent grad: fc_w@GRAD.trainer_0
+_PEER_SUFFIX = re.compile(r"\.(trainer|pserver)_\d+$")
+_RPC_TRAINER_ID_OPS = ("send", "recv", "send_barrier", "fetch_barrier")
+
+
+@dataclass
+class _Edge:
+    """One var a trainer sends to or receives from one endpoint."""
+    name: str
+    endpoint: str
+    part: str
+    block: Optional[int]
+    op: Optional[int]
+    section: Optional[int] = None     # rows, from runtime.json
+    via: str = ""                     # "send", "recv", "send_ctx", "recv_ctx"
+
+
+def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None:
+    """Classic style: one edge per var of each send (X) / recv (Out) op and its epmap."""
+    prog = part.prog
+    for bi in sorted(ctx.reach.get(part.name, {0})):
+        for j, op in enumerate(prog.blocks[bi].ops):
+            if op.type != op_type:
+                continue
+            eps = list(op.attr("epmap") or [])
+            names = list(op.input(slot) if slot == "X" else op.output(slot))
+            if not eps:
+                continue
+            # runtime_split_send_recv: one var on the wire per endpoint, split at run time
+            split_names = list(op.attr("send_varnames" if op_type == "send"
+                                       else "recv_varnames") or [])
+            if split_names:
+                names = split_names
+            if len(eps) != len(names):
+                ctx.add(op_type, part, bi, j,
+                        "%s has %d vars but %d epmap entries" % (op_type, len(names), len(eps)),
+                        "one endpoint per var")
+                continue
+            for n, ep in zip(names, eps):
+                out.append(_Edge(n, ep, part.name, bi, j, via=op_type))
+
+
+def _edges_from_ctx(ctx, part_name, rt: dict, key: str, out: list) -> None:
+    """Fleet style: one edge per split var of runtime.json's send_ctx / recv_ctx."""
+    for var, c in (rt.get(key) or {}).items():
+        if not isinstance(c, dict) or c.get("is_tensor_table"):
+            continue
+        names = list(c.get("split_varnames") or [])
+        eps = list(c.get("split_endpoints") or [])
+        secs = list(c.get("sections") or [])
+        if len(names) != len(eps):
+            ctx.add("send" if key == "send_ctx" else "recv", part_name, None, None,
+                    "%s %s: %d split_varnames but %d split_endpoints"
+                    % (key, var, len(names), len(eps)), "one endpoint per split var")
+            continue
+        for i, (n, ep) in enumerate(zip(names, eps)):
+            out.append(_Edge(n, ep, part_name, None, None,
+                             secs[i] if i < len(secs) and len(secs) == len(names) else None,
+                             via=key))
+
+
+def _strip_peer(name: str) -> list:
+    """Names a sent var may be known by on the pserver: itself, without .trainer_N/.pserver_N."""
+    out = [name]
+    n = name
+    while _PEER_SUFFIX.search(n):
+        n = _PEER_SUFFIX.sub("", n)
+        out.append(n)
+    return out
+
+
+def _where_optimized(ctx, names: list) -> list:
+    """(endpoint, name) for each of `names` some pserver's grad_to_block_id knows."""
+    return [(ep, n) for n in names for ep in ctx.config.pservers
+            if n in ctx.grad_keys.get(ep, {})]
+
+
+def check_trainers(ctx: Ctx) -> None:
+    """Every trainer of the split: its ops, its sends and recvs, its barriers."""
+    cfg = ctx.config
+    if not ctx.split.trainers:
+        ctx.add("trainer", "split", None, None, "no trainer program in the split",
+                "trainer_<id>/main.pb for an id in 0..%d" % (cfg.trainers - 1))
+    for tid in sorted(ctx.split.trainers):
+        t = ctx.split.trainers[tid]
+        main = t["main"]
+        if tid >= cfg.trainers:
+            ctx.add("trainer", main, None, None,
+                    "trainer id %d, but the cluster has %d trainers" % (tid, cfg.trainers),
+                    "ids 0..%d" % (cfg.trainers - 1))
+        _check_trainer_ops(ctx, tid, main)
+        sends: list = []
+        recvs: list = []
+        fleet = cfg.style == "fleet"
+        if fleet:
+            rt = t.get("runtime")
+            rt_name = main.name.split("/")[0] + "/runtime.json"
+            if rt is None:
+                ctx.add("send", rt_name, None, None,
+                        "no runtime.json", "the communicator's send_ctx and recv_ctx "
+                        "(fleet style)")
+            else:
+                _edges_from_ctx(ctx, rt_name, rt, "send_ctx", sends)
+                _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
+                _check_send_ops_vs_ctx(ctx, main, rt, rt_name)
+        else:
+            _edges_from_ops(ctx, main, "send", "X", sends)
+            _edges_from_ops(ctx, main, "recv", "Out", recvs)
+            if t["startup"] is not None:
+                _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
+        _check_sends(ctx, tid, main, sends)
+        _check_recvs(ctx, tid, main, recvs, fleet)
+        _check_barriers(ctx, main, fleet)
+
+
+def _check_trainer_ops(ctx, tid, part: Part) -> None:
+    prog = part.prog
+    for bi in sorted(ctx.reach.get(part.name, {0})):
+        for j, op in enumerate(prog.blocks[bi].ops):
+            if not ctx.geo and (roles.is_optimize_op(op) or is_update_op(op)):
+                ctx.add("trainer", part, bi, j,
+                        "the trainer keeps optimizer op %s for %s"
+                        % (op.type, ", ".join(op.input("Param")) or "?"),
+                        "no optimizer op on the trainer (the pservers update the parameters)")
+            if op.type in _RPC_TRAINER_ID_OPS and "trainer_id" in op.attrs and \
+                    op.attr("trainer_id") != tid:
+                ctx.add("trainer", part, bi, j, "%s has trainer_id %s" % (op.type,
+                                                                         op.attr("trainer_id")),
+                        "trainer_id %d" % tid)
+
+
+def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
+    send_ctx = rt.get("send_ctx") or {}
+    sent = set()
+    prog = part.prog
+    for bi in sorted(ctx.reach.get(part.name, {0})):
+        for j, op in enumerate(prog.blocks[bi].ops):
+            if op.type != "send":
+                continue
+            for n in op.attr("send_varnames") or []:
+                sent.add(n)
+                if n not in send_ctx:
+                    ctx.add("send", part, bi, j,
+                            "send names %s, which runtime.json's send_ctx does not list" % n,
+                            "a send_ctx entry for %s" % n)
+    if ctx.geo:
+        return          # geo: the communicator pushes dense deltas itself
+    for var, c in send_ctx.items():
+        if not isinstance(c, dict) or c.get("is_tensor_table") or c.get("is_sparse"):
+            continue
+        if var not in sent:
+            ctx.add("send", part, None, None,
+                    "the trainer never sends %s: no send op names it (runtime.json send_ctx "
+                    "lists it)" % var,
+                    "a send op with send_varnames [%s]" % var)
+
+
+def _check_sends(ctx, tid, main: Part, sends: list) -> None:
+    cfg = ctx.config
+    fed: dict = {}
+    for e in sends:
+        if e.name.startswith("__control_var@"):
+            continue
+        if e.endpoint not in cfg.pservers:
+            ctx.add("send", e.part, e.block, e.op,
+                    "sends %s to %s, which is not a pserver of the cluster" % (e.name,
+                                                                              e.endpoint),
+                    "one of %s" % ", ".join(cfg.pservers))
+            continue
+        keys = ctx.grad_keys.get(e.endpoint)
+        if keys is None:
+            continue        # that pserver's program is missing or broken: reported there
+        cands = _strip_peer(e.name)
+        key = next((c for c in cands if c in keys), None)
+        if key is None:
+            elsewhere = _where_optimized(ctx, cands)
+            if elsewhere:
+                ctx.add("send", e.part, e.block, e.op,
+                        "sends %s to %s, but %s optimizes it" % (e.name, e.endpoint,
+                                                                 elsewhere[0][0]),
+                        "endpoint %s" % elsewhere[0][0])
+            else:
+                ctx.add("send", e.part, e.block, e.op,
+                        "sends %s to %s, whose grad_to_block_id does not know it"
+                        % (e.name, e.endpoint),
+                        "a grad %s optimizes (%s)" % (e.endpoint,
+                                                      ", ".join(sorted(keys)) or "none"))
+            continue
+        fed.setdefault((e.endpoint, key), []).append(e)
+        _check_send_target(ctx, e, key)
+    if ctx.geo:
+        return
+    for ep in cfg.pservers:
+        for pb in ctx.param_blocks.get(ep, ()):
+            if (ep, pb.grad) not in fed:
+                ctx.add("send", main, None, None,
+                        "trainer %d never sends %s to %s (block %d optimizes %s with it)"
+                        % (tid, pb.grad, ep, pb.block, pb.param or "?"),
+                        "a send of %s%s to %s" % (pb.grad, ".trainer_%d" % tid
+                                                  if cfg.sync_mode and cfg.trainers > 1
+                                                  else "", ep))
+
+
+def _check_send_target(ctx, e: _Edge, key: str) -> None:
+    """The pserver must read what was sent, and its shape must be the block's."""
+    p = ctx.split.pservers[e.endpoint]["main"]
+    prog = p.prog
+    bi = ctx.grad_keys[e.endpoint][key]
+    if not 0 < bi < len(prog.blocks):
+        return
+    block = prog.blocks[bi]
+    readers = [j for j, op in enumerate(block.ops) if e.name in input_names(op)]
+    writers = [j for j, op in enumerate(block.ops) if key in output_names(op)
+               and not is_update_op(op) and not is_geo_update(op)]
+    if e.name != key and not readers:
+        ctx.add("send", e.part, e.block, e.op,
+                "sends %s, which %s block %d never reads" % (e.name, e.endpoint, bi),
+                "a name block %d merges (%s)" % (bi, ", ".join(
+                    n for op in block.ops if op.type == "sum" for n in op.input("X")) or key))
+    elif e.name == key and writers and readers[:1] != [0] and not \
+            any(e.name in block.ops[j].input("X") for j in writers):
+        ctx.add("send", e.part, e.block, e.op,
+                "sends %s, which %s block %d overwrites with op %d (%s) before using it"
+                % (e.name, e.endpoint, bi, writers[0], block.ops[writers[0]].type),
+                "one of the names op %d reads: %s" % (writers[0], ", ".join(
+                    input_names(block.ops[writers[0]]))))
+    pb = next((x for x in ctx.param_blocks[e.endpoint] if x.grad == key), None)
+    if pb is None or not is_dense(pb.var) or pb.sparse:
+        return
+    if e.section is not None:
+        if pb.var.shape and e.section != pb.var.shape[0]:
+            ctx.add("send", e.part, None, None,
+                    "send_ctx sends %d rows of %s to %s" % (e.section, e.name, e.endpoint),
+                    "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
+        return
+    tp = _trainer_prog(ctx, e.part)
+    tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
+    if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
+        ctx.add("send", e.part, e.block, e.op,
+                "sends %s %s to %s" % (e.name, fmt_shape(tv.shape), e.endpoint),
+                "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
+
+
+def _trainer_prog(ctx, part_name: str) -> Optional[Program]:
+    for t in ctx.split.trainers.values():
+        for k in ("main", "startup"):
+            if t.get(k) is not None and t[k].name == part_name:
+                return t[k].prog
+    return None
+
+
+def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
+    cfg = ctx.config
+    held: dict = {}
+    for ep in cfg.pservers:
+        for pb in ctx.param_blocks.get(ep, ()):
+            if pb.param:
+                held.setdefault(pb.param, []).append(pb)
+    got = set()
+    for e in recvs:
+        if e.endpoint not in cfg.pservers:
+            ctx.add("recv", e.part, e.block, e.op,
+                    "receives %s from %s, which is not a pserver of the cluster"
+                    % (e.name, e.endpoint), "one of %s" % ", ".join(cfg.pservers))
+            continue
+        if e.endpoint not in ctx.split.pservers:
+            continue
+        here = [pb for pb in held.get(e.name, ()) if pb.endpoint == e.endpoint]
+        if not here:
+            others = [pb.endpoint for pb in held.get(e.name, ())]
+            pv = ctx.split.pservers[e.endpoint]["main"].prog.global_block.vars.get(e.name)
+            if others:
+                ctx.add("recv", e.part, e.block, e.op,
+                        "receives %s from %s, but %s holds it" % (e.name, e.endpoint,
+                                                                 others[0]),
+                        "endpoint %s" % others[0])
+            elif pv is None or not pv.persistable:
+                ctx.add("recv", e.part, e.block, e.op,
+                        "receives %s from %s, which has no such parameter block"
+                        % (e.name, e.endpoint),
+                        "a parameter block %s optimizes" % e.endpoint)
+            continue
+        got.add((e.endpoint, e.name))
+        pb = here[0]
+        if pb.sparse or not is_dense(pb.var):
+            continue
+        if e.section is not None:
+            if pb.var.shape and e.section != pb.var.shape[0]:
+                ctx.add("recv", e.part, None, None,
+                        "recv_ctx expects %d rows of %s from %s" % (e.section, e.name,
+                                                                    e.endpoint),
+                        "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
+            continue
+        tp = _trainer_prog(ctx, e.part)
+        tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
+        if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
+            ctx.add("recv", e.part, e.block, e.op,
+                    "receives %s as %s from %s" % (e.name, fmt_shape(tv.shape), e.endpoint),
+                    "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
+    # every dense parameter block must come back to the trainer's main program
+    main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or fleet}
+    looked_up = _looked_up_params(main.prog)
+    for ep in cfg.pservers:
+        for pb in ctx.param_blocks.get(ep, ()):
+            if pb.param is None or pb.sparse or pb.var is None or not is_dense(pb.var):
+                continue
+            origin = BLOCK_SUFFIX.match(pb.param)
+            if pb.param in looked_up or (origin and origin.group(1) in looked_up):
+                continue
+            if (ep, pb.param) not in main_got:
+                ctx.add("recv", main, None, None,
+                        "trainer %d never receives %s from %s" % (tid, pb.param, ep),
+                        "a %s of %s from %s" % ("recv_ctx entry" if fleet else "recv",
+                                                pb.param, ep))
+
+
+def _looked_up_params(prog: Program) -> set:
+    """Tables the trainer reads through remote lookups (not received whole)."""
+    out = set()
+    for _, _, op in prog.ops():
+        if op.type in ("distributed_lookup_table", "prefetch") or \
+                (op.type.startswith("lookup_table") and op.attr("remote_prefetch")):
+            out.update(op.input("W"))
+    return out
+
+
+def _check_barriers(ctx, part: Part, fleet: bool) -> None:
+    if not ctx.config.sync_mode:
+        return
+    ops = part.prog.global_block.ops
+    sends = [j for j, op in enumerate(ops) if op.type == "send"]
+    recvs = [j for j, op in enumerate(ops) if op.type == "recv"]
+    if sends:
+        barriers = [j for j, op in enumerate(ops) if op.type == "send_barrier"]
+        if not barriers or barriers[-1] < sends[-1]:
+            ctx.add("trainer", part, 0, sends[-1],
+                    "sync mode, but no send_barrier after the last send",
+                    "a send_barrier after op %d" % sends[-1])
+    if recvs and not fleet:
+        barriers = [j for j, op in enumerate(ops) if op.type == "fetch_barrier"]
+        if not barriers or barriers[-1] < recvs[-1]:
+            ctx.add("trainer", part, 0, recvs[-1],
+                    "sync mode, but no fetch_barrier after the last recv",
+                    "a fetch_barrier after op %d" % recvs[-1])
