@@ -18,7 +18,8 @@ def register(main_group, handle_errors) -> None:
                   help="A golden split folder: every difference from it is a finding too.")
     @click.option("--op-defaults", "defaults_path", type=click.Path(dir_okay=False),
                   default=None, help="With --expect: JSON {op type: {attr: default}}; an attr "
-                  "one side lacks is no difference when the other has its default.")
+                  "one side lacks is no difference when the other has its default (default: "
+                  "Paddle 2.6.2's registry, shipped with pstranspile).")
     @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]),
                   default="text", show_default=True,
                   help="text: one line per finding; json; junit: JUnit XML for CI.")
@@ -52,7 +53,8 @@ def register(main_group, handle_errors) -> None:
         main = programio.load(main_program)
         start = programio.load(startup) if startup else None
         from .diff import load_op_defaults
-        defaults = load_op_defaults(defaults_path) if defaults_path else None
+        from .diff import builtin_op_defaults
+        defaults = load_op_defaults(defaults_path) if defaults_path else builtin_op_defaults()
         report = check_mod.check_dir(main, start, cfg, split_dir, expect_dir, defaults)
         quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
         if fmt == "text":

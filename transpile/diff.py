@@ -530,6 +530,14 @@ def _short_json(v, limit=120) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
+def builtin_op_defaults() -> dict:
+    """Paddle 2.6.2's registered attr defaults, shipped in transpile/data/op_defaults.json."""
+    import json
+    from importlib import resources
+    text = resources.files("transpile").joinpath("data/op_defaults.json").read_text("utf-8")
+    return json.loads(text)["defaults"]
+
+
 def load_op_defaults(path: str) -> dict:
     """{op type: {attr: default}} from a JSON file (either that mapping or {"defaults": it})."""
     from .errors import UserError

@@ -21,7 +21,8 @@ def register(main_group, handle_errors) -> None:
                        "empty slots, attr types and unset-vs-false flags.")
     @click.option("--op-defaults", "defaults_path", type=click.Path(dir_okay=False),
                   default=None, help="JSON {op type: {attr: default}}: an attr one side lacks "
-                  "is no difference when the other side has its registered default.")
+                  "is no difference when the other side has its registered default "
+                  "(default: Paddle 2.6.2's registry, shipped with pstranspile).")
     @click.pass_context
     @handle_errors
     def diff_cmd(ctx, a, b, fmt, strict, defaults_path):
@@ -42,7 +43,8 @@ def register(main_group, handle_errors) -> None:
         """
         from . import diff as diff_mod
         from . import programio
-        defaults = diff_mod.load_op_defaults(defaults_path) if defaults_path else None
+        defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
+                    else diff_mod.builtin_op_defaults())
         da, db = os.path.isdir(a), os.path.isdir(b)
         if da != db:
             raise UserError("cannot compare a folder with a file: %s and %s" % (a, b))
