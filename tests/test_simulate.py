@@ -25,6 +25,9 @@ EQUAL_SYNC = [
     "classic/l2decay_piecewise", "classic/large_block_size", "classic/load_slice_var",
     "classic/lr_decay", "classic/lr_decay_conditional", "classic/no_slice_var",
     "classic/rmsprop", "fleet/mlp_adam_sync", "fleet/mlp_sgd_sync",
+    # remote tables: distributed_lookup_table by height_sections on the pservers' table blocks,
+    # the trainers' copies only fake_init'ed (never read); word2vec's 5 neg_label ids a sample
+    "classic/fake_init", "classic/remote_prefetch_lookup_table",
 ]
 
 _cache: dict = {}
@@ -137,12 +140,100 @@ def test_an_op_without_kernel_is_named():
         run("classic/basic", progs=progs, steps=1)
 
 
-def test_distributed_tables_have_no_kernel_yet():
-    with pytest.raises(UserError, match="distributed_lookup_table"):
-        run("fleet/ctr_sparse_adam_sync", steps=1)
+@pytest.mark.parametrize("case", ["fleet/ctr_sparse_adam_sync", "fleet/large_scale_adam_sync"])
+def test_fleet_sparse_tables_split_is_not_executable(case):
+    """Paddle 2.6.2's FleetTranspiler gives the trainer the pscore lookup (table_id, no
+    endpoints) against listen_and_serv pservers, and keeps a sum of grads it no longer makes."""
+    res = run(case, steps=1)
+    assert res.exit_code == 1 and res.error is not None
+    assert "table_id 1" in res.error and "the_one_ps" in res.error
+    assert "SparseFeatFactors@GRAD@RENAME@block0@1" in res.error
 
 
 # --- what Paddle's splits really do ----------------------------------------------------------
+def _pservers(progs):
+    return [p for k, p in progs.items() if k.startswith("pserver_") and k.endswith("/main")]
+
+
+def test_fleet_sync_freezes_the_lr_decay_counter():
+    """FleetTranspiler drops the increment of @LR_DECAY_COUNTER@ and, in sync mode, the trainer
+    never sends @PS_STEP_COUNTER@: the pservers' LR block sees the startup value -1 forever
+    (lr 0.1 * 0.9**floor(-1/1000) = 0.111 instead of 0.1). Put the increment back into the
+    pservers' LR block and the split trains like the original."""
+    res = run("fleet/lrdecay_momentum_sync")
+    assert res.error is None and res.exit_code == 1
+    assert {p.name for p in res.params if not p.ok} == {"fc_0.b_0", "fc_0.w_0", "fc_1.b_0",
+                                                         "fc_1.w_0"}
+    assert any("@LR_DECAY_COUNTER@" in n and "[-1]" in n for n in res.notes)
+    main, _, _, progs, _ = load_case("fleet/lrdecay_momentum_sync")
+    inc = next(op for op in main.global_block.ops if op.type == "increment")
+    for ps in _pservers(progs):
+        ps.blocks[1].ops.insert(0, inc.copy())
+    fixed = run("fleet/lrdecay_momentum_sync", progs=progs)
+    assert fixed.exit_code == 0, [(p.name, p.max_rel) for p in fixed.params]
+    assert not any("@LR_DECAY_COUNTER@" in n for n in fixed.notes)
+
+
+def test_local_table_is_fake_init_and_read_before_any_recv():
+    """The classic transpiler fake_inits every is_sparse table on the trainer (shape, no
+    memory) and receives it only at the end of a step, yet the trainer's own lookup_table reads
+    it first: a real trainer fails at step 1. Receive the table blocks in the trainer's startup
+    instead and the split trains like the original."""
+    res = run("classic/local_lookup_table")
+    assert res.exit_code == 1
+    assert "shared_w" in res.error and "fake_init" in res.error and "lookup_table" in res.error
+    _, _, _, progs, _ = load_case("classic/local_lookup_table")
+    start, main = progs["trainer_0/startup"], progs["trainer_0/main"]
+    b = start.global_block
+    b.ops = [op for op in b.ops if op.type != "fake_init"]
+    parts = ["shared_w.block0", "shared_w.block1"]
+    for n in parts:
+        b.vars[n] = main.global_block.vars[n]
+    recv = Op("recv", {}, {"Out": parts})
+    recv.set_attr("epmap", ["127.0.0.1:6174", "127.0.0.1:6175"])
+    concat = Op("concat", {"X": parts}, {"Out": ["shared_w"]})
+    concat.set_attr("axis", 0)
+    b.ops += [recv, concat]
+    fixed = run("classic/local_lookup_table", progs=progs)
+    assert fixed.exit_code == 0, (fixed.error, [(p.name, p.max_rel) for p in fixed.params])
+
+
+def _sgd_for_table(main, table):
+    """The original with the table's optimizer swapped for sgd at the same learning rate."""
+    main = main.copy()
+    ops = main.global_block.ops
+    for i, op in enumerate(ops):
+        if op.input("Param") == [table] and op.type != "sgd":
+            ops[i] = Op("sgd", {"Param": [table], "Grad": op.input("Grad"),
+                                "LearningRate": op.input("LearningRate")}, {"ParamOut": [table]})
+    return main
+
+
+def test_dist_table_is_sgd_and_summed_not_averaged():
+    """The classic dist_lookup_table split (split_ids / prefetch / merge_ids; auto-grown tables
+    on the pservers) trains the table with sgd where the original has adam, and sums the
+    trainers' sparse grads without the 1/trainers its dense blocks apply."""
+    one = run("classic/dist_lookup_table", steps=1)
+    assert one.error is None and one.exit_code == 1
+    assert {p.name for p in one.params if not p.ok} == {"shared_w"}
+    assert any("grows by first lookup" in n for n in one.notes)
+    assert any("updates shared_w with sgd; the original updates shared_w with adam" in n
+               for n in one.notes)
+    assert any("sums the trainers' shared_w@GRAD without the 1/trainers" in n for n in one.notes)
+    main, startup, cfg, progs, rts = load_case("classic/dist_lookup_table")
+    sgd_main = _sgd_for_table(main, "shared_w")
+    # sgd in the original too: what is left is the missing average
+    res = simulate(sgd_main, startup, cfg, progs, rts, steps=5, batch=4, seed=0)
+    assert {p.name for p in res.params if not p.ok} == {"shared_w"}
+    for ps in _pservers(progs):
+        blk = next(b for b in ps.blocks if any(op.type == "sgd" for op in b.ops))
+        scale = Op("scale", {"X": ["shared_w@GRAD"]}, {"Out": ["shared_w@GRAD"]})
+        scale.set_attr("scale", 1.0 / cfg.trainers)
+        blk.ops.insert(1, scale)
+    fixed = simulate(sgd_main, startup, cfg, progs, rts, steps=5, batch=4, seed=0)
+    assert fixed.exit_code == 0, [(p.name, p.max_rel) for p in fixed.params]
+
+
 def test_fleet_clips_each_trainers_grad_before_averaging():
     """Fleet moves clip (op_role backward) onto the trainers: the pservers average clipped
     grads, mean(clip(g_i)) != clip(mean(g_i)). Widen the clip and the difference is gone."""
@@ -177,7 +268,22 @@ def test_rename_trainer_program():
     assert "fc_b@GRAD.trainer_0" in progs["trainer_0/main"].global_block.vars   # input kept
 
 
-# --- kernels ---------------------------------------------------------------------------------
+# --- feeds and kernels -------------------------------------------------------------------------
+def test_feeds_follow_the_programs_grouping():
+    """word2vec's neg_label is declared [-1, 1] but reshaped to [-1, 5, 8] after its lookup:
+    5 ids a sample, one sequence of 5 per sample; input_word (no sequence op) one id."""
+    from transpile.simulate.feeds import Feeder
+    main, *_ = load_case("classic/fake_init")
+    f = Feeder(main, 4, 0, float)
+    glob = f.feed(0)
+    assert glob["neg_label"][0].shape == (20, 1)
+    assert glob["input_word"][0].shape == (4, 1)
+    shard = f.shard(glob, 1, 2)
+    assert shard["neg_label"][0].shape == (10, 1)
+    assert (shard["neg_label"][0] == glob["neg_label"][0][10:]).all()
+
+
+
 def test_kernel_gradients_match_finite_differences():
     """softmax_with_cross_entropy + sequence_pool + elementwise_add(axis=1) + mul, by hand."""
     import numpy as np
@@ -285,3 +391,28 @@ def test_cli_bad_input_exits_2(tmp_path):
                                       "--cluster", os.path.join(d, "cluster.yaml")])
     assert r.exit_code == 2
     assert "no trainer_<id>/ or pserver" in r.output
+
+
+def test_async_step_counter_notifies_the_pservers():
+    """Fleet async: each trainer step sends @PS_STEP_COUNTER@ to every pserver, which sets
+    @LR_DECAY_COUNTER@ to the sum over trainers and reruns its LR-decay block."""
+    import numpy as np
+    from transpile.simulate import Reference, split_programs_from
+    from transpile.simulate.cluster import Cluster
+    from transpile.simulate.executor import Executor
+    from transpile.simulate.feeds import Feeder
+    main, startup, cfg, progs, rts = load_case("fleet/lrdecay_momentum_async")
+    ref = Reference(main, startup)
+    orig = Executor("original", startup)
+    orig.run_block(0)
+    ref.init = dict(orig.scope.vars)
+    cluster = Cluster(split_programs_from(progs, rts, cfg), cfg, float_dtype=np.float64,
+                      seed=0, reference=ref)
+    cluster.startup()
+    feeder = Feeder(main, 2, 0, np.float64)
+    for s in range(3):
+        glob = feeder.feed(s)
+        cluster.step([feeder.shard(glob, t.tid, 2) for t in cluster.trainers])
+    for ps in cluster.pservers.values():
+        assert ps.decay_counters == {0: 3, 1: 3}
+        assert np.asarray(ps.value("@LR_DECAY_COUNTER@")).tolist() == [6]

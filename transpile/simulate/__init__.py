@@ -5,7 +5,9 @@ trainer startups, then N steps of the trainers' mains with the pservers' optimiz
 an in-process message layer (cluster.py), each trainer on its shard of the same global batch.
 Random initializers in (b) take the values (a) drew for the same parameter (or its row slice),
 so that both start from one state; a random init with other settings than the original's is left
-alone and reported.
+alone and reported. A pserver's auto-grown sparse table gives a new id k the original's row k.
+Parameters are compared on each trainer, else assembled from the pservers (row blocks, or the
+ids a sparse table saw over the original's initial rows).
 """
 from __future__ import annotations
 
@@ -264,13 +266,23 @@ def _split_value(name, cluster, ref):
     """The split's value of parameter `name`: each trainer's copy, else assembled from the
     pservers."""
     import numpy as np
+    from .values import SparseTable, Unallocated
     vals = []
     for tr in cluster.trainers:
         v = tr.scope.get(name)
-        if v is not None:
+        if v is not None and not isinstance(v, Unallocated):
             vals.append((tr.label, v))
     if vals:
         return vals
+    tables = [(ep, ps.value(name)) for ep, ps in cluster.pservers.items()
+              if isinstance(ps.value(name), SparseTable)]
+    if tables and name in ref.init:
+        # auto-grown tables hold the ids they saw; the others keep their initial rows
+        out = np.array(ref.init[name], dtype=np.float64, copy=True)
+        for _, t in tables:
+            for key, i in t.index.items():
+                out[key] = t.value[i]
+        return [("pservers' sparse tables", out)]
     for ep, ps in cluster.pservers.items():
         v = ps.value(name)
         if v is not None and not hasattr(v, "rows"):

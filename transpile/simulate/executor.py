@@ -9,16 +9,19 @@ import numpy as np
 
 from ..program import Program
 from .kernels import KERNELS
-from .values import NoKernelError, SelectedRows, SimError, shape_of
+from .values import NoKernelError, SelectedRows, SimError, SparseTable, Unallocated, shape_of
 
 # Ops a process hands to the message layer (transpile/simulate/cluster.py).
 RPC_OPS = frozenset({
     "send", "recv", "send_barrier", "fetch_barrier", "listen_and_serv", "prefetch",
-    "distributed_lookup_table", "distributed_push_sparse", "lookup_sparse_table",
+    "distributed_lookup_table", "distributed_push_sparse",
     "lookup_sparse_table_init", "lookup_sparse_table_read", "lookup_sparse_table_write",
     "lookup_sparse_table_fuse_adam", "lookup_sparse_table_fuse_sgd",
     "lookup_sparse_table_grad_split", "fake_init", "checkpoint_notify", "recv_save",
     "send_and_recv"})
+# Initializers: writing a SELECTED_ROWS var, they make a pserver's auto-grown table.
+INIT_OPS = frozenset({"uniform_random", "gaussian_random", "truncated_gaussian_random",
+                      "fill_constant"})
 # Ops with no effect on training values.
 NOOP_OPS = frozenset({"feed", "fetch", "save", "print", "barrier"})
 
@@ -91,6 +94,17 @@ class OpCtx:
     def xs(self, slot):
         return [self.ex.read(n) for n in self.op.input(slot)]
 
+    def shape(self, slot, i=0):
+        """The shape of an input, which may be one fake_init left without memory (Paddle's
+        grad kernels read only the dims of W)."""
+        names = self.op.input(slot)
+        if len(names) <= i:
+            raise SimError("input slot %s is empty" % slot)
+        v = self.ex.scope.get(names[i])
+        if v is None:
+            raise SimError("reads %s, which holds no value" % names[i])
+        return tuple(shape_of(v))
+
     def lod(self, slot, i=0):
         names = self.op.input(slot)
         return self.ex.scope.lods.get(names[i]) if len(names) > i else None
@@ -100,8 +114,14 @@ class OpCtx:
         if len(names) <= idx or not names[idx] or names[idx] == "@EMPTY@":
             return
         name = names[idx]
-        if not isinstance(value, SelectedRows):
+        if not isinstance(value, (SelectedRows, Unallocated, SparseTable)):
             value = np.asarray(value)
+            var = self.ex.program.find_var(name, self.block_idx)
+            if var is not None and var.kind == "SELECTED_ROWS" and self.op.type in INIT_OPS \
+                    and self.ex.table_origin is not None:
+                origin = self.ex.table_origin(name, value)
+                self.ex.write(self.block_idx, name, SparseTable(value, origin), lod)
+                return
         if random and self.ex.random_hook is not None:
             value = self.ex.random_hook(self.ex, name, value, self.op)
         self.ex.write(self.block_idx, name, value, lod)
@@ -126,6 +146,7 @@ class Executor:
         self.seed = seed
         self.rpc = rpc
         self.random_hook = random_hook
+        self.table_origin: Optional[Callable] = None   # (name, pool) -> original's table
         self.reads: set = set()
         self.blocks_run: set = set()
 
@@ -134,6 +155,10 @@ class Executor:
         if v is None:
             raise SimError("reads %s, which holds no value (never initialized, computed or "
                            "received)" % name)
+        if isinstance(v, Unallocated):
+            raise SimError("reads %s, which %s left without memory (Paddle's fake_init only "
+                           "sets the shape %s) and nothing received before this read: a real "
+                           "process fails here too" % (name, v.by, list(v.shape)))
         self.reads.add(name)
         return v
 
@@ -146,7 +171,9 @@ class Executor:
                 and not _compatible(shape, shape_of(value)):
             raise SimError("%s gets shape %s but is declared %s"
                            % (name, list(shape_of(value)), list(shape)))
-        if not isinstance(value, SelectedRows) and var.dtype is not None and value.dtype.kind == "f" \
+        if not isinstance(value, (SelectedRows, Unallocated, SparseTable)) \
+                and var.dtype is not None \
+                and value.dtype.kind == "f" \
                 and value.dtype != self.float_dtype:
             value = value.astype(self.float_dtype)
         self.scope.put(name, value, lod)

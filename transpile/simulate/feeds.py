@@ -63,12 +63,70 @@ def _ranges(main: Program) -> dict:
     return out
 
 
+_PASSTHROUGH = ("reshape", "reshape2", "cast", "assign", "squeeze2", "unsqueeze2", "squeeze",
+                "unsqueeze", "flatten2", "flatten_contiguous_range")
+_LOOKUPS = ("lookup_table", "lookup_table_v2", "distributed_lookup_table", "embedding")
+
+
+def _ids_per_sample(main: Program) -> dict:
+    """Feeds of one id per row that the program regroups by sample: a feed passed (reshaped)
+    to a lookup whose rows a later reshape groups as [-1, k, width] carries k ids per sample
+    (word2vec's neg_label: declared [-1, 1], reshaped to [-1, 5, 8])."""
+    block = main.global_block
+    feeds = {v.name for v in feed_vars(main)}
+    origin = {f: f for f in feeds}          # var -> the feed it is a plain view of
+    rows_of = {}                             # lookup output -> (feed, row width)
+    out: dict = {}
+    for op in block.ops:
+        if op.type in _PASSTHROUGH and op.input("X") and op.output("Out"):
+            src = op.input("X")[0]
+            if src in origin:
+                origin[op.output("Out")[0]] = origin[src]
+            elif src in rows_of:
+                f, width = rows_of[src]
+                shape = [int(d) for d in op.attr("shape", []) or []]
+                fixed = [d for d in shape[1:] if d > 0]
+                if shape and shape[0] == -1 and len(fixed) == len(shape) - 1 and width:
+                    per = int(np.prod(fixed)) // width
+                    if per > 1 and per * width == int(np.prod(fixed)):
+                        out[f] = max(out.get(f, 1), per)
+        elif op.type in _LOOKUPS:
+            w = (op.input("W") or [None])[0]
+            wv = main.find_var(w) if w else None
+            width = int(np.prod(wv.shape[1:])) if wv is not None and wv.shape else 0
+            outs = op.output("Out") or op.output("Outputs")
+            for ids, o in zip(op.input("Ids"), outs):
+                if ids in origin:
+                    rows_of[o] = (origin[ids], width)
+    return out
+
+
+def _sequence_feeds(main: Program) -> set:
+    """LoD feeds whose values (directly or through lookups and reshapes) reach a sequence_*
+    op: only those get sequences of random lengths; the others one row per sample."""
+    block = main.global_block
+    origin = {v.name: {v.name} for v in feed_vars(main)}
+    out: set = set()
+    for op in block.ops:
+        srcs = set().union(*[origin.get(n, set()) for n in op.input_names()])
+        if not srcs:
+            continue
+        if op.type.startswith("sequence_"):
+            out |= srcs
+        if op.type in _PASSTHROUGH or op.type in _LOOKUPS:
+            for n in op.output_names():
+                origin.setdefault(n, set()).update(srcs)
+    return out
+
+
 class Feeder:
     """Deterministic random feeds: feed(step) is the global batch, shard() a trainer's part."""
 
     def __init__(self, main: Program, batch: int, seed: int, float_dtype):
         self.vars = feed_vars(main)
         self.ranges = _ranges(main)
+        self.per_sample = _ids_per_sample(main)
+        self.sequences = _sequence_feeds(main)
         self.batch = batch
         self.seed = seed
         self.fdt = float_dtype
@@ -89,12 +147,16 @@ class Feeder:
         for v in self.vars:
             rest = tuple(v.shape[1:]) if v.shape else ()
             lod = None
-            rows = self.batch
+            rows = self.batch * self.per_sample.get(v.name, 1)
             if (v.lod_level or 0) >= 1:
                 if lens is None:
                     lens = rng.integers(1, 4, size=self.batch)
-                rows = int(lens.sum())
-                lod = [[0] + np.cumsum(lens).tolist()]
+                if v.name in self.sequences:
+                    mine = lens
+                else:
+                    mine = np.full(self.batch, self.per_sample.get(v.name, 1))
+                rows = int(mine.sum())
+                lod = [[0] + np.cumsum(mine).tolist()]
             dt = np_dtype(v.dtype, self.fdt)
             if np.issubdtype(dt, np.integer):
                 arr = rng.integers(0, self.ranges[v.name], size=(rows,) + rest).astype(dt)
@@ -103,7 +165,12 @@ class Feeder:
             elif dt == np.bool_:
                 arr = rng.integers(0, 2, size=(rows,) + rest).astype(bool)
             else:
-                arr = rng.uniform(-1.0, 1.0, size=(rows,) + rest).astype(dt)
+                # unit expected norm per sample: wide inputs at full scale make a plain
+                # SGD/momentum MLP diverge within a few steps, and a diverging run only
+                # compares rounding noise
+                width = int(np.prod(rest)) if rest else 1
+                arr = (rng.uniform(-1.0, 1.0, size=(rows,) + rest)
+                       * np.sqrt(3.0 / max(width, 1))).astype(dt)
             out[v.name] = (arr, lod)
         return out
 
@@ -120,5 +187,6 @@ class Feeder:
                 a, b = off[lo], off[hi]
                 out[name] = (arr[a:b], [[o - a for o in off[lo:hi + 1]]])
             else:
-                out[name] = (arr[lo:hi], None)
+                k = self.per_sample.get(name, 1)
+                out[name] = (arr[lo * k:hi * k], None)
         return out

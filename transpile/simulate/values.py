@@ -64,11 +64,78 @@ class SelectedRows:
         return "SelectedRows(height=%d, rows=%d)" % (self.height, len(self.rows))
 
 
+class Unallocated:
+    """A var with a shape but no memory: what Paddle's fake_init leaves (it only resizes).
+
+    Reading one is an error in Paddle ("holds no memory"), and here."""
+
+    def __init__(self, shape, by: str):
+        self.shape = tuple(int(d) for d in shape)
+        self.by = by
+
+    def __repr__(self):
+        return "Unallocated(%s)" % list(self.shape)
+
+
 def dense(v):
     return v.to_dense() if isinstance(v, SelectedRows) else v
 
 
 def shape_of(v):
-    if isinstance(v, SelectedRows):
+    if isinstance(v, (SelectedRows, Unallocated, SparseTable)):
         return v.shape
     return tuple(np.shape(v))
+
+
+class SparseTable:
+    """A pserver's auto-grown table: a SELECTED_ROWS var an initializer filled.
+
+    Paddle's initializer fills the value block ([capacity, width]) and leaves the rows empty; a
+    lookup of an unknown id appends it and gives it the next row of the block
+    (SelectedRows::AutoGrownIndex). `origin`, when given, is the original program's initial
+    table: a new id k then takes its row k instead, so that both runs start from one state.
+    """
+
+    def __init__(self, pool, origin=None):
+        self.value = np.array(pool, copy=True)
+        self.origin = origin
+        self.index: dict = {}
+
+    @property
+    def rows(self):
+        return np.fromiter(self.index, dtype=np.int64, count=len(self.index))
+
+    @property
+    def height(self):
+        return self.value.shape[0]
+
+    @property
+    def shape(self):
+        return tuple(self.value.shape)
+
+    def copy(self) -> "SparseTable":
+        t = SparseTable(self.value, self.origin)
+        t.index = dict(self.index)
+        return t
+
+    def slot(self, key: int, grow: bool) -> int:
+        i = self.index.get(key)
+        if i is not None:
+            return i
+        if not grow:
+            raise SimError("id %d is not in the table (it was never looked up)" % key)
+        i = len(self.index)
+        if i >= self.value.shape[0]:
+            raise SimError("the table is full: %d ids" % i)
+        self.index[key] = i
+        if self.origin is not None and 0 <= key < self.origin.shape[0]:
+            self.value[i] = self.origin[key]
+        return i
+
+    def get(self, ids, grow=True):
+        idx = [self.slot(int(k), grow) for k in np.asarray(ids).reshape(-1)]
+        return self.value[np.asarray(idx, dtype=np.int64)] if idx else \
+            np.zeros((0,) + self.value.shape[1:], dtype=self.value.dtype)
+
+    def __repr__(self):
+        return "SparseTable(%s, %d ids)" % (list(self.value.shape), len(self.index))

@@ -17,7 +17,7 @@ def kernel(*names):
 
 
 def _load():
-    from . import math_ops, nn_ops, optim_ops, tensor_ops  # noqa: F401  (they register)
+    from . import math_ops, nn_ops, optim_ops, table_ops, tensor_ops  # noqa: F401  (register)
 
 
 _load()

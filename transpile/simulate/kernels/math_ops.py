@@ -273,9 +273,10 @@ def reduce_grad(ctx):
 def sum_(ctx):
     xs = [v for v in ctx.xs("X")]
     if all(isinstance(v, SelectedRows) for v in xs):
+        # Paddle's sum of SelectedRows is a MergeAdd: one row per id, sorted
         h = xs[0].height
         ctx.set("Out", SelectedRows(np.concatenate([v.rows for v in xs]),
-                                    np.concatenate([v.value for v in xs]), h))
+                                    np.concatenate([v.value for v in xs]), h).merged())
         return
     out = None
     for v in xs:

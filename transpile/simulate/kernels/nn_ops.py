@@ -173,8 +173,8 @@ def lookup_table(ctx):
 
 @kernel("lookup_table_grad", "lookup_table_v2_grad")
 def lookup_table_grad(ctx):
-    w = ctx.x("W")
-    height, width = dense(w).shape[0], dense(w).shape[1:]
+    wshape = ctx.shape("W")      # only the dims: W may be a fake_init'ed table
+    height, width = wshape[0], wshape[1:]
     ids, _ = _ids(ctx)
     flat = ids.reshape(-1)
     d = dense(ctx.x("Out@GRAD")).reshape((flat.size,) + tuple(width))

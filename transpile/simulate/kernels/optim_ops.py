@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense
+from ..values import SelectedRows, SimError, SparseTable, dense
 from . import kernel
 
 
@@ -18,7 +18,11 @@ def _lr(ctx):
 
 
 def _param_grad(ctx):
-    p = dense(ctx.x("Param"))
+    p = ctx.x("Param")
+    if isinstance(p, SparseTable):
+        raise SimError("%s on the sparse table %s is not simulated (only sgd is)"
+                       % (ctx.op.type, ctx.op.input("Param")[0]))
+    p = dense(p)
     g = ctx.x("Grad")
     gd = dense(g)
     if np.shape(gd) != p.shape:
@@ -39,6 +43,10 @@ def _same(ctx, slot, p):
 
 @kernel("sgd")
 def sgd(ctx):
+    raw = ctx.x("Param")
+    if isinstance(raw, SparseTable):
+        from .table_ops import table_sgd
+        return table_sgd(ctx, raw)
     p, _, g = _param_grad(ctx)
     ctx.set("ParamOut", p - _lr(ctx) * g)
 

@@ -264,10 +264,14 @@ def split_ids(ctx):
     n = len(ctx.out_names("Out"))
     xs = ctx.xs("Ids")
     if len(xs) == 1 and isinstance(xs[0], SelectedRows):
+        # Paddle copies, for every row, the value of the last row with the same id (a repeated
+        # id is not added up): harmless after sum's MergeAdd, which leaves no repeats
         x = xs[0]
+        last = {int(r): i for i, r in enumerate(x.rows)}
+        src = np.array([last[int(r)] for r in x.rows], dtype=np.int64)
         for i in range(n):
             m = x.rows % n == i
-            ctx.set("Out", SelectedRows(x.rows[m], x.value[m], x.height), idx=i)
+            ctx.set("Out", SelectedRows(x.rows[m], x.value[src[m]], x.height), idx=i)
         return
     ids = np.unique(np.concatenate([np.asarray(v).reshape(-1) for v in xs]).astype(np.int64))
     for i in range(n):
