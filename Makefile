@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 SAMPLE := samples/mlp_sgd
 DEMO_OUT := demo-out
 
-.PHONY: demo test install install-test clean
+.PHONY: demo test install install-test clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,5 +32,10 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest
 
+# make bench                      # sizes 1k, 5k, 20k ops; inputs cached in bench/out/
+# make bench BENCH_ARGS=--quick   # ~1 min smoke run; see bench/README.md for the options
+bench: install
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) *.egg-info
+	rm -rf $(VENV) $(DEMO_OUT) *.egg-info bench/out
