@@ -213,16 +213,22 @@ def _parse_trainer_id(value):
               help="Which trainer program(s) to write (default: the config's trainer_id).")
 @click.option("--force", is_flag=True,
               help="Write into a non-empty folder, replacing the split in it (other files kept).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="text: a summary of what went where; json: the plan (plan.json) on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
 @click.pass_obj
 @handle_errors
-def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, quiet):
+def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet):
     """Split MAIN into trainer and pserver programs.
 
     \b
     Writes, under --out:
       trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style)
       pserver_<host>_<port>/main.pb, startup.pb     one pair per endpoint
+      plan.json     what went where (docs/plan-json.md)
+    and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, and
+    per program the ops removed and inserted.
     \b
     Example:
       pstranspile split samples/fit_a_line/main.pb --startup samples/fit_a_line/startup.pb \\
@@ -258,9 +264,13 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, quiet
         outdir.write_tree(out_dir, files, force)
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
-    if not (obj.quiet or quiet):
-        from transpile import show as show_mod
-        show_mod.print_split_summary(result, cfg, out_dir, color=_use_color(obj))
+    if obj.quiet or quiet:
+        return
+    if fmt == "json":
+        click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
+        return
+    from transpile import show as show_mod
+    show_mod.print_split_summary(result.plan, out_dir, color=_use_color(obj))
 
 
 from transpile import check_cli, diff_cli, simulate_cli  # noqa: E402

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from golden import case_dirs, compare_case
 from transpile import load, load_config, split
-from transpile.plan import varname_parts
+from transpile.slicing import varname_parts
 from transpile.programio import load as load_program, to_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -185,10 +185,11 @@ def test_two_blocks_of_one_param_on_one_endpoint_get_two_optimize_blocks(name):
 def test_plan_json_says_what_went_where():
     main, startup, cfg = _load_case("basic")
     plan = split(main, startup, cfg).plan
-    assert plan["pservers"] == {"127.0.0.1:6174": ["fc_b", "fc_w.block1"],
-                                "127.0.0.1:6175": ["fc_w.block0"]}
+    assert {ep: h["blocks"] for ep, h in plan["endpoints"].items()} == {
+        "127.0.0.1:6174": ["fc_b", "fc_w.block1"], "127.0.0.1:6175": ["fc_w.block0"]}
     fc_w = next(p for p in plan["params"] if p["name"] == "fc_w")
-    assert [b["offset"] for b in fc_w["blocks"]] == [0, 500000]
+    assert [b["offset_elements"] for b in fc_w["blocks"]] == [0, 500000]
+    assert [b["row_offset"] for b in fc_w["blocks"]] == [0, 500]
     assert fc_w["blocks"][0]["bytes"] == 500 * 1000 * 4
 
 

@@ -11,8 +11,9 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from golden import case_dirs, compare_case, is_refused
 from transpile import load, load_config, split
-from transpile.passes.fleet_plan import (_dense_block_sizes, _sparse_block_sizes, make_plan,
-                                         orig_varname)
+from transpile.passes.fleet_plan import make_plan
+from transpile.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
+                               slice_variable)
 from transpile.programio import to_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -96,6 +97,10 @@ def test_split_leaves_its_inputs_alone_and_repeats_exactly():
 
 
 # --- the plan ----------------------------------------------------------------------------------
+def _dense_block_sizes(shape, count):
+    return slice_variable(shape, count, FLEET_MIN_BLOCK_SIZE)
+
+
 def test_dense_blocks_follow_fleet_min_block_size_and_whole_rows():
     assert _dense_block_sizes((1000, 1000), 2) == [500000, 500000]
     assert _dense_block_sizes((1000, 1), 2) == [1000]               # < 81920 elements: one block
@@ -107,9 +112,9 @@ def test_dense_blocks_follow_fleet_min_block_size_and_whole_rows():
 
 
 def test_sparse_tables_split_by_rows_one_block_per_endpoint():
-    assert _sparse_block_sizes((10000, 16), 2) == [80000, 80000]
-    assert _sparse_block_sizes((10001, 16), 2) == [80024, 80008]    # extra row to the first
-    assert _sparse_block_sizes((5, 3), 1) == [15]
+    assert slice_rows_evenly((10000, 16), 2) == [80000, 80000]
+    assert slice_rows_evenly((10001, 16), 2) == [80024, 80008]    # extra row to the first
+    assert slice_rows_evenly((5, 3), 1) == [15]
 
 
 def test_plan_dispatch_round_robin_dense_continues_sparse_restarts():
@@ -120,15 +125,14 @@ def test_plan_dispatch_round_robin_dense_continues_sparse_restarts():
     assert held[a] == ["fc_0.b_0", "fc_1.b_0", "SparseFeatFactors.block0"]
     assert held[b] == ["fc_0.w_0", "fc_1.w_0", "SparseFeatFactors.block1"]
     assert plan.table_ids["SparseFeatFactors"] == 1          # table 0 is the dense one
-    d = plan.to_dict()
-    assert d["sparse_pairs"][0]["param"] == "SparseFeatFactors"
-    assert d["min_block_size"] == 81920
+    assert [p.param for p in plan.sparse_pairs] == ["SparseFeatFactors"]
+    assert plan.param_slices["fc_0.w_0"][0].name == "fc_0.w_0"     # < 81920 elements: whole
 
 
-def test_orig_varname_strips_block_and_trainer_suffixes():
-    assert orig_varname("fc_0.w_0@GRAD.block1.trainer_0") == "fc_0.w_0@GRAD"
-    assert orig_varname("fc_0.w_0.block0") == "fc_0.w_0"
-    assert orig_varname("clip_0.tmp_0.trainer_1") == "clip_0.tmp_0"
+def test_origin_varname_strips_block_and_trainer_suffixes():
+    assert origin_varname("fc_0.w_0@GRAD.block1.trainer_0") == "fc_0.w_0@GRAD"
+    assert origin_varname("fc_0.w_0.block0") == "fc_0.w_0"
+    assert origin_varname("clip_0.tmp_0.trainer_1") == "clip_0.tmp_0"
 
 
 def test_a_scheduled_learning_rate_stays_on_the_trainer():

@@ -1,12 +1,13 @@
-"""The slicing and dispatch arithmetic of transpile/plan.py."""
+"""The slicing and dispatch arithmetic (transpile/slicing.py) and the optimizer state table."""
 import zlib
 
 import pytest
 from hypothesis import given, strategies as st
 
 from transpile.errors import RefusedError
-from transpile.plan import (block_shapes, dispatch, hash_name_index, paddle_shuffle,
-                            slice_variable, sliced_state_slots, varname_parts)
+from transpile.optimizers import sliced_state_slots
+from transpile.slicing import (block_shapes, dispatch, hash_name_index, origin_varname,
+                               paddle_shuffle, slice_variable, split_var, varname_parts)
 
 
 def test_slices_by_whole_rows():
@@ -89,3 +90,18 @@ def test_varname_parts():
     assert varname_parts("fc_w@GRAD.trainer_1") == ("fc_w@GRAD", "", "trainer_1")
     assert varname_parts("fc_w.block0") == ("fc_w", "block0", "")
     assert varname_parts("fc_b") == ("fc_b", "", "")
+
+
+def test_origin_varname_is_the_first_part():
+    assert origin_varname("fc_w@GRAD.block1.trainer_0") == "fc_w@GRAD"
+    assert origin_varname("fc_w") == "fc_w"
+
+
+def test_split_var_blocks_carry_row_offsets():
+    blocks = split_var("w", (1000, 10), [3340, 3340, 3320], "FP32")
+    assert [b.name for b in blocks] == ["w.block0", "w.block1", "w.block2"]
+    assert [b.row_offset for b in blocks] == [0, 334, 668]
+    assert [b.offset_elements for b in blocks] == [0, 3340, 6680]
+    assert [b.nbytes() for b in blocks] == [13360, 13360, 13280]
+    whole = split_var("b", (10,), [10], "FP32")
+    assert [(b.name, b.row_offset, b.shape) for b in whole] == [("b", 0, (10,))]

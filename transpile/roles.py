@@ -1,7 +1,14 @@
-"""Paddle's op_role attribute: which part of training an op belongs to."""
+"""Paddle's op_role attribute: which part of training an op belongs to.
+
+Both styles decide what leaves the trainer from these predicates: the ops whose role is exactly
+Optimize (minus gradient clipping), the learning-rate schedule ops, and the (param, grad) pairs
+op_role_var names.
+"""
 from __future__ import annotations
 
-from .program import Op
+from typing import Iterable, Sequence
+
+from .program import Op, Program
 
 # OpRole values (paddle/fluid/framework/op_proto_maker.h); Loss is or-ed with Forward/Backward.
 FORWARD = 0x0000
@@ -16,6 +23,14 @@ NOT_SPECIFIED = 0x1000
 ROLE_ATTR = "op_role"
 ROLE_VAR_ATTR = "op_role_var"
 
+# The op_namescope that marks gradient-clip ops (optimize role, but they stay on the trainer,
+# re-labelled Backward). The two Paddle transpilers look for different scopes: the classic
+# DistributeTranspiler for "@CLIP", which Paddle 2.x's clip ops no longer carry (they are built
+# under "gradient_clip", so classic moves them to the pservers with the optimizer); Fleet's
+# ps passes (ir/public.py) for "gradient_clip".
+CLASSIC_CLIP_NAME_SCOPE = "@CLIP"
+FLEET_CLIP_NAME_SCOPE = "gradient_clip"
+
 
 def role(op: Op) -> int:
     return int(op.attr(ROLE_ATTR, FORWARD) or 0)
@@ -27,9 +42,59 @@ def is_optimize_op(op: Op) -> bool:
     return bool(r & OPTIMIZE) and not (r & LRSCHED) and "Param" in op.inputs
 
 
+def is_clip_op(op: Op, name_scope: str) -> bool:
+    """A gradient-clip op: its op_namescope contains `name_scope` (see the constants above)."""
+    return name_scope in str(op.attr("op_namescope", "") or "")
+
+
+def is_moved_optimize_op(op: Op, clip_name_scope: str) -> bool:
+    """An op the transpilers move to the pservers: op_role exactly Optimize, not a clip op.
+
+    That is the optimizer updates and the regularization (and, in classic, clip) ops built
+    under the optimizer's guard."""
+    return role(op) == OPTIMIZE and not is_clip_op(op, clip_name_scope)
+
+
 def is_lr_sched_op(op: Op) -> bool:
-    return bool(role(op) & LRSCHED)
+    """A learning-rate schedule op: role LRSched, or LRSched|Optimize (both transpilers' test)."""
+    return role(op) in (LRSCHED, LRSCHED | OPTIMIZE)
 
 
-def is_backward_op(op: Op) -> bool:
-    return bool(role(op) & BACKWARD)
+def optimize_ops(program: Program, clip_name_scope: str) -> list[int]:
+    """Indices (global block) of the ops moved to the pservers (is_moved_optimize_op)."""
+    return [i for i, op in enumerate(program.global_block.ops)
+            if is_moved_optimize_op(op, clip_name_scope)]
+
+
+def clip_ops(program: Program, clip_name_scope: str) -> list[int]:
+    """Indices (global block) of the optimize-role clip ops, which stay on the trainer."""
+    return [i for i, op in enumerate(program.global_block.ops)
+            if role(op) == OPTIMIZE and is_clip_op(op, clip_name_scope)]
+
+
+def lr_sched_ops(program: Program) -> list[int]:
+    """Indices (global block) of the learning-rate schedule ops."""
+    return [i for i, op in enumerate(program.global_block.ops) if is_lr_sched_op(op)]
+
+
+def params_grads(program: Program, op_indices: Iterable[int]) -> list[tuple[str, str]]:
+    """(param, grad) pairs from op_role_var, in the order their first op appears."""
+    seen = set()
+    pairs = []
+    block = program.global_block
+    for i in op_indices:
+        rv = block.ops[i].attr(ROLE_VAR_ATTR) or []
+        if len(rv) >= 2 and rv[0] not in seen:
+            seen.add(rv[0])
+            pairs.append((rv[0], rv[1]))
+    return pairs
+
+
+def optimizer_only_vars(ops: Sequence[Op]) -> list[str]:
+    """Inputs of `ops` that none of them names in op_role_var: the learning rate, accumulators
+    and temporaries only the optimizer reads, which the trainer no longer needs. Sorted."""
+    inputs, role_vars = set(), set()
+    for op in ops:
+        inputs.update(op.input_names())
+        role_vars.update(op.attr(ROLE_VAR_ATTR) or [])
+    return sorted(inputs - role_vars)

@@ -5,7 +5,8 @@ recv_ctx); this module computes those arguments from the plan, as plain JSON val
 """
 from __future__ import annotations
 
-from .passes.fleet_plan import STEP_COUNTER, FleetPlan, Slice
+from .passes.build import INITIALIZER_ATTRS, initializer_signature
+from .passes.fleet_plan import STEP_COUNTER, FleetPlan, delta_name
 from .program import Program
 
 # Communicator flags per mode: TrainerRuntimeConfig's defaults (CPU_NUM=1, no FLAGS_* set).
@@ -17,11 +18,6 @@ _ASYNC_ENVS = {"communicator_max_merge_var_num": "1", "communicator_send_queue_s
                "communicator_thread_pool_size": "5", "communicator_send_wait_times": "5",
                "communicator_is_sgd_optimizer": "1", "rpc_deadline": "180000",
                "rpc_retry_times": "3"}
-
-# Startup initialisers a geo sparse table can be re-created with, and the attrs that say how.
-INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
-              "uniform_random": ("seed", "min", "max"),
-              "truncated_gaussian_random": ("seed", "mean", "std")}
 
 
 def envs(plan: FleetPlan, geo_push_nums: int) -> dict:
@@ -51,19 +47,15 @@ def _ctx(plan: FleetPlan, name: str, slices: tuple, trainer_id: int, *, is_grad:
     names, eps, sections = [], [], []
     for s in slices:
         if plan.is_geo:
-            names.append(s.name + ".delta" if is_send else s.name)
-        elif is_grad and plan.is_sync and plan.trainers > 1:
-            names.append("%s.trainer_%d" % (s.name, trainer_id))
+            names.append(delta_name(s.name) if is_send else s.name)
+        elif is_grad:
+            names.append(plan.sent_grad_name(s.name, trainer_id))
         else:
             names.append(s.name)
-        sections.append(_rows(s))
+        sections.append(s.rows)
         eps.extend(plan.endpoint_of(s.name))
     return comm_context(name, names, eps, sections, [name], trainer_id, is_sparse=is_sparse,
                         is_distributed=is_distributed)
-
-
-def _rows(s: Slice) -> int:
-    return int(s.shape[0]) if s.shape else 1
 
 
 def step_context(plan: FleetPlan, trainer_id: int, table_id: int) -> dict:
@@ -118,15 +110,16 @@ def recv_contexts(plan: FleetPlan, trainer_id: int) -> dict:
 
 def sparse_attrs(plan: FleetPlan, main: Program, startup: Program) -> str:
     """Geo: how each sparse table is initialised, `name:dim0,dim1:init_op&attr&attr` joined
-    by `#` (a table whose startup init is none of INIT_ATTRS is left out, as Paddle does)."""
+    by `#` (a table whose startup init is none of INITIALIZER_ATTRS is left out, as Paddle
+    does)."""
     out = []
     for table in sorted(plan.sparse_tables):
         var = main.global_block.vars.get(table)
         if var is None:
             continue
         for op in startup.global_block.ops:
-            if op.type in INIT_ATTRS and op.output("Out")[:1] == [table]:
-                init = "&".join([op.type] + [str(op.attr(a)) for a in INIT_ATTRS[op.type]])
+            if op.type in INITIALIZER_ATTRS and op.output("Out")[:1] == [table]:
+                init = initializer_signature(op)
                 out.append(":".join([table, ",".join(str(d) for d in var.shape or ()), init]))
                 break
     return "#".join(out)

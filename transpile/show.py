@@ -111,16 +111,37 @@ def print_program(prog: Program, block: Optional[int] = None, color: bool = Fals
     emit(program_lines(prog, block), color)
 
 
-def split_summary_lines(result, cfg, out_dir: str):
+# --- the split summary -----------------------------------------------------------------------
+BAR_WIDTH = 30
+
+
+def load_bar(value: int, top: int, width: int = BAR_WIDTH) -> str:
+    """`█` characters proportional to value / top, padded with `·` to `width`."""
+    n = int(round(width * value / float(top))) if top else 0
+    return "█" * n + "·" * (width - n)
+
+
+def split_summary_lines(plan: dict, out_dir: str):
+    """(style, text) lines of the split summary, read from the plan.json dict."""
+    cfg = plan["config"]
+    eps = cfg["pservers"]
     yield "bold", "split (%s style, %s mode, %d trainers, %d pservers) -> %s" % (
-        cfg.style, cfg.mode, cfg.trainers, len(cfg.pservers), out_dir)
-    for key in sorted(result.programs):
-        prog = result.programs[key]
-        yield "", "  %-40s %3d blocks %6d ops" % (key + ".pb", len(prog.blocks),
-                                                    sum(len(b.ops) for b in prog.blocks))
-    for key in sorted(result.runtime):
-        yield "", "  %s/runtime.json" % key
+        plan["style"], plan["mode"], cfg["trainers"], len(eps), out_dir)
+    held = plan["endpoints"]
+    top = max([held[ep]["bytes"] for ep in eps] or [0])
+    yield "bold", "  %-22s %6s %10s  load" % ("endpoint", "blocks", "held")
+    for ep in eps:
+        h = held[ep]
+        yield "", "  %-22s %6d %10s  %s" % (ep, h["param_blocks"], human_bytes(h["bytes"]),
+                                           load_bar(h["bytes"], top))
+    imb = plan["imbalance"]
+    style = "" if imb is None or imb < 1.25 else "yellow"
+    yield style, "  imbalance (max/mean bytes): %s   total %s" % (
+        "-" if imb is None else "%.2f" % imb, human_bytes(plan["total_bytes"]))
+    yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
+    for key, p in sorted(plan["programs"].items()):
+        yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
 
 
-def print_split_summary(result, cfg, out_dir: str, color: bool = False) -> None:
-    emit(split_summary_lines(result, cfg, out_dir), color)
+def print_split_summary(plan: dict, out_dir: str, color: bool = False) -> None:
+    emit(split_summary_lines(plan, out_dir), color)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..config import ClusterConfig
 from ..plan import DistributionPlan, make_plan
 from .. import roles
-from .classic_ops import DTYPE_CODES, make_op, tensor_like
+from .build import DTYPE_CODES, make_op, tensor_like
+from ..planjson import plan_json
 from ..program import Program
 from ..result import SplitResult, endpoint_dir
 from .classic_pserver import build_pserver_main, build_pserver_startup
@@ -54,8 +55,9 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
                       trainer_ids: list[int]) -> SplitResult:
     """Split `main` / `startup` the way Paddle's DistributeTranspiler does (see the module doc)."""
     plan = make_plan(main, config)
+    origin_main, origin_startup = main, startup
     main, startup = merge_lr_counter(main, startup, plan)
-    result = SplitResult(plan=plan.to_dict())
+    result = SplitResult()
     for tid in trainer_ids:
         result.programs["trainer_%d/main" % tid] = build_trainer_main(main, plan, tid)
         result.programs["trainer_%d/startup" % tid] = build_trainer_startup(startup, main, plan,
@@ -66,4 +68,5 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
         result.programs[endpoint_dir(ep) + "/main"] = pmain
         result.programs[endpoint_dir(ep) + "/startup"] = build_pserver_startup(startup, pmain,
                                                                                aliases)
+    result.plan = plan_json(plan, origin_main, origin_startup, config, result, trainer_ids)
     return result

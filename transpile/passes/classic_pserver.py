@@ -13,18 +13,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..plan import DistributionPlan, ParamPlan, VarBlock, is_optimizer_update
+from ..optimizers import is_optimizer_update
+from ..plan import DistributionPlan, ParamPlan, VarBlock
 from ..program import Attr, Block, Op, Program, Var, VarType
+from ..slicing import trainer_copy_name
+from ..tables import LOOKUP_TABLE_TYPES
 from .. import roles
-from .classic_ops import clone_var, make_op, new_block, tensor_like
-
-# Startup ops whose "shape" attr must follow the (sliced) var they initialise.
-INIT_OPS_WITH_SHAPE = ("gaussian_random", "fill_constant", "uniform_random",
-                       "truncated_gaussian_random")
-# Trainer-side additions to a startup program; never run on a pserver.
-TRAINER_STARTUP_OPS = ("recv", "fetch_barrier", "concat")
-# Paddle's listen_and_serv RPC thread counts (its FLAGS_rpc_*_thread_num defaults).
-RPC_THREADS = 12
+from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, clone_var, make_op,
+                    new_block, tensor_like)
 
 
 class _PserverBuilder:
@@ -58,9 +54,6 @@ class _PserverBuilder:
         if all(n != name for n, _ in lst):
             lst.append((name, tuple(shape)))
 
-    def _multi(self, p: ParamPlan) -> bool:
-        return sum(1 for q, _ in self.local if q.name == p.name) > 1
-
     def declare_block_vars(self) -> list[str]:
         """Param blocks, merged grads and the per-trainer grads; returns listen_and_serv's X."""
         recv_inputs = []
@@ -76,7 +69,7 @@ class _PserverBuilder:
             self.first_block.setdefault(p.grad, merged)
             if self.plan.sync:
                 for t in range(self.plan.trainers):
-                    name = "%s.trainer_%d" % (merged, t)
+                    name = trainer_copy_name(merged, t)
                     self.gb.add_var(tensor_like(gvar, name, b.shape, False))
                     recv_inputs.append(name)
             else:
@@ -177,8 +170,7 @@ class _PserverBuilder:
                 v = self.ob.var(name)
                 s = states.get(slot)
                 shape = b.shape if s is not None and s.sliced else tuple(v.shape)
-                local = rename.setdefault(name, name + (".block%d" % b.index
-                                                        if self._multi(p) else ""))
+                local = rename.setdefault(name, self.plan.state_name(p, name, b))
                 if self.gb.var(local) is None:
                     self.gb.add_var(tensor_like(v, local, shape, v.persistable))
                 self._alias(name, local, shape)
@@ -197,7 +189,7 @@ class _PserverBuilder:
         if not self.plan.sync:
             return
         n = self.plan.trainers
-        block.ops.append(make_op("sum", {"X": ["%s.trainer_%d" % (merged, t) for t in range(n)]},
+        block.ops.append(make_op("sum", {"X": [trainer_copy_name(merged, t) for t in range(n)]},
                                  {"Out": [merged]},
                                  {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
         block.ops.append(make_op("scale", {"X": [merged]}, {"Out": [merged]},
@@ -236,10 +228,10 @@ class _PserverBuilder:
                     if is_optimizer_update(op):
                         self.append_update(op, block, p, b, merged, rename)
                     elif j not in plan.lr_ops:
-                        if self._multi(p):
+                        if plan.several_blocks_on(p, self.ep):
                             for a in op.output_names():
                                 if a not in rename and self.gb.var(a) is None:
-                                    rename[a] = "%s.block%d" % (a, b.index)
+                                    rename[a] = plan.state_name(p, a, b)
                         self.clone_op(op, block, rename)
 
         attrs_extra = {}
@@ -288,14 +280,13 @@ class _PserverBuilder:
             self.gb.add_var(clone_var(self.ob.var(lr)))
         grad = t.grad
         if plan.sync:
-            names = ["%s.trainer_%d.pserver_%d" % (t.grad, k, index)
-                     for k in range(plan.trainers)]
+            names = [plan.table_sent_name(index, k) for k in range(plan.trainers)]
             for n in names:
                 self.gb.add_var(tensor_like(gvar, n, gvar.shape, None))
             block.ops.append(make_op("sum", {"X": names}, {"Out": [grad]},
                                      {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
         else:
-            grad = "%s.pserver_%d" % (t.grad, index)
+            grad = plan.table_merged_name(index)
             v = self.gb.vars.pop(t.grad)
             v.name = grad
             self.gb.add_var(v)
@@ -311,7 +302,7 @@ class _PserverBuilder:
         index = list(plan.endpoints).index(self.ep)
         ids_var = out_var = None
         for op in self.ob.ops:
-            if op.type in ("lookup_table", "lookup_table_v2") and op.input("W") == [t.name]:
+            if op.type in LOOKUP_TABLE_TYPES and op.input("W") == [t.name]:
                 ids_var = self.ob.var(op.input("Ids")[0])
                 out_var = self.ob.var(op.output("Out")[0])
                 break
@@ -371,7 +362,7 @@ def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict
             new.outputs = {slot: [name]}
             new.inputs = {k: [a for a in args if gb.var(a) is not None]
                           for k, args in op.inputs.items()}
-            if op.type in INIT_OPS_WITH_SHAPE:
+            if op.type in INITIALIZER_ATTRS:
                 new.set_attr("shape", list(gb.var(name).shape))
             block.ops.append(new)
     return prog

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import RefusedError
-from ..plan import LOOKUP_TABLE_TYPES, DistributionPlan
-from ..program import Op, Program
+from ..plan import DistributionPlan
+from ..program import Program
+from ..roles import optimizer_only_vars
+from ..tables import LOOKUP_TABLE_TYPES
 from .. import roles
-from .classic_ops import (last_producer, make_op, new_control_var, rename_var,
-                          tensor_like)
+from .build import last_producer, make_op, new_control_var, rename_var, tensor_like
 
 
 @dataclass
@@ -32,16 +33,6 @@ def trainer_vars(plan: DistributionPlan, trainer_id: int) -> TrainerVars:
         tv.params[p.name] = [b.name for b in p.blocks]
         tv.grads[p.name] = [plan.sent_grad_name(g, trainer_id) for g in p.grad_blocks]
     return tv
-
-
-def optimizer_only_vars(ops: list[Op]) -> list[str]:
-    """Inputs of the optimize ops that are neither a param nor a grad (learning rate,
-    accumulators, temporaries): the trainer no longer needs them. Sorted for determinism."""
-    inputs, role_vars = set(), set()
-    for op in ops:
-        inputs.update(op.input_names())
-        role_vars.update(op.attr(roles.ROLE_VAR_ATTR) or [])
-    return sorted(inputs - role_vars)
 
 
 def _send_barrier_attrs(plan, trainer_id, half_async):
@@ -66,21 +57,20 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
     if table is not None:
         gvar = block.var(table.grad)
         for i in range(len(plan.endpoints)):
-            name = ("%s.trainer_%d.pserver_%d" % (table.grad, trainer_id, i) if plan.sync
-                    else "%s.pserver_%d" % (table.grad, i))
+            name = plan.table_sent_name(i, trainer_id)
             block.add_var(tensor_like(gvar, name, gvar.shape, None, stop_gradient=False))
             table_grads.append(name)
 
     _declare_split_vars(block, plan, tv)
     send_out = _insert_sends(block, plan, tv)
     # Paddle declares the barrier's output even in async mode, where nothing uses it.
-    barrier = new_control_var(block)
-    table_dep = new_control_var(block) if table is not None else None
+    barrier = new_control_var(block, stop_gradient=False)
+    table_dep = new_control_var(block, stop_gradient=False) if table is not None else None
     deps = list(send_out.values()) + ([table_dep] if table_dep else [])
     if plan.lr_counter is not None and plan.lr_ops:
         # after everything (Paddle appends it behind the optimizer ops it later deletes)
         name = plan.counter_name(trainer_id)
-        cv = new_control_var(block)
+        cv = new_control_var(block, stop_gradient=False)
         block.ops.append(make_op(
             "send", {"X": [name]}, {"Out": [cv]},
             {"epmap": list(plan.endpoints), "sections": [],
@@ -171,7 +161,7 @@ def _insert_sends(block, plan: DistributionPlan, tv: TrainerVars) -> dict:
                                 {"sections": rows, roles.ROLE_ATTR: roles.DIST})
             block.ops.insert(index + 1, split)
             index += 1
-        cv = new_control_var(block)
+        cv = new_control_var(block, stop_gradient=False)
         out[pname] = cv
         if plan.runtime_split:
             inputs, sections = [whole], [b.rows for b in p.blocks]
@@ -297,7 +287,7 @@ def build_trainer_startup(startup: Program, main: Program, plan: DistributionPla
         block.ops.append(make_op("recv", {"X": []}, {"Out": names},
                                  {"epmap": [b.endpoint for b in p.blocks],
                                   "trainer_id": trainer_id, roles.ROLE_ATTR: roles.RPC}))
-    cv = new_control_var(block)
+    cv = new_control_var(block, stop_gradient=False)
     block.ops.append(make_op("fetch_barrier", {}, {"Out": [cv]},
                              {"endpoints": list(plan.endpoints), "trainer_id": trainer_id,
                               roles.ROLE_ATTR: roles.RPC}))

@@ -10,6 +10,7 @@ Refusals (RefusedError) come from make_plan, before any program is built.
 from __future__ import annotations
 
 from ..config import ClusterConfig
+from ..planjson import plan_json
 from ..program import Program
 from ..result import SplitResult, endpoint_dir
 from ..runtime import runtime_json
@@ -22,7 +23,7 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
                     trainer_ids: list[int]) -> SplitResult:
     """Split `main` / `startup` for a Fleet parameter-server cluster; inputs are not modified."""
     plan = make_plan(main, startup, config)
-    result = SplitResult(plan=plan.to_dict())
+    result = SplitResult()
     for tid in trainer_ids:
         key = "trainer_%d" % tid
         result.programs[key + "/main"] = trainer_main(main, plan, tid)
@@ -32,4 +33,5 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
         ps_main, ps_startup = pserver_programs(main, startup, plan, ep)
         result.programs[endpoint_dir(ep) + "/main"] = ps_main
         result.programs[endpoint_dir(ep) + "/startup"] = ps_startup
+    result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
     return result

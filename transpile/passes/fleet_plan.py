@@ -10,105 +10,61 @@ Fleet differs from the classic DistributeTranspiler in ways that are deliberate 
     slice_var_up and split_method belong to the classic style; Fleet always slices and always
     dispatches round robin);
   - sparse tables (embeddings with remote_prefetch) are sliced uniformly by rows, one block per
-    endpoint, and their dispatch restarts at the first endpoint for every table.
+    endpoint, and their dispatch restarts at the first endpoint for every table;
+  - gradient-clip ops are recognised by the "gradient_clip" name scope (classic: "@CLIP").
+The arithmetic itself is shared with the classic style: transpile/slicing.py.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Optional
 
 from ..config import ClusterConfig
 from ..errors import RefusedError, UserError
+from ..optimizers import is_optimizer_update
 from ..program import Op, Program, Var
+from ..slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
+                       split_var, trainer_copy_name)
+from ..tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
+                      is_remote_prefetch, is_sparse_lookup, table_of)
+from .. import roles
 
-FLEET_MIN_BLOCK_SIZE = 81920
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
-CLIP_NAME_SCOPE = "gradient_clip"
-LOOKUP_OPS = ("lookup_table", "lookup_table_v2")
-LOOKUP_GRAD_OPS = ("lookup_table_grad", "lookup_table_v2_grad")
-
-ROLE_BACKWARD = 1
-ROLE_OPTIMIZE = 2
-ROLE_RPC = 4
-ROLE_LRSCHED = 16
+CLIP_NAME_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 
 MODES = {"sync": ("SYNC", 0), "async": ("ASYNC", 1), "half_async": ("HALF_ASYNC", 2),
          "geo": ("GEO", 3)}
 
 
-def _role(op: Op) -> int:
-    return int(op.attr("op_role", 0) or 0)
+def delta_name(block: str) -> str:
+    """Geo: the var a trainer pushes a param block's accumulated change as."""
+    return block + ".delta"
 
 
-def is_clip_op(op: Op) -> bool:
-    """Gradient-clip ops carry the optimize role but stay on the trainer (Fleet demotes them)."""
-    return CLIP_NAME_SCOPE in str(op.attr("op_namescope", "") or "")
+def is_step_increment(op: Op) -> bool:
+    """The global-step counter's increment: it stays with the trainers' communicator."""
+    return op.type == "increment" and op.input("X")[:1] == [LR_DECAY_COUNTER]
 
 
-def is_optimize_role_op(op: Op) -> bool:
-    """Fleet's notion of an optimize op: op_role exactly Optimize and not a gradient clip."""
-    return "op_role" in op.attrs and _role(op) == ROLE_OPTIMIZE and not is_clip_op(op)
-
-
-def is_lr_op(op: Op) -> bool:
-    return _role(op) in (ROLE_LRSCHED, ROLE_LRSCHED | ROLE_OPTIMIZE)
-
-
-def is_optimizer_op(op: Op) -> bool:
-    """An op that updates a parameter (sgd, adam, ...), as opposed to clip / decay helpers."""
-    return bool(op.input("Param")) and bool(op.input("LearningRate"))
-
-
-def orig_varname(name: str) -> str:
-    """`w.block1.trainer_0` -> `w`: strip the block and trainer suffixes the slicing adds."""
-    t = name.find(".trainer_")
-    end = t if t >= 0 else len(name)
-    b = name.find(".block")
-    if b >= 0:
-        end = min(end, b)
-    return name[:end]
-
-
-def same_or_split_var(p_name: str, var_name: str) -> bool:
-    return p_name == var_name or p_name.startswith(var_name + ".block")
-
-
-def is_sparse_lookup(op: Op) -> bool:
-    if op.type in LOOKUP_OPS:
-        return op.attr("is_sparse") is True and op.attr("is_distributed") is False
-    return op.type == "distributed_lookup_table" and op.attr("is_distributed") is False
-
-
-def is_distributed_lookup(op: Op) -> bool:
-    return op.type in LOOKUP_OPS + ("distributed_lookup_table",) and \
-        op.attr("is_distributed") is True
-
-
-def _prod(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-@dataclass(frozen=True)
-class Slice:
-    """One block of a sliced var (or the whole var when it is not split)."""
-    name: str
-    origin: str
-    index: int
-    shape: tuple
-    dtype: Optional[str]
-    kind: str
-    lod_level: Optional[int]
-    endpoint: str = ""
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "origin": self.origin, "index": self.index,
-                "shape": list(self.shape), "endpoint": self.endpoint}
+def remote_lookup_groups(ops: list[Op]):
+    """Lookups of remote_prefetch tables grouped by table ({table: [op]}, in order), and the
+    grad ops of those same lookups: what fuse_sparse_lookups replaces."""
+    pulls: dict[str, list[Op]] = {}
+    ids: dict[str, list[str]] = {}
+    for op in ops:
+        if is_remote_prefetch(op) and op.input("W"):
+            w = op.input("W")[0]
+            pulls.setdefault(w, []).append(op)
+            ids.setdefault(w, []).append(op.input("Ids")[0])
+    pushes: dict[str, list[Op]] = {}
+    for op in ops:
+        if op.type in LOOKUP_GRAD_TYPES and op.input("W"):
+            w = op.input("W")[0]
+            if w in ids and op.input("Ids")[0] in ids[w]:
+                pushes.setdefault(w, []).append(op)
+    return pulls, pushes
 
 
 @dataclass(frozen=True)
@@ -127,16 +83,21 @@ class FleetPlan:
     trainers: int
     dense_pairs: tuple
     sparse_pairs: tuple
-    param_slices: Mapping[str, tuple]           # origin param name -> Slices
-    grad_slices: Mapping[str, tuple]            # origin grad name -> Slices
-    ep_params: Mapping[str, tuple]              # endpoint -> param Slices, dispatch order
-    ep_grads: Mapping[str, tuple]               # endpoint -> grad Slices, dispatch order
+    param_slices: Mapping[str, tuple]           # origin param name -> VarBlocks
+    grad_slices: Mapping[str, tuple]            # origin grad name -> VarBlocks
+    ep_params: Mapping[str, tuple]              # endpoint -> param VarBlocks, dispatch order
+    ep_grads: Mapping[str, tuple]               # endpoint -> grad VarBlocks, dispatch order
     optimize_ops: tuple                         # block-0 op indices (clip ops excluded)
     clip_ops: tuple                             # block-0 op indices of gradient-clip ops
     lr_ops: tuple                               # block-0 op indices of LR-schedule ops
     sparse_tables: tuple                        # tables of is_sparse, non-distributed lookups
     distributed_tables: tuple                   # tables of is_distributed lookups
     table_ids: Mapping[str, int]                # sparse param -> the-one-ps table id
+    update_ops: Mapping[str, int]               # param -> block-0 index of its optimizer op
+    pserver_lr_ops: tuple                       # the LR ops the pservers run (lr_ops but the
+                                                # step counter's increment)
+    sparse_lookup_ops: tuple                    # block-0 indices of the remote lookups and
+                                                # their grads, fused into distributed ops
     need_global_step: bool
     has_lr_scheduler: bool
     lr_var: Optional[str] = None
@@ -169,6 +130,20 @@ class FleetPlan:
     def grad_to_param(self) -> dict:
         return {p.grad: p.param for p in self.pairs}
 
+    def merged_grad_names(self, param: str) -> list:
+        """Per param block, the name the pserver merges its grad under (geo: the delta)."""
+        if self.is_geo:
+            return [delta_name(b.name) for b in self.param_slices[param]]
+        grad = self.pair_of_param(param).grad
+        return [g.name for g in self.grad_slices[grad]]
+
+    def sent_grad_name(self, merged: str, trainer_id: int) -> str:
+        """The name trainer `trainer_id` sends a grad block under (sync with several trainers
+        appends .trainer_<id>)."""
+        if self.is_sync and self.trainers > 1:
+            return trainer_copy_name(merged, trainer_id)
+        return merged
+
     def endpoint_of(self, slice_name: str) -> list:
         """Endpoints holding a param or grad slice of that name (Paddle's build_ctx lookup)."""
         eps = []
@@ -176,68 +151,6 @@ class FleetPlan:
             if any(s.name == slice_name for s in self.ep_params[ep] + self.ep_grads[ep]):
                 eps.append(ep)
         return eps
-
-    def to_dict(self) -> dict:
-        return {
-            "style": "fleet", "mode": self.mode, "endpoints": list(self.endpoints),
-            "trainers": self.trainers, "min_block_size": FLEET_MIN_BLOCK_SIZE,
-            "dense_pairs": [[p.param, p.grad] for p in self.dense_pairs],
-            "sparse_pairs": [{"param": p.param, "grad": p.grad, "distributed": p.distributed,
-                              "table_id": self.table_ids.get(p.param)}
-                             for p in self.sparse_pairs],
-            "endpoints_hold": {ep: {"params": [s.to_dict() for s in self.ep_params[ep]],
-                                    "grads": [s.to_dict() for s in self.ep_grads[ep]]}
-                               for ep in self.endpoints},
-            "optimize_ops": list(self.optimize_ops), "lr_ops": list(self.lr_ops),
-            "clip_ops": list(self.clip_ops),
-            "need_global_step": self.need_global_step,
-            "has_lr_scheduler": self.has_lr_scheduler,
-            "notes": list(self.notes),
-        }
-
-
-# --- slicing ---------------------------------------------------------------------------------
-def _dense_block_sizes(shape: tuple, slice_count: int) -> list:
-    """Element counts of the blocks a dense var is cut into (Fleet's _slice_variable)."""
-    numel = _prod(shape)
-    split_count = slice_count
-    max_count = int(math.floor(numel / float(FLEET_MIN_BLOCK_SIZE))) or 1
-    if max_count < slice_count:
-        split_count = max_count
-    block_size = int(math.ceil(numel / float(split_count)))
-    if len(shape) >= 2:
-        # blocks are whole rows
-        dim1 = _prod(shape[1:])
-        if block_size % dim1:
-            block_size += dim1 - block_size % dim1
-    split_count = int(math.ceil(numel / float(block_size))) if block_size else 1
-    return [min(block_size, numel - i * block_size) for i in range(split_count)]
-
-
-def _sparse_block_sizes(shape: tuple, slice_count: int) -> list:
-    """Element counts of the row blocks of a sparse table: one per endpoint, the remainder rows
-    going to the first blocks. Paddle computes the rows with true division and truncates the
-    element counts when formatting them; reproduced so odd shapes give the same blocks."""
-    rows = shape[0] / slice_count
-    remainder = shape[0] % slice_count
-    dim0s = [rows] * (remainder if rows == 0 else slice_count)
-    for i in range(remainder):
-        dim0s[i] += 1
-    dim1 = _prod(shape[1:])
-    return [int(d * dim1) for d in dim0s]
-
-
-def _slices(var: Var, sizes: list) -> list:
-    shape = tuple(var.shape or ())
-    if len(sizes) == 1:
-        return [Slice(var.name, var.name, 0, shape, var.dtype, var.kind, var.lod_level)]
-    dim1 = _prod(shape[1:]) if len(shape) >= 2 else 1
-    out = []
-    for i, size in enumerate(sizes):
-        sliced = (size // dim1,) + shape[1:]
-        out.append(Slice("%s.block%d" % (var.name, i), var.name, i, sliced, var.dtype,
-                         var.kind, var.lod_level))
-    return out
 
 
 def _var(main: Program, name: str, why: str) -> Var:
@@ -265,36 +178,27 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     remote = []        # params of lookups with remote_prefetch: Fleet's "sparse" params
     sparse_tables, dist_tables = [], []
     for op in ops:
-        table = op.input("W")[:1]
-        if not table:
+        table = table_of(op)
+        if table is None:
             continue
-        if op.type in LOOKUP_OPS and op.attr("remote_prefetch") is True:
-            _add(remote, table[0])
+        if is_remote_prefetch(op):
+            _add(remote, table)
         if is_sparse_lookup(op):
-            _add(sparse_tables, table[0])
+            _add(sparse_tables, table)
         if is_distributed_lookup(op):
-            _add(dist_tables, table[0])
+            _add(dist_tables, table)
 
-    optimize_ops, clip_ops, lr_ops = [], [], []
-    dense, sparse, seen = [], [], set()
-    for i, op in enumerate(ops):
-        if is_lr_op(op):
-            lr_ops.append(i)
-        if "op_role" not in op.attrs or _role(op) != ROLE_OPTIMIZE:
-            continue
-        if is_clip_op(op):
-            clip_ops.append(i)
-            continue
-        optimize_ops.append(i)
-        rv = op.attr("op_role_var") or []
-        if len(rv) >= 2 and rv[0] not in seen:
-            seen.add(rv[0])
-            _var(main, rv[0], "a parameter in op_role_var")
-            _var(main, rv[1], "a gradient in op_role_var")
-            if rv[0] in remote:
-                sparse.append(Pair(rv[0], rv[1], True, rv[0] in dist_tables))
-            else:
-                dense.append(Pair(rv[0], rv[1]))
+    optimize_ops = roles.optimize_ops(main, CLIP_NAME_SCOPE)
+    clip_ops = roles.clip_ops(main, CLIP_NAME_SCOPE)
+    lr_ops = roles.lr_sched_ops(main)
+    dense, sparse = [], []
+    for param, grad in roles.params_grads(main, optimize_ops):
+        _var(main, param, "a parameter in op_role_var")
+        _var(main, grad, "a gradient in op_role_var")
+        if param in remote:
+            sparse.append(Pair(param, grad, True, param in dist_tables))
+        else:
+            dense.append(Pair(param, grad))
 
     _check_ops(ops, optimize_ops, dense + sparse, remote)
 
@@ -309,33 +213,31 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
 
     n = len(endpoints)
     param_slices, grad_slices = {}, {}
-    for pairs, sizes_of in ((dense, _dense_block_sizes), (sparse, _sparse_block_sizes)):
+    for pairs, sizes_of in ((dense, _dense_sizes), (sparse, slice_rows_evenly)):
         for p in pairs:
             pv, gv = main.global_block.vars[p.param], main.global_block.vars[p.grad]
-            param_slices.setdefault(p.param, _slices(pv, sizes_of(tuple(pv.shape or ()), n)))
-            grad_slices.setdefault(p.grad, _slices(gv, sizes_of(tuple(gv.shape or ()), n)))
+            param_slices.setdefault(p.param, _blocks(pv, sizes_of(tuple(pv.shape or ()), n)))
+            grad_slices.setdefault(p.grad, _blocks(gv, sizes_of(tuple(gv.shape or ()), n)))
 
     # round robin: dense blocks continue from one var to the next, each sparse table restarts
+    # at the first endpoint; a grad block goes where its param block goes
     ep_params = {ep: [] for ep in endpoints}
     ep_grads = {ep: [] for ep in endpoints}
-    step = 0
     placed_params, placed_grads = {}, {}
-    for pairs, restart in ((dense, False), (sparse, True)):
-        for p in pairs:
-            if p.grad in placed_grads:
-                continue
-            if restart:
-                step = 0
+    for group in [dense] + [[p] for p in sparse]:
+        group = _first_per_grad(group, placed_grads)
+        eps = iter(dispatch([b.name for p in group for b in param_slices[p.param]], endpoints,
+                            "round_robin"))
+        for p in group:
             gs, ps = grad_slices[p.grad], param_slices[p.param]
             if len(gs) != len(ps):
                 raise UserError("%s and its grad %s have different shapes: %s vs %s"
                                 % (p.param, p.grad, ps[0].shape, gs[0].shape))
-            new_g, new_p = [], []
-            for g, s in zip(gs, ps):
-                ep = endpoints[step]
-                step = (step + 1) % n
-                new_p.append(_at(s, ep))
-                new_g.append(_at(g, ep))
+            new_p, new_g = [], []
+            for g, b in zip(gs, ps):
+                ep = next(eps)
+                new_p.append(b.at(ep))
+                new_g.append(g.at(ep))
                 ep_params[ep].append(new_p[-1])
                 ep_grads[ep].append(new_g[-1])
             placed_params[p.param], placed_grads[p.grad] = tuple(new_p), tuple(new_g)
@@ -343,8 +245,14 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     dense_offset = 1 if dense else 0
     table_ids = {p.param: dense_offset + i for i, p in enumerate(sparse)}
 
-    need_global_step = any(ops[i].type == "increment" and ops[i].input("X")[:1] ==
-                           [LR_DECAY_COUNTER] for i in lr_ops)
+    need_global_step = any(is_step_increment(ops[i]) for i in lr_ops)
+    update_ops = {}
+    for i in optimize_ops:
+        if is_optimizer_update(ops[i]):
+            update_ops.setdefault(ops[i].input("Param")[0], i)
+    pulls, pushes = remote_lookup_groups(ops)
+    fused = {id(op) for group in list(pulls.values()) + list(pushes.values()) for op in group}
+    sparse_lookup_ops = tuple(i for i, op in enumerate(ops) if id(op) in fused)
     lr_var = _lr_var(main, optimize_ops)
     notes = []
     if lr_scheduler:
@@ -359,7 +267,9 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         ep_grads=MappingProxyType({k: tuple(v) for k, v in ep_grads.items()}),
         optimize_ops=tuple(optimize_ops), clip_ops=tuple(clip_ops), lr_ops=tuple(lr_ops),
         sparse_tables=tuple(sparse_tables), distributed_tables=tuple(dist_tables),
-        table_ids=MappingProxyType(table_ids), need_global_step=need_global_step,
+        table_ids=MappingProxyType(table_ids), update_ops=MappingProxyType(update_ops),
+        pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])),
+        sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
         has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes))
 
 
@@ -376,21 +286,21 @@ def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None
         if len(rv) == 1 or len(rv) % 2:
             raise UserError("%s op (optimize role): op_role_var %r should name a (param, grad) "
                             "pair" % (op.type, rv))
-        if is_optimizer_op(op):
+        if is_optimizer_update(op):
             need(op, "input", "Grad")
             if op.type == "adam":
                 for slot in ("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"):
                     need(op, "input", slot)
     for p in pairs:
-        if not any(is_optimizer_op(ops[i]) and ops[i].input("Param")[0] == p.param
+        if not any(is_optimizer_update(ops[i]) and ops[i].input("Param")[0] == p.param
                    for i in optimize_ops):
             raise UserError("parameter %s has optimize ops (op_role_var) but no optimizer op "
                             "(with Param and LearningRate) updates it" % p.param)
     for op in ops:
-        if op.type in LOOKUP_OPS and op.input("W")[:1] and op.input("W")[0] in remote:
+        if op.type in LOOKUP_TABLE_TYPES and op.input("W")[:1] and op.input("W")[0] in remote:
             need(op, "input", "Ids")
             need(op, "output", "Out")
-        if op.type in LOOKUP_GRAD_OPS and op.input("W")[:1] and op.input("W")[0] in remote:
+        if op.type in LOOKUP_GRAD_TYPES and op.input("W")[:1] and op.input("W")[0] in remote:
             need(op, "input", "Ids")
             need(op, "input", "Out@GRAD")
             need(op, "output", "W@GRAD")
@@ -401,8 +311,23 @@ def _add(items: list, x) -> None:
         items.append(x)
 
 
-def _at(s: Slice, ep: str) -> Slice:
-    return Slice(s.name, s.origin, s.index, s.shape, s.dtype, s.kind, s.lod_level, ep)
+def _first_per_grad(pairs: list, placed: dict) -> list:
+    """The pairs whose grad is not placed yet, the first of those sharing a grad."""
+    out, seen = [], set(placed)
+    for p in pairs:
+        if p.grad not in seen:
+            seen.add(p.grad)
+            out.append(p)
+    return out
+
+
+def _dense_sizes(shape: tuple, slice_count: int) -> list:
+    """Fleet's _slice_variable: the shared arithmetic with the fixed minimum block size."""
+    return slice_variable(shape, slice_count, FLEET_MIN_BLOCK_SIZE)
+
+
+def _blocks(var: Var, sizes: list) -> list:
+    return split_var(var.name, tuple(var.shape or ()), sizes, var.dtype, var.kind, var.lod_level)
 
 
 def _lr_var(main: Program, optimize_ops) -> Optional[str]:

@@ -13,32 +13,16 @@ lookup_sparse_table_init with the large-scale table metas.
 from __future__ import annotations
 
 from ..errors import UserError
+from ..optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ..program import Attr, Block, Op, Program, Var
-from .fleet_common import make_op, new_tensor, role_attrs
-from .fleet_plan import (LR_DECAY_COUNTER, FleetPlan, Slice, is_distributed_lookup,
-                         is_optimizer_op, orig_varname, same_or_split_var)
+from ..slicing import VarBlock, is_block_of, origin_varname, trainer_copy_name
+from ..tables import is_distributed_lookup
+from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, initializer_signature,
+                    make_op, new_block, new_tensor, persistable_copy, role_attrs)
+from .fleet_plan import FleetPlan, delta_name
 
-RPC_THREADS = 12       # FLAGS_rpc_{get,send,prefetch}_thread_num defaults in the server config
-
-# Optimizer inputs shaped like the param: on a pserver they take the param block's shape.
-PARAM_SHAPED = {"adam": ("Moment1", "Moment2"), "adagrad": ("Moment",),
-                "adamax": ("Moment", "InfNorm"), "momentum": ("Velocity",),
-                "lars_momentum": ("Velocity",), "rmsprop": ("Moment", "MeanSquare"),
-                "decayed_adagrad": ("Moment",),
-                "ftrl": ("SquaredAccumulator", "LinearAccumulator"), "sgd": ()}
-NOT_STATE = ("Param", "Grad", "LearningRate", "MasterParam", "Beta1Tensor", "Beta2Tensor")
-
-# The values a large-scale table row holds per optimizer.
-TABLE_VALUES = {"sgd": ("Param",), "adam": ("Param", "Moment1", "Moment2"),
-                "adagrad": ("Param", "Moment"), "adamax": ("Param", "Moment", "InfNorm"),
-                "momentum": ("Param", "Velocity"), "lars_momentum": ("Param", "Velocity"),
-                "rmsprop": ("Param", "Moment", "MeanSquare"),
-                "decayed_adagrad": ("Param", "Moment"),
-                "ftrl": ("Param", "SquaredAccumulator", "LinearAccumulator")}
-INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
-              "uniform_random": ("seed", "min", "max"),
-              "truncated_gaussian_random": ("seed", "mean", "std")}
-NOT_STARTUP = ("recv", "fetch_barrier", "concat")
+# The values a large-scale table row holds per optimizer: the param and its sliced state.
+TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
 
 
 class _Server:
@@ -56,9 +40,7 @@ class _Server:
         self.grads = plan.ep_grads[endpoint]
 
     def new_block(self, parent: int) -> Block:
-        b = Block(len(self.prog.blocks), parent)
-        self.prog.blocks.append(b)
-        return b
+        return new_block(self.prog, parent)
 
     def ensure(self, var: Var) -> str:
         """Declare var unless a var of that name is there already (create_var semantics)."""
@@ -73,9 +55,7 @@ class _Server:
         v = self.origin.global_block.vars.get(name)
         if v is None:
             raise UserError("optimizer op input %s is not declared in the program" % name)
-        v = v.copy()
-        v.persistable = True
-        self.gvars[name] = v
+        self.gvars[name] = persistable_copy(v)
         return name
 
     def origin_var(self, name: str) -> Var:
@@ -111,18 +91,17 @@ def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
 def _merge_grad(s: _Server, block: Block, grad_name: str):
     """The merged grad var this endpoint optimizes with (sum + scale over the trainers' copies in
     sync mode), or None when this endpoint holds no block of that grad."""
-    g = next((g for g in s.grads if orig_varname(g.name) == orig_varname(grad_name)), None)
+    g = next((g for g in s.grads if origin_varname(g.name) == origin_varname(grad_name)), None)
     if g is None:
         return None
     plan = s.plan
-    s.ensure(new_tensor(g.name, None, g.shape, dtype=g.dtype, kind=g.kind, persistable=True))
+    s.ensure(new_tensor(g.name, g.shape, g.dtype, kind=g.kind, persistable=True))
     s.grad_to_block_id.append("%s:%d" % (g.name, block.idx))
     if plan.is_sync and plan.trainers > 1:
         per_trainer = []
         for i in range(plan.trainers):
-            name = "%s.trainer_%d" % (g.name, i)
-            s.ensure(new_tensor(name, None, g.shape, dtype=g.dtype, kind=g.kind,
-                                persistable=False))
+            name = trainer_copy_name(g.name, i)
+            s.ensure(new_tensor(name, g.shape, g.dtype, kind=g.kind, persistable=False))
             per_trainer.append(name)
         block.ops.append(make_op("sum", {"X": per_trainer}, {"Out": [g.name]}, {
             "use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}))
@@ -133,10 +112,10 @@ def _merge_grad(s: _Server, block: Block, grad_name: str):
 
 
 def _param_block(s: _Server, param: str):
-    return next((p for p in s.params if same_or_split_var(p.name, param)), None)
+    return next((p for p in s.params if is_block_of(p.name, param)), None)
 
 
-def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: Slice) -> None:
+def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: VarBlock) -> None:
     """The optimizer op on the param block held here, its state shaped like that block."""
     p = _param_block(s, op.input("Param")[0])
     if p is None:
@@ -148,20 +127,20 @@ def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: Slice) -> Non
         if slot == "Grad":
             inputs[slot] = [merged.name]
         elif slot == "Param":
-            inputs[slot] = [s.ensure(new_tensor(p.name, None, p.shape, dtype=p.dtype,
-                                                persistable=True))]
+            inputs[slot] = [s.ensure(new_tensor(p.name, p.shape, p.dtype, persistable=True))]
         elif slot == "LearningRate":
             v = s.origin_var(args[0])
-            inputs[slot] = [s.ensure(new_tensor(v.name, v, v.shape or (),
+            inputs[slot] = [s.ensure(new_tensor(v.name, v.shape or (), v.dtype,
                                                 persistable=v.is_persistable))]
     for slot, args in op.inputs.items():
-        if not args or slot in NOT_STATE:
+        if not args or slot in FLEET_UNSLICED_SLOTS:
             continue
-        if op.type not in PARAM_SHAPED:
+        if op.type not in FLEET_SLICED_STATE_SLOTS:
             raise UserError("optimizer %s is not supported for distributed training" % op.type)
         v = s.origin_var(args[0])
-        shape = p.shape if slot in PARAM_SHAPED[op.type] else (v.shape or ())
-        inputs[slot] = [s.ensure(new_tensor(v.name, v, shape, persistable=v.is_persistable))]
+        shape = p.shape if slot in FLEET_SLICED_STATE_SLOTS[op.type] else (v.shape or ())
+        inputs[slot] = [s.ensure(new_tensor(v.name, shape, v.dtype,
+                                            persistable=v.is_persistable))]
     new = op.copy()
     new.inputs = {k: inputs[k] for k in op.inputs if k in inputs}
     new.outputs = {k: list(v) for k, v in op.outputs.items()}
@@ -176,11 +155,7 @@ def _lr_decay_block(s: _Server) -> int:
     plan = s.plan
     if not plan.lr_ops:
         return -1
-    ops = [s.origin.global_block.ops[i] for i in plan.lr_ops]
-    inc = next((k for k, op in enumerate(ops) if op.type == "increment" and
-                op.input("X")[:1] == [LR_DECAY_COUNTER]), None)
-    if inc is not None:
-        ops.pop(inc)
+    ops = [s.origin.global_block.ops[i] for i in plan.pserver_lr_ops]
     block = s.new_block(len(s.prog.blocks) - 1)
     for op in ops:
         _clone_non_opt_op(s, block, op)
@@ -192,8 +167,8 @@ def build_optimize_blocks(s: _Server) -> tuple:
     plan = s.plan
     ops = s.origin.global_block.ops
     opt_ops = [ops[i] for i in plan.optimize_ops if ops[i].attr("op_role_var")]
-    held = {orig_varname(p.name) for p in s.params}
-    on_here = [op for op in opt_ops if is_optimizer_op(op) and op.input("Param")[0] in held]
+    held = {origin_varname(p.name) for p in s.params}
+    on_here = [op for op in opt_ops if is_optimizer_update(op) and op.input("Param")[0] in held]
     blocks = []
     lr_block = _lr_decay_block(s)
     if lr_block >= 0:
@@ -214,7 +189,7 @@ def build_optimize_blocks(s: _Server) -> tuple:
         for op in opt_ops:
             if op.attr("op_role_var")[0] != target:
                 continue
-            if is_optimizer_op(op):
+            if is_optimizer_update(op):
                 _append_optimizer_op(s, block, op, merged)
             else:
                 _clone_non_opt_op(s, block, op)
@@ -227,17 +202,16 @@ def build_geo_blocks(s: _Server) -> list:
     """Geo: the trainers push deltas; each block adds one delta into its param slice."""
     sparse = set(s.plan.sparse_tables)
     for p in s.params:
-        s.ensure(new_tensor(p.name, None, p.shape, dtype=p.dtype, kind=p.kind,
-                            persistable=True, lod_level=p.lod_level))
+        s.ensure(new_tensor(p.name, p.shape, p.dtype, kind=p.kind, persistable=True,
+                            lod_level=p.lod_level))
     blocks = []
     for p in s.params:
         block = s.new_block(0)
         blocks.append(block.idx)
-        delta = "%s.delta" % p.name
-        if orig_varname(p.name) in sparse:
+        delta = delta_name(p.name)
+        if origin_varname(p.name) in sparse:
             s.sparse_grad_to_param.append("%s:%s" % (delta, p.name))
-        s.ensure(new_tensor(delta, None, p.shape, dtype=p.dtype, kind=p.kind,
-                            persistable=False))
+        s.ensure(new_tensor(delta, p.shape, p.dtype, kind=p.kind, persistable=False))
         block.ops.append(make_op("sum", {"X": [p.name, delta]}, {"Out": [p.name]}, {
             "use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}))
         s.grad_to_block_id.append("%s:%d" % (delta, block.idx))
@@ -252,7 +226,7 @@ def _table_params(s: _Server) -> list:
     out = []
     for entry in s.sparse_grad_to_param:
         grad, param = entry.split(":")
-        if orig_varname(param) in sparse:
+        if origin_varname(param) in sparse:
             continue
         out.append((param, grad, int(block_of[grad])))
     return out
@@ -277,7 +251,7 @@ def _table_values(s: _Server, block: Block):
 
 def _entry(s: _Server, param: str):
     for op in s.origin.global_block.ops:
-        if is_distributed_lookup(op) and op.input("W")[:1] == [orig_varname(param)]:
+        if is_distributed_lookup(op) and op.input("W")[:1] == [origin_varname(param)]:
             return op.attr("entry")
     return None
 
@@ -285,10 +259,10 @@ def _entry(s: _Server, param: str):
 def _init_attrs(startup: Program, names: list) -> str:
     out = []
     for name in names:
-        origin = orig_varname(name)
+        origin = origin_varname(name)
         for op in startup.global_block.ops:
-            if op.type in INIT_ATTRS and op.output("Out")[:1] == [origin]:
-                out.append("&".join([op.type] + [str(op.attr(a)) for a in INIT_ATTRS[op.type]]))
+            if op.type in INITIALIZER_ATTRS and op.output("Out")[:1] == [origin]:
+                out.append(initializer_signature(op))
                 break
     return ",".join(out)
 
@@ -350,7 +324,7 @@ def _table_param_slices(s: _Server) -> list:
     """Param blocks of the large-scale tables held here: they live in the table, not as vars."""
     dist = set(s.plan.distributed_tables)
     return [e.split(":")[1] for e in s.sparse_grad_to_param
-            if orig_varname(e.split(":")[1]) in dist]
+            if origin_varname(e.split(":")[1]) in dist]
 
 
 # --- startup ---------------------------------------------------------------------------------
@@ -359,17 +333,15 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
     prog = Program([Block(0, -1)])
     svars = prog.global_block.vars
     for name, v in s.gvars.items():
-        c = v.copy()
-        c.persistable = True
-        svars[name] = c
+        svars[name] = persistable_copy(v)
     for op in startup.global_block.ops:
-        if op.type in NOT_STARTUP:
+        if op.type in TRAINER_STARTUP_OPS:
             continue
         outputs, on_here = {}, False
         for slot, args in op.outputs.items():
             if not args:
                 continue
-            sliced = next((p for p in s.params if same_or_split_var(p.name, args[0])
+            sliced = next((p for p in s.params if is_block_of(p.name, args[0])
                            and p.name != args[0]), None)
             if sliced is not None:
                 outputs[slot], on_here = [sliced.name], True
@@ -379,7 +351,7 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
             continue
         new = op.copy()
         new.outputs = outputs
-        if op.type in INIT_ATTRS and "Out" in outputs and "shape" in new.attrs \
+        if op.type in INITIALIZER_ATTRS and "Out" in outputs and "shape" in new.attrs \
                 and outputs["Out"][0] in svars:
             shape = svars[outputs["Out"][0]].shape or ()
             new.set_attr("shape", [int(d) for d in shape])
@@ -389,7 +361,7 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
     doomed = set(_table_param_slices(s))
     prog.global_block.ops = [
         op for op in prog.global_block.ops
-        if op.type in NOT_STARTUP or not any(args[:1] and args[0] in doomed
+        if op.type in TRAINER_STARTUP_OPS or not any(args[:1] and args[0] in doomed
                                              for args in op.outputs.values())]
     for name in sorted(doomed):
         svars.pop(name, None)

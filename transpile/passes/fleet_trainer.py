@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from ..errors import UserError
 from ..program import Attr, Op, Program, Var
-from .fleet_common import ControlVars, make_op, role_attrs
-from .fleet_plan import (LOOKUP_GRAD_OPS, LOOKUP_OPS, ROLE_BACKWARD, ROLE_RPC, STEP_COUNTER,
-                         FleetPlan)
+from ..roles import BACKWARD, RPC, optimizer_only_vars
+from .build import make_op, new_control_var, role_attrs
+from .fleet_plan import STEP_COUNTER, FleetPlan, remote_lookup_groups
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -23,29 +23,14 @@ def demote_clip_ops(main: Program, plan: FleetPlan) -> Program:
     """Gradient-clip ops run on the trainer as backward ops (Fleet re-labels them so)."""
     prog = main.copy()
     for i in plan.clip_ops:
-        prog.global_block.ops[i].set_attr("op_role", ROLE_BACKWARD)
+        prog.global_block.ops[i].set_attr("op_role", BACKWARD)
     return prog
-
-
-def optimizer_only_vars(main: Program, op_indices) -> list:
-    """Inputs of the given ops that none of them names in op_role_var: the optimizer's own state
-    (learning rate, moments, ...) that the trainer no longer needs."""
-    ops = main.global_block.ops
-    role_vars = set()
-    for i in op_indices:
-        role_vars.update(ops[i].attr("op_role_var") or [])
-    out = []
-    for i in op_indices:
-        for name in ops[i].input_names():
-            if name not in role_vars and name not in out:
-                out.append(name)
-    return out
 
 
 def delete_optimizer_ops(main: Program, plan: FleetPlan) -> Program:
     """Remove optimizer and LR-schedule ops and the vars only they read."""
     doomed = sorted(set(plan.optimize_ops) | set(plan.lr_ops))
-    drop_vars = optimizer_only_vars(main, doomed)
+    drop_vars = optimizer_only_vars([main.global_block.ops[i] for i in doomed])
     prog = main.copy()
     block = prog.global_block
     block.ops = [op for i, op in enumerate(block.ops) if i not in doomed]
@@ -57,24 +42,6 @@ def delete_optimizer_ops(main: Program, plan: FleetPlan) -> Program:
         lr.persistable = True
         block.add_var(lr)
     return prog
-
-
-def _lookup_groups(ops: list[Op]):
-    """Lookups of remote tables grouped by table, and the grad ops of those same lookups."""
-    pulls: dict[str, list[Op]] = {}
-    ids: dict[str, list[str]] = {}
-    for op in ops:
-        if op.type in LOOKUP_OPS and op.attr("remote_prefetch") is True and op.input("W"):
-            w = op.input("W")[0]
-            pulls.setdefault(w, []).append(op)
-            ids.setdefault(w, []).append(op.input("Ids")[0])
-    pushes: dict[str, list[Op]] = {}
-    for op in ops:
-        if op.type in LOOKUP_GRAD_OPS and op.input("W"):
-            w = op.input("W")[0]
-            if w in ids and op.input("Ids")[0] in ids[w]:
-                pushes.setdefault(w, []).append(op)
-    return pulls, pushes
 
 
 def _table_id(plan: FleetPlan, table: str) -> int:
@@ -94,7 +61,7 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     """
     prog = main.copy()
     block = prog.global_block
-    pulls, pushes = _lookup_groups(block.ops)
+    pulls, pushes = remote_lookup_groups(block.ops)
     if not pulls:
         return prog
     emb_size = {}
@@ -208,22 +175,21 @@ def append_sends(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
     send_barrier waits for all of them."""
     prog = main.copy()
     block = prog.global_block
-    cvs = ControlVars(prog)
     barrier = plan.mode in ("sync", "half_async")
     eps = list(plan.endpoints)
     dummies = []
     for queue, sent in trainer_send_queues(plan):
-        out = [cvs.new()] if barrier else []
+        out = [new_control_var(block, persistable=False)] if barrier else []
         dummies += out
         block.ops.append(make_op("send", {"X": sent}, {"Out": out}, {
             "endpoints": Attr("STRINGS", eps), "is_sparse": Attr("INT", 0),
             "merge_add": Attr("BOOLEAN", True), "send_varnames": Attr("STRINGS", [queue]),
             "table_id": Attr("INT", 0), "use_send_handler": Attr("BOOLEAN", False),
-            **role_attrs(ROLE_RPC)}))
+            **role_attrs(RPC)}))
     if barrier:
         block.ops.append(make_op("send_barrier", {"X": dummies}, {"Out": []}, {
             "endpoints": Attr("STRINGS", eps), "half_async": Attr("BOOLEAN", True),
-            "trainer_id": Attr("INT", trainer_id), **role_attrs(ROLE_RPC)}))
+            "trainer_id": Attr("INT", trainer_id), **role_attrs(RPC)}))
     return prog
 
 
@@ -263,18 +229,17 @@ def init_from_server(startup: Program, plan: FleetPlan, trainer_id: int) -> Prog
     block = prog.global_block
     block.ops.append(make_op("recv", {}, {}, {
         "recv_varnames": Attr("STRINGS", [p.param for p in plan.dense_pairs]),
-        "trainer_id": Attr("INT", trainer_id), "op_role": Attr("INT", ROLE_RPC)}))
-    cv = ControlVars(prog).new()
-    block.vars[cv].stop_gradient = True
+        "trainer_id": Attr("INT", trainer_id), "op_role": Attr("INT", RPC)}))
+    cv = new_control_var(block, persistable=False, stop_gradient=True)
     block.ops.append(make_op("fetch_barrier", {}, {"Out": [cv]}, {
         "endpoints": Attr("STRINGS", list(plan.endpoints)),
-        "trainer_id": Attr("INT", trainer_id), **role_attrs(ROLE_RPC)}))
+        "trainer_id": Attr("INT", trainer_id), **role_attrs(RPC)}))
     return prog
 
 
 def delete_optimizer_state_inits(startup: Program, main: Program, plan: FleetPlan) -> Program:
     """Drop the inits (and vars) of optimizer state: it lives on the pservers now."""
-    doomed = set(optimizer_only_vars(main, plan.optimize_ops))
+    doomed = set(optimizer_only_vars([main.global_block.ops[i] for i in plan.optimize_ops]))
     prog = startup.copy()
     block = prog.global_block
     block.ops = [op for op in block.ops if not doomed & set(op.output_names())]

@@ -1,0 +1,148 @@
+"""Builders both styles' passes share: new ops, vars, blocks and control vars; small edits.
+
+Attr types follow what Paddle's op makers declare for the RPC ops (send's sections is LONGS,
+split_byref's INTS, ...), so a Paddle runtime reads the programs as it reads its own.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..program import Attr, Block, Op, Program, Var, VarType
+from .. import roles
+
+CONTROL_VAR_PREFIX = "__control_var@"
+
+# VarType.Type numbers, for the dtype attr of ops such as fill_constant.
+DTYPE_CODES = {"BOOL": 0, "INT16": 1, "INT32": 2, "INT64": 3, "FP16": 4, "FP32": 5, "FP64": 6,
+               "UINT8": 20, "INT8": 21, "BF16": 22, "COMPLEX64": 23, "COMPLEX128": 24}
+
+# Paddle's listen_and_serv RPC thread counts (its FLAGS_rpc_*_thread_num defaults).
+RPC_THREADS = 12
+
+# Startup initialisers: the attrs that say how they fill a var (Paddle writes them into the
+# large-scale table metas and geo's sparse_attrs). Their "shape" attr follows the var they
+# initialise, so a pserver's copy is reshaped to its block.
+INITIALIZER_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
+                     "uniform_random": ("seed", "min", "max"),
+                     "truncated_gaussian_random": ("seed", "mean", "std")}
+# What the trainer passes append to a startup program; never run on a pserver.
+TRAINER_STARTUP_OPS = ("recv", "fetch_barrier", "concat")
+
+# AttrTypes that Attr.infer cannot guess (empty lists, LONGS for small ints).
+_TYPED = {
+    ("send", "sections"): "LONGS", ("split_byref", "sections"): "INTS",
+    ("split_selected_rows", "height_sections"): "LONGS",
+    ("distributed_lookup_table", "height_sections"): "LONGS",
+    ("lookup_sparse_table", "padding_idx"): "LONG",
+}
+
+
+# --- ops -------------------------------------------------------------------------------------
+def make_op(type_: str, inputs: dict, outputs: dict, attrs: dict) -> Op:
+    """A new op. Attr values are kept as given; plain values get the type Paddle's op maker
+    declares (op_role and trainer_id INT, empty lists STRINGS, _TYPED) or else an inferred one."""
+    op = Op(type_, {k: list(v) for k, v in inputs.items()},
+            {k: list(v) for k, v in outputs.items()}, {})
+    for name, value in attrs.items():
+        if isinstance(value, Attr):
+            op.attrs[name] = value
+            continue
+        t = _TYPED.get((type_, name))
+        if t is None and name in (roles.ROLE_ATTR, "trainer_id"):
+            t = "INT"
+        if t is None and isinstance(value, (list, tuple)) and not value:
+            t = "STRINGS"
+        op.attrs[name] = Attr(t, list(value) if isinstance(value, tuple) else value) \
+            if t else Attr.infer(value)
+    return op
+
+
+def role_attrs(role: int) -> dict:
+    """op_role with an empty op_role_var, as Paddle's op maker appends them."""
+    return {roles.ROLE_ATTR: Attr("INT", role), roles.ROLE_VAR_ATTR: Attr("STRINGS", [])}
+
+
+def initializer_signature(op: Op) -> str:
+    """`gaussian_random&<seed>&<mean>&<std>`: an initializer and its attrs, as Paddle formats
+    them in table metas."""
+    return "&".join([op.type] + [str(op.attr(a)) for a in INITIALIZER_ATTRS[op.type]])
+
+
+def last_producer(block: Block, name: str) -> int:
+    """Index of the last op writing `name`, or -1."""
+    for i in range(len(block.ops) - 1, -1, -1):
+        if name in block.ops[i].output_names():
+            return i
+    return -1
+
+
+# --- vars ------------------------------------------------------------------------------------
+def new_control_var(block: Block, **flags) -> str:
+    """Declare a fresh dependency-only var `__control_var@<n>`, n the first unused number.
+
+    Paddle names these with a random float; counting makes the same input always give the same
+    program. `flags` are the Var flags (the styles' passes set different ones, as Paddle does).
+    """
+    n = 0
+    while "%s%d" % (CONTROL_VAR_PREFIX, n) in block.vars:
+        n += 1
+    name = "%s%d" % (CONTROL_VAR_PREFIX, n)
+    block.add_var(Var(name, VarType("LOD_TENSOR", {}), **flags))
+    return name
+
+
+def new_tensor(name: str, shape, dtype: Optional[str] = None, *, kind: str = "LOD_TENSOR",
+               persistable: Optional[bool] = None, lod_level: Optional[int] = None,
+               **flags) -> Var:
+    """A tensor var as Paddle's block.create_var makes it: FP32 and LOD_TENSOR unless given."""
+    return Var.tensor(name, dtype or "FP32", shape, kind=kind, lod_level=lod_level,
+                      persistable=persistable, **flags)
+
+
+def tensor_like(var: Var, name: str, shape, persistable: Optional[bool],
+                kind: Optional[str] = None, lod_level=None, **flags) -> Var:
+    """A new tensor var with var's dtype (and kind unless given) and another name / shape."""
+    return Var.tensor(name, var.dtype, shape, kind=kind or var.kind, lod_level=lod_level,
+                      persistable=persistable, **flags)
+
+
+def clone_var(var: Var, name: Optional[str] = None, shape=None,
+              force_persistable: bool = True) -> Var:
+    """Paddle's Block._clone_variable: a copy, persistable unless it is a scope or raw var."""
+    v = var.copy() if shape is None else var.with_shape(shape)
+    if name is not None:
+        v.name = name
+    if force_persistable and var.kind not in ("STEP_SCOPES", "RAW"):
+        v.persistable = True
+    return v
+
+
+def persistable_copy(var: Var) -> Var:
+    """A copy made persistable whatever its kind (Fleet's pserver pass clones vars so)."""
+    v = var.copy()
+    v.persistable = True
+    return v
+
+
+def rename_var(block: Block, old: str, new: str) -> None:
+    """Rename a var of `block` and every use of it in the block's ops, op_role_var included
+    (what Paddle's BlockDesc::RenameVar does)."""
+    var = block.vars.pop(old)
+    var.name = new
+    block.vars[new] = var
+    for op in block.ops:
+        for args in list(op.inputs.values()) + list(op.outputs.values()):
+            for i, a in enumerate(args):
+                if a == old:
+                    args[i] = new
+        rv = op.attrs.get(roles.ROLE_VAR_ATTR)
+        if rv is not None and old in (rv.value or []):
+            rv.value = [new if a == old else a for a in rv.value]
+
+
+# --- blocks ----------------------------------------------------------------------------------
+def new_block(program: Program, parent: int) -> Block:
+    """Append an empty block with parent `parent` to `program`."""
+    b = Block(len(program.blocks), parent)
+    program.blocks.append(b)
+    return b
