@@ -19,15 +19,19 @@ install-test: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 
 demo: install
-	@echo "== the sample program (samples/mlp_sgd: fc 1000->1000 relu -> fc 1, square error, SGD) =="
-	$(BIN)/pstranspile show $(SAMPLE)/main.pb
-	@echo
-	@echo "== split it for 2 pservers and 2 trainers (configs/two_pservers.yaml) =="
+	@echo "== 1. split samples/mlp_sgd (fc 1000->1000 relu -> fc 1, square error, SGD)"
+	@echo "==    for 2 pservers and 2 trainers, synchronous (configs/two_pservers.yaml)"
 	$(BIN)/pstranspile split $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
 		--cluster configs/two_pservers.yaml --out $(DEMO_OUT) --force
 	@echo
-	@echo "== the trainer program (optimizer gone, send/recv in its place) =="
-	$(BIN)/pstranspile show $(DEMO_OUT)/trainer_0/main.pb --block 0
+	@echo "== 2. what went where ($(DEMO_OUT)/report.md)"
+	$(BIN)/pstranspile report $(DEMO_OUT)
+	@echo
+	@echo "== 3. check the split, then train it against the original for 5 steps"
+	$(BIN)/pstranspile check $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/two_pservers.yaml $(DEMO_OUT)
+	$(BIN)/pstranspile simulate $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/two_pservers.yaml $(DEMO_OUT)
 
 test: install-test
 	$(BIN)/python -m pytest

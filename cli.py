@@ -217,9 +217,12 @@ def _parse_trainer_id(value):
               show_default=True,
               help="text: a summary of what went where; json: the plan (plan.json) on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
+@click.option("--expect", type=click.Path(file_okay=False), default=None,
+              help="A golden split folder: after writing, compare the split with it and exit 1 "
+                   "on any difference (\"did this change move anything?\").")
 @click.pass_obj
 @handle_errors
-def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet):
+def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet, expect):
     """Split MAIN into trainer and pserver programs.
 
     \b
@@ -227,11 +230,12 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
       trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style)
       pserver_<host>_<port>/main.pb, startup.pb     one pair per endpoint
       plan.json     what went where (docs/plan-json.md)
+      report.md     the same for a person: `pstranspile report DIR` prints it
     and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, and
     per program the ops removed and inserted.
     \b
     Example:
-      pstranspile split samples/fit_a_line/main.pb --startup samples/fit_a_line/startup.pb \\
+      pstranspile split samples/mlp_sgd/main.pb --startup samples/mlp_sgd/startup.pb \\
           --cluster configs/two_pservers.yaml --out /tmp/split
     A program Paddle would refuse (geo mode without sparse parameters, ...) exits 2 and writes
     nothing.
@@ -260,24 +264,37 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
         files[key + "/runtime.json"] = outdir.json_bytes(rt)
     if result.plan:
         files["plan.json"] = outdir.json_bytes(result.plan)
+    from transpile.report import render_report
+    files["report.md"] = render_report(main_prog, result.programs, result.plan,
+                                       title=main_program, config=cfg).encode("utf-8")
     try:
         outdir.write_tree(out_dir, files, force)
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
-    if obj.quiet or quiet:
-        return
-    if fmt == "json":
-        click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
-        return
-    from transpile import show as show_mod
-    show_mod.print_split_summary(result.plan, out_dir, color=_use_color(obj))
+    if not (obj.quiet or quiet):
+        if fmt == "json":
+            click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
+        else:
+            from transpile import show as show_mod
+            show_mod.print_split_summary(result.plan, out_dir, color=_use_color(obj))
+    if expect:
+        from transpile.check.golden import golden_findings
+        from transpile.diff import builtin_op_defaults
+        findings = golden_findings(out_dir, expect, builtin_op_defaults())
+        for f in findings:
+            click.echo(f.line(), err=True)
+        if findings:
+            click.echo("pstranspile: %d difference(s) from the golden split %s"
+                       % (len(findings), expect), err=True)
+            click.get_current_context().exit(1)
 
 
-from transpile import check_cli, diff_cli, simulate_cli  # noqa: E402
+from transpile import check_cli, diff_cli, report_cli, simulate_cli  # noqa: E402
 
 diff_cli.register(main, handle_errors)
 check_cli.register(main, handle_errors)
 simulate_cli.register(main, handle_errors)
+report_cli.register(main, handle_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

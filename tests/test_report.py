@@ -53,3 +53,40 @@ def test_removed_kind():
     assert removed_kind(Op("scale", {}, {}, {"op_role": Attr("INT", 2)})) == \
         "regularization / clip"
     assert removed_kind(Op("increment", {}, {}, {"op_role": Attr("INT", 16)})) == "LR decay"
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from cli import main
+    return CliRunner().invoke(main, list(args))
+
+
+def _case(name):
+    d = os.path.join(HERE, "corpus", name)
+    return [os.path.join(d, "main.pb"), "--startup", os.path.join(d, "startup.pb"),
+            "--cluster", os.path.join(d, "cluster.yaml")], d
+
+
+def test_split_writes_report_and_report_prints_it(tmp_path):
+    args, _ = _case("classic/basic")
+    out = str(tmp_path / "s")
+    assert _cli("split", *args, "--out", out, "--quiet").exit_code == 0
+    text = open(os.path.join(out, "report.md"), encoding="utf-8").read()
+    assert text.startswith("# Split report: ")
+    r = _cli("report", out)
+    assert r.exit_code == 0 and r.output == text
+    r = _cli("report", str(tmp_path))
+    assert r.exit_code == 2 and "no report.md" in r.output
+
+
+def test_split_expect_golden(tmp_path):
+    args, d = _case("classic/basic")
+    r = _cli("split", *args, "--out", str(tmp_path / "a"), "--quiet",
+             "--expect", os.path.join(d, "expected"))
+    assert r.exit_code == 0, r.output
+    other = os.path.join(HERE, "corpus", "classic", "no_slice_var", "expected")
+    r = _cli("split", *args, "--out", str(tmp_path / "b"), "--quiet", "--expect", other)
+    assert r.exit_code == 1
+    assert "difference(s) from the golden split" in r.output
+    assert os.path.isfile(str(tmp_path / "b" / "plan.json"))    # the split itself is written
