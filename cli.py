@@ -181,7 +181,7 @@ def config_check(obj, file):
       style           fleet | classic                                   [fleet]
       slice_var_up    slice large parameters into blocks                [true]
       min_block_size  smallest block, in elements                       [8192]
-      split_method    round_robin | hash_name                           [round_robin]
+      split_method    round_robin | hash_name | balanced                [round_robin]
       geo_push_nums   geo mode: steps between pushes                    [100]
     """
     import yaml
@@ -289,12 +289,13 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
             click.get_current_context().exit(1)
 
 
-from transpile import check_cli, diff_cli, report_cli, simulate_cli  # noqa: E402
+from transpile import check_cli, diff_cli, plan_cli, report_cli, simulate_cli  # noqa: E402
 
 diff_cli.register(main, handle_errors)
 check_cli.register(main, handle_errors)
 simulate_cli.register(main, handle_errors)
 report_cli.register(main, handle_errors)
+plan_cli.register(main, handle_errors)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

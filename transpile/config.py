@@ -12,7 +12,7 @@ from .errors import ConfigError
 
 MODES = ("sync", "async", "half_async", "geo")
 STYLES = ("fleet", "classic")
-SPLIT_METHODS = ("round_robin", "hash_name")
+SPLIT_METHODS = ("round_robin", "hash_name", "balanced")
 
 
 @dataclass(frozen=True)

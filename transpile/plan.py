@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from .config import ClusterConfig
@@ -109,10 +110,17 @@ class DistributionPlan:
         return 0 if self.sync else 1
 
     def param(self, name: str) -> ParamPlan:
+        p = self._param_index.get(name)
+        if p is None:
+            raise KeyError(name)
+        return p
+
+    @cached_property
+    def _param_index(self) -> dict:
+        out = {}
         for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+            out.setdefault(p.name, p)
+        return out
 
     def sent_grad_name(self, merged: str, trainer_id: int) -> str:
         """The name trainer `trainer_id` sends a grad block under (sync with several trainers
@@ -234,7 +242,11 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         sizes = by_name[pname][2]
         block_names += [pname] if len(sizes) == 1 else \
             [block_name(pname, i) for i in range(len(sizes))]
-    eps = dict(zip(block_names, dispatch(block_names, endpoints, config.split_method)))
+    if config.split_method == "balanced":
+        from .balance import classic_placement
+        eps = classic_placement(block, raw, order, update_of, endpoints)
+    else:
+        eps = dict(zip(block_names, dispatch(block_names, endpoints, config.split_method)))
 
     params = []
     for pname, gname, sizes in raw:

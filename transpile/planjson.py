@@ -67,7 +67,7 @@ def _state(slot, var, sliced, blocks, name_of) -> dict:
 
 
 # --- the style readers -----------------------------------------------------------------------
-def _classic(plan, main: Program):
+def _classic_params(plan, main: Program) -> list:
     gb = main.global_block
     params = []
     for p in plan.params:
@@ -97,7 +97,13 @@ def _classic(plan, main: Program):
                   for i in range(n)), [],
             {"split": "rows_per_pserver", "remote_prefetch": False, "distributed": True,
              "fake_init": True, "table_id": None}))
+    return params
 
+
+def _classic(plan, main: Program):
+    gb = main.global_block
+    params = _classic_params(plan, main)
+    t = plan.distributed_table
     removed = []
     by_param = {p.name for p in params}
     for i in plan.optimize_ops:
@@ -116,14 +122,13 @@ def _classic(plan, main: Program):
                  if gb.ops[i].type == "increment"), None)
     counters = [plan.counter_name(k) for k in range(plan.trainers)] if plan.lr_counter else []
     lr = {"var": lr_var, "global_step": step, "counters": counters}
-    effective = {"min_block_size": plan.min_block_size, "split_method": plan.split_method,
+    effective = {"min_block_size": plan.min_block_size,
+                 "split_method": effective_split_method(plan, "classic"),
                  "slice_var_up": plan.slice_var_up}
     return params, removed, list(plan.clip_ops), lr, effective, []
 
 
-def _fleet(plan, main: Program):
-    from .passes.fleet_plan import STEP_COUNTER
-    from .passes.fleet_trainer import trainer_send_queues
+def _fleet_params(plan, main: Program) -> list:
     gb = main.global_block
     params = []
     for pair in plan.pairs:
@@ -152,6 +157,14 @@ def _fleet(plan, main: Program):
         params.append(PlacedParam(pair.param, pair.grad, tuple(pvar.shape or ()), pvar.dtype,
                                   gvar.kind, op.type if op is not None else None, upd, blocks,
                                   merged, sent, acc, table))
+    return params
+
+
+def _fleet(plan, main: Program):
+    from .passes.fleet_plan import STEP_COUNTER
+    from .passes.fleet_trainer import trainer_send_queues
+    gb = main.global_block
+    params = _fleet_params(plan, main)
     removed, clip = [], []
     if not plan.is_geo:
         clip = list(plan.clip_ops)
@@ -169,9 +182,50 @@ def _fleet(plan, main: Program):
     lr = {"var": plan.lr_var,
           "global_step": "@LR_DECAY_COUNTER@" if plan.need_global_step else None,
           "counters": [STEP_COUNTER] if STEP_COUNTER in queues else []}
-    effective = {"min_block_size": FLEET_MIN_BLOCK_SIZE, "split_method": "round_robin",
-                 "slice_var_up": True}
+    effective = {"min_block_size": FLEET_MIN_BLOCK_SIZE,
+                 "split_method": effective_split_method(plan, "fleet"), "slice_var_up": True}
     return params, removed, clip, lr, effective, list(plan.notes)
+
+
+def placed_params(plan, main: Program, style: str) -> list:
+    """The style's plan as style-neutral PlacedParams, in the plan's order."""
+    return (_classic_params if style == "classic" else _fleet_params)(plan, main)
+
+
+def effective_split_method(plan, style: str) -> str:
+    """The split method the style used: classic the config's; Fleet round robin, as Paddle
+    does, unless `balanced` was asked for."""
+    if style == "classic":
+        return plan.split_method
+    return "balanced" if getattr(plan, "split_method", "") == "balanced" else "round_robin"
+
+
+def holdings(params: list, endpoints) -> dict:
+    """Per endpoint: the parameter blocks it holds, their bytes and their accumulators'."""
+    holds = {ep: {"blocks": [], "param_bytes": 0, "state_bytes": 0} for ep in endpoints}
+    for p in params:
+        for b in p.blocks:
+            holds[b.endpoint]["blocks"].append(b.name)
+            holds[b.endpoint]["param_bytes"] += b.nbytes()
+        for s in p.accumulators:
+            for sb in s["blocks"]:
+                holds[sb["endpoint"]]["state_bytes"] += sb["bytes"]
+    for h in holds.values():
+        h["param_blocks"] = len(h["blocks"])
+        h["bytes"] = h["param_bytes"] + h["state_bytes"]
+    return holds
+
+
+def _balance(plan, style: str, params, endpoints, holds, effective: str) -> dict:
+    """The best imbalance these blocks allow and, for comparison, round robin's placement."""
+    from .balance import best_placement, imbalance, round_robin_loads
+    if effective == "round_robin":
+        rr = {ep: holds[ep]["bytes"] for ep in endpoints}
+    else:
+        rr = round_robin_loads(params, plan, style)
+    best, exact = best_placement(params, endpoints)
+    return {"best_imbalance": best, "best_exact": exact,
+            "round_robin": {"bytes": rr, "imbalance": imbalance([rr[ep] for ep in endpoints])}}
 
 
 # --- the shared part -------------------------------------------------------------------------
@@ -233,25 +287,17 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
     def block_of(ep, merged):
         return where[ep][0].get(merged)
 
-    holds = {ep: {"blocks": [], "param_bytes": 0, "state_bytes": 0} for ep in endpoints}
+    holds = holdings(params, endpoints)
     grads = []
     for p in params:
-        for b in p.blocks:
-            holds[b.endpoint]["blocks"].append(b.name)
-            holds[b.endpoint]["param_bytes"] += b.nbytes()
-        for s in p.accumulators:
-            for sb in s["blocks"]:
-                holds[sb["endpoint"]]["state_bytes"] += sb["bytes"]
         grads.append({"name": p.grad, "param": p.name, "kind": p.grad_kind, "blocks": [
             {"merged": m, "endpoint": b.endpoint, "block": block_of(b.endpoint, m),
              "sent": {str(t): name for t, name in enumerate(sent)}}
             for b, m, sent in zip(p.blocks, p.merged, p.sent)]})
-    for h in holds.values():
-        h["param_blocks"] = len(h["blocks"])
-        h["bytes"] = h["param_bytes"] + h["state_bytes"]
     total = sum(h["bytes"] for h in holds.values())
     mean = total / float(len(endpoints)) if endpoints else 0
     imbalance = round(max(h["bytes"] for h in holds.values()) / mean, 4) if mean else None
+    balance = _balance(plan, style, params, endpoints, holds, effective["split_method"])
 
     by_name = {p.name: p for p in params}
     removed_out = []
@@ -289,7 +335,7 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
                                   for i in sorted(plan.lr_ops)]),
         "ops": {"removed": removed_out,
                 "kept_as_backward": [{"index": i, "type": ops[i].type} for i in clip]},
-        "endpoints": holds, "total_bytes": total, "imbalance": imbalance,
+        "endpoints": holds, "total_bytes": total, "imbalance": imbalance, "balance": balance,
         "programs": _programs(result, main, startup),
         "notes": notes,
     }

@@ -5,8 +5,9 @@ field of the wire format, including whether an optional field was set at all, so
 read and written again is byte-identical.
 
 Passes treat a Program they are given as read-only: they build new blocks and ops (sharing the
-unchanged ones) rather than editing in place. `Program.copy()` gives a deep copy where a pass
-needs one.
+unchanged ones) rather than editing in place: `Program.shallow_copy()` gives new blocks
+holding the same ops and vars, and an op or var to be edited is replaced by its `copy()` first.
+`Program.copy()` gives a deep copy.
 """
 from __future__ import annotations
 
@@ -71,20 +72,74 @@ class Attr:
         raise TypeError("cannot infer an attr type for %r" % (value,))
 
 
-@dataclass
 class Op:
-    """An operator: type, input and output slots (slot -> argument names, in file order), attrs."""
-    type: str
-    inputs: dict[str, list[str]] = field(default_factory=dict)
-    outputs: dict[str, list[str]] = field(default_factory=dict)
-    attrs: dict[str, Attr] = field(default_factory=dict)
-    is_target: Optional[bool] = None
-    # earlier occurrences of attr names the file repeats: ((position, name, Attr), ...)
-    dup_attrs: tuple = ()
+    """An operator: type, input and output slots (slot -> argument names, in file order), attrs.
+
+    An op read from a file keeps its `source` (transpile/proto.py's OpSource): its attrs are
+    decoded from it one by one when asked for (`attr()` does not decode the others; the first
+    use of `attrs` decodes them all), and the writer reuses its encoded bytes for whatever
+    still equals what was read. Most ops of a large program are never looked at beyond their
+    slots and role, so this saves decoding and re-encoding their debug attrs (op_callstack...).
+    """
+    __slots__ = ("type", "inputs", "outputs", "_attrs", "is_target", "dup_attrs", "source")
+
+    def __init__(self, type: str, inputs: Optional[dict] = None, outputs: Optional[dict] = None,
+                 attrs: Optional[dict] = None, is_target: Optional[bool] = None,
+                 dup_attrs: tuple = (), *, source: Any = None):
+        self.type = type
+        self.inputs: dict[str, list[str]] = {} if inputs is None else inputs
+        self.outputs: dict[str, list[str]] = {} if outputs is None else outputs
+        # None: not decoded yet, read from `source`
+        self._attrs: Optional[dict[str, Attr]] = \
+            attrs if attrs is not None or source is not None else {}
+        self.is_target = is_target
+        # earlier occurrences of attr names the file repeats: ((position, name, Attr), ...)
+        self.dup_attrs = dup_attrs
+        self.source = source
+
+    @property
+    def attrs(self) -> dict[str, Attr]:
+        if self._attrs is None:
+            self._attrs = self.source.decode_all()
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, value: dict[str, Attr]) -> None:
+        self._attrs = value
+
+    @property
+    def attrs_decoded(self) -> bool:
+        """Whether `attrs` was used (and may have been changed) since the op was read."""
+        return self._attrs is not None
+
+    def __eq__(self, other) -> bool:
+        if other.__class__ is not Op:
+            return NotImplemented
+        return (self.type, self.inputs, self.outputs, self.attrs, self.is_target,
+                self.dup_attrs) == (other.type, other.inputs, other.outputs, other.attrs,
+                                    other.is_target, other.dup_attrs)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Op(type=%r, inputs=%r, outputs=%r, attrs=%r, is_target=%r, dup_attrs=%r)" % (
+            self.type, self.inputs, self.outputs, self.attrs, self.is_target, self.dup_attrs)
 
     def attr(self, name: str, default: Any = None) -> Any:
-        a = self.attrs.get(name)
+        if self._attrs is None:
+            a = self.source.get(name)
+        else:
+            a = self._attrs.get(name)
         return default if a is None else a.value
+
+    def find_attr(self, name: str) -> Optional[Attr]:
+        """The Attr `name` or None, without decoding the others; read it, do not change it."""
+        return self.source.get(name) if self._attrs is None else self._attrs.get(name)
+
+    def has_attr(self, name: str) -> bool:
+        if self._attrs is None:
+            return self.source.has(name)
+        return name in self._attrs
 
     def set_attr(self, name: str, value: Any, type: Optional[str] = None) -> None:
         """Set an attr; the AttrType is kept when the attr exists, else given or inferred."""
@@ -107,8 +162,10 @@ class Op:
 
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
+        if self._attrs is None:
+            return self.source.block_refs()
         refs = []
-        for a in self.attrs.values():
+        for a in self._attrs.values():
             if a.type == "BLOCK":
                 refs.append(a.value)
             elif a.type == "BLOCKS":
@@ -116,10 +173,11 @@ class Op:
         return refs
 
     def copy(self) -> "Op":
+        attrs = None if self._attrs is None else \
+            {k: Attr(a.type, _copy.copy(a.value), a.extra) for k, a in self._attrs.items()}
         return Op(self.type, {k: list(v) for k, v in self.inputs.items()},
-                  {k: list(v) for k, v in self.outputs.items()},
-                  {k: Attr(a.type, _copy.copy(a.value), a.extra) for k, a in self.attrs.items()},
-                  self.is_target, self.dup_attrs)
+                  {k: list(v) for k, v in self.outputs.items()}, attrs, self.is_target,
+                  self.dup_attrs, source=self.source)
 
 
 @dataclass
@@ -269,6 +327,12 @@ class Block:
         return Block(self.idx, self.parent_idx, {k: v.copy() for k, v in self.vars.items()},
                      [o.copy() for o in self.ops], self.forward_block_idx)
 
+    def shallow_copy(self) -> "Block":
+        """New op list and var dict holding the same Op and Var objects (see
+        Program.shallow_copy)."""
+        return Block(self.idx, self.parent_idx, dict(self.vars), list(self.ops),
+                     self.forward_block_idx)
+
 
 @dataclass
 class Program:
@@ -309,6 +373,15 @@ class Program:
 
     def copy(self) -> "Program":
         return Program([b.copy() for b in self.blocks], self.version, self.has_version,
+                       None if self.op_version_map is None else list(self.op_version_map))
+
+    def shallow_copy(self) -> "Program":
+        """A program sharing this one's Op and Var objects in new blocks, op lists and var
+        dicts: what a pass that adds, drops or replaces ops and vars starts from (a copy()
+        of every op of a large program costs more than the rest of the pass). An op or var
+        to be changed in place must be replaced by its copy() first."""
+        return Program([b.shallow_copy() for b in self.blocks], self.version,
+                       self.has_version,
                        None if self.op_version_map is None else list(self.op_version_map))
 
     @staticmethod

@@ -5,6 +5,7 @@ import os
 
 from . import proto
 from .errors import ProgramFormatError
+from .gcpause import paused_gc
 from .program import Program
 
 BINARY_EXTS = (".pb", ".pdmodel")
@@ -22,11 +23,13 @@ def program_format(path: str) -> str:
 
 
 def from_bytes(data: bytes) -> Program:
-    return proto.decode(data)
+    with paused_gc():
+        return proto.decode(data)
 
 
 def to_bytes(program: Program) -> bytes:
-    return proto.encode(program)
+    with paused_gc():
+        return proto.encode(program)
 
 
 def read_file_bytes(path: str) -> bytes:
@@ -47,7 +50,8 @@ def load(path: str) -> Program:
     data = read_file_bytes(path)
     try:
         if fmt == "pb":
-            prog = proto.decode(data)
+            with paused_gc():
+                prog = proto.decode(data)
         else:
             from . import textform
             prog = textform.loads(data)
@@ -60,7 +64,7 @@ def load(path: str) -> Program:
 
 def dumps(program: Program, fmt: str) -> bytes:
     if fmt == "pb":
-        return proto.encode(program)
+        return to_bytes(program)
     from . import textform
     return textform.dumps(program).encode("utf-8")
 

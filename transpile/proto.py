@@ -9,6 +9,8 @@ to their default value) is remembered, so `encode(decode(b)) == b` for bytes tha
 """
 from __future__ import annotations
 
+import copy as _copy
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, EncodeError
 
@@ -156,9 +158,34 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
     return f
 
 
+def _text_schema() -> descriptor_pb2.FileDescriptorProto:
+    """The op attrs' text fields (OpDesc.Attr s, strings, var_name, vars_name) seen through
+    proto3, whose parser checks that strings are UTF-8 (proto2's, framework.proto's, does not):
+    parsing a ProgramDesc with it checks all of its attr text in C, every other field being
+    skipped as unknown."""
+    f = descriptor_pb2.FileDescriptorProto(name="pstranspile/attr_text.proto",
+                                           package=_PKG + ".text", syntax="proto3")
+    ref = "." + _PKG + ".text."
+    for name, fields in (("ProgramDesc", [("blocks", 1, _REP, "message", "BlockDesc")]),
+                         ("BlockDesc", [("ops", 4, _REP, "message", "OpDesc")]),
+                         ("OpDesc", [("attrs", 4, _REP, "message", "Attr")]),
+                         ("Attr", [("s", 5, _OPT, "string"), ("strings", 8, _REP, "string"),
+                                   ("var_name", 17, _OPT, "string"),
+                                   ("vars_name", 18, _REP, "string")])):
+        m = f.message_type.add(name=name)
+        for fname, number, label, ftype, *type_name in fields:
+            fd = m.field.add(name=fname, number=number, label=label, type=_T[ftype])
+            if type_name:
+                fd.type_name = ref + type_name[0]
+    return f
+
+
 _pool = descriptor_pool.DescriptorPool()
 _pool.Add(_schema())
+_pool.Add(_text_schema())
 ProgramDesc = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".ProgramDesc"))
+_AttrText = message_factory.GetMessageClass(
+    _pool.FindMessageTypeByName(_PKG + ".text.ProgramDesc"))
 _ScalarMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".Scalar"))
 
 # ----------------------------------------------------------------------------------------------
@@ -268,21 +295,109 @@ def _slots_of(o, vars_):
     return out
 
 
-def _decode_op(o) -> Op:
+# AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
+_TEXT_ATTRS = {ATTR_TYPE_NUM["STRING"]: "s", ATTR_TYPE_NUM["VAR"]: "var_name"}
+_TEXTS_ATTRS = {ATTR_TYPE_NUM["STRINGS"]: "strings", ATTR_TYPE_NUM["VARS"]: "vars_name"}
+_BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
+
+
+class OpSource:
+    """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
+    one by one on demand (see program.Op). The message is never modified."""
+    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "_decoded")
+
+    def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict):
+        self.msg = msg
+        self.type = msg.type
+        self.inputs = {k: list(v) for k, v in inputs.items()}
+        self.outputs = {k: list(v) for k, v in outputs.items()}
+        self.is_target = is_target
+        self.index = index              # attr name -> its Attr message, in file order
+        self._decoded: dict = {}
+
+    def get(self, name: str):
+        """The Attr `name` (shared: callers must not change it), or None."""
+        a = self._decoded.get(name)
+        if a is None:
+            m = self.index.get(name)
+            if m is None:
+                return None
+            a = self._decoded[name] = _decode_attr(m)[1]
+        return a
+
+    def has(self, name: str) -> bool:
+        return name in self.index
+
+    def decode_all(self) -> dict:
+        """Every attr, as new Attr objects the op owns."""
+        out = {}
+        for name in self.index:
+            a = self.get(name)
+            out[name] = Attr(a.type, _copy.copy(a.value), a.extra)
+        return out
+
+    def block_refs(self) -> list:
+        refs = []
+        for name, m in self.index.items():
+            if m.type in _BLOCK_ATTRS:
+                v = self.get(name).value
+                refs.extend(v) if isinstance(v, list) else refs.append(v)
+        return refs
+
+    def same_attr(self, name: str, attr: Attr) -> bool:
+        return name in self.index and self.get(name) == attr
+
+    def unchanged(self, op: Op) -> bool:
+        """`op` still is what was read (its message can be written as it is)."""
+        if op.type != self.type or op.is_target != self.is_target or op.dup_attrs \
+                or op.inputs != self.inputs or op.outputs != self.outputs:
+            return False
+        if not op.attrs_decoded:
+            return True
+        attrs = op.attrs
+        return list(attrs) == list(self.index) and \
+            all(self.get(n) == a for n, a in attrs.items())
+
+
+def _bad_text(a, t: int) -> bool:
+    return t in _TEXT_ATTRS and type(getattr(a, _TEXT_ATTRS[t])) is bytes \
+        or t in _TEXTS_ATTRS and any(type(x) is bytes for x in getattr(a, _TEXTS_ATTRS[t]))
+
+
+def _decode_op(o, check_text: bool) -> Op:
     if type(o.type) is not str:
         raise _not_text("an op type")
     inputs = _slots_of(o, o.inputs)
     outputs = _slots_of(o, o.outputs)
     if len(inputs) != len(o.inputs) or len(outputs) != len(o.outputs):
         raise ProgramFormatError("op %r repeats a slot name" % o.type)
+    index = {}
+    repeats = False
+    for a in o.attrs:
+        name = a.name
+        if type(name) is not str:
+            raise _not_text("an attr name of op %r" % (o.type,))
+        repeats = repeats or name in index
+        t = a.type
+        if check_text and _bad_text(a, t):
+            raise _not_text("attr %r of op %r" % (name, o.type))
+        if t not in ATTR_TYPE_NAME:
+            raise ProgramFormatError("attr %r has unknown AttrType %d" % (name, t))
+        index[name] = a
+    if repeats:
+        return _decode_op_eagerly(o, inputs, outputs)
+    is_target = _opt(o, "is_target")
+    return Op(o.type, inputs, outputs, None, is_target,
+              source=OpSource(o, inputs, outputs, is_target, index))
+
+
+def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
+    """An op whose attrs are all decoded now (the rare op that repeats an attr name)."""
     attrs = {}
     dups = []
     where = {}
     for pos, a in enumerate(o.attrs):
         name, attr = _decode_attr(a)
-        if type(name) is not str or attr.type in ("STRING", "VAR") and type(attr.value) is bytes \
-                or attr.type in ("STRINGS", "VARS") and any(type(x) is bytes for x in attr.value):
-            raise _not_text("attr %r of op %r" % (name, o.type))
         if name in attrs:
             # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
             # earlier ones are kept with their position only to write the same bytes back
@@ -294,7 +409,7 @@ def _decode_op(o) -> Op:
               dup_attrs=tuple(dups))
 
 
-def _decode_block(b) -> Block:
+def _decode_block(b, check_text: bool) -> Block:
     vars_ = {}
     for v in b.vars:
         if type(v.name) is not str or any(type(a.name) is not str or type(a.s) is bytes
@@ -303,7 +418,7 @@ def _decode_block(b) -> Block:
         if v.name in vars_:
             raise ProgramFormatError("block %d declares var %r twice" % (b.idx, v.name))
         vars_[v.name] = _decode_var(v)
-    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o) for o in b.ops],
+    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o, check_text) for o in b.ops],
                  forward_block_idx=_opt(b, "forward_block_idx"))
 
 
@@ -339,11 +454,22 @@ def decode(data: bytes) -> Program:
     ovm = None
     if msg.HasField("op_version_map"):
         ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
-    try:
-        blocks = [_decode_block(b) for b in msg.blocks]
-    except ProgramFormatError:
-        raise
+        if any(type(name) is not str for name, _ in ovm):
+            raise _not_text("an op name in op_version_map")
+    # the attrs' text is checked by one C parse; op by op only to say where it fails
+    check_text = not _attr_text_is_utf8(data)
+    blocks = [_decode_block(b, check_text) for b in msg.blocks]
+    if check_text:
+        raise _not_text("the text of an op attr")
     return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
+
+
+def _attr_text_is_utf8(data: bytes) -> bool:
+    try:
+        _AttrText().ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        return False
+    return True
 
 
 def _where(data: bytes) -> str:
@@ -490,16 +616,26 @@ def _encode_var(m, v: Var):
 
 
 def _encode_op(m, op: Op):
+    src = op.source
+    if src is not None and src.unchanged(op):
+        m.CopyFrom(src.msg)
+        return
     m.type = op.type
     for slot, args in op.inputs.items():
         m.inputs.add(parameter=slot, arguments=args)
     for slot, args in op.outputs.items():
         m.outputs.add(parameter=slot, arguments=args)
-    entries = list(op.attrs.items())
-    for pos, name, attr in op.dup_attrs:
-        entries.insert(min(pos, len(entries)), (name, attr))
-    for name, attr in entries:
-        _encode_attr(m.attrs.add(), name, attr)
+    if src is not None and not op.attrs_decoded:
+        m.attrs.extend(src.msg.attrs)
+    else:
+        entries = list(op.attrs.items())
+        for pos, name, attr in op.dup_attrs:
+            entries.insert(min(pos, len(entries)), (name, attr))
+        for name, attr in entries:
+            if src is not None and src.same_attr(name, attr):
+                m.attrs.add().CopyFrom(src.index[name])
+            else:
+                _encode_attr(m.attrs.add(), name, attr)
     if op.is_target is not None:
         m.is_target = op.is_target
 

@@ -13,7 +13,7 @@ from typing import Optional
 from . import roles
 from .diff import control_var_names, diff_programs
 from .program import Op, Program
-from .show import format_op, human_bytes
+from .show import balance_line, format_op, human_bytes
 
 CONTEXT = 2          # ops of context around each change in the trainer listing
 _KEY_ATTRS = ("epmap", "endpoint", "Fanin", "sections", "table_name", "send_varnames",
@@ -201,29 +201,56 @@ def _placement(plan: dict) -> list[str]:
     for p in plan.get("params", []) or []:
         for blk in p.get("blocks", []) or []:
             blocks.append((p.get("name"), blk))
+    # what each endpoint holds: plan.json's count (blocks and their accumulators), else the
+    # parameter blocks' bytes
     per_ep: dict = {}
     for _, blk in blocks:
         ep = blk.get("endpoint")
         n, b = per_ep.get(ep, (0, 0))
         per_ep[ep] = (n + 1, b + int(blk.get("bytes", 0) or 0))
+    if isinstance(eps, dict):
+        for ep, h in eps.items():
+            if isinstance(h, dict) and "bytes" in h:
+                per_ep[ep] = (int(h.get("param_blocks", per_ep.get(ep, (0, 0))[0])),
+                              int(h["bytes"] or 0))
     if isinstance(eps, list):
         names = [e if isinstance(e, str) else e.get("endpoint") for e in eps]
     elif isinstance(eps, dict):
         names = list(eps)
     else:
         names = sorted(per_ep)
+    balance = plan.get("balance") if isinstance(plan.get("balance"), dict) else {}
+    method = (plan.get("effective") or {}).get("split_method")
+    rr = (balance.get("round_robin") or {}).get("bytes") or {}
+    compare = bool(rr) and method not in (None, "round_robin")
     if per_ep:
         top = max(b for _, b in per_ep.values()) or 1
         total = sum(b for _, b in per_ep.values())
         mean = total / max(1, len(names))
-        out += ["| endpoint | parameter blocks | bytes | load |", "|---|---|---|---|"]
+        head = "| endpoint | parameter blocks | bytes held | load |"
+        rule = "|---|---|---|---|"
+        if compare:
+            head += " round_robin would hold |"
+            rule += "---|"
+        out += [head, rule]
         for ep in names:
             n, b = per_ep.get(ep, (0, 0))
-            out.append("| %s | %d | %s | `%s` |" % (ep, n, human_bytes(b),
-                                                    "█" * round(20 * b / top) or "·"))
+            row = "| %s | %d | %s | `%s` |" % (ep, n, human_bytes(b),
+                                              "█" * round(20 * b / top) or "·")
+            if compare:
+                row += " %s |" % human_bytes(int(rr.get(ep, 0) or 0))
+            out.append(row)
         out.append("")
-        out.append("Imbalance (max / mean bytes): %.2f" % ((top / mean) if mean else 0.0))
+        imb = plan.get("imbalance")
+        if not isinstance(imb, (int, float)):
+            imb = (top / mean) if mean else 0.0
+        out.append("Imbalance (max / mean bytes): %.2f" % imb)
         out.append("")
+        line = balance_line(plan)
+        if line:
+            out.append(line[0].upper() + line[1:] + ". Bytes held count each parameter "
+                       "block and its optimizer accumulators.")
+            out.append("")
     if blocks:
         out += ["| parameter | block | shape | bytes | endpoint |", "|---|---|---|---|---|"]
         for pname, blk in blocks:

@@ -121,6 +121,27 @@ def load_bar(value: int, top: int, width: int = BAR_WIDTH) -> str:
     return "█" * n + "·" * (width - n)
 
 
+def _ratio(x) -> str:
+    return "-" if x is None else "%.2f" % x
+
+
+def balance_line(plan: dict) -> str:
+    """`placement balanced: best possible 1.00; round_robin would give 1.98`, from plan.json's
+    `effective` and `balance` ('' for a plan without them)."""
+    bal = plan.get("balance")
+    if not bal:
+        return ""
+    method = (plan.get("effective") or {}).get("split_method", "?")
+    best = _ratio(bal.get("best_imbalance"))
+    if not bal.get("best_exact", True):
+        best = "at least " + best
+    out = "placement %s: best possible %s" % (method, best)
+    rr = bal.get("round_robin") or {}
+    if method != "round_robin":
+        out += "; round_robin would give %s" % _ratio(rr.get("imbalance"))
+    return out
+
+
 def split_summary_lines(plan: dict, out_dir: str):
     """(style, text) lines of the split summary, read from the plan.json dict."""
     cfg = plan["config"]
@@ -138,6 +159,9 @@ def split_summary_lines(plan: dict, out_dir: str):
     style = "" if imb is None or imb < 1.25 else "yellow"
     yield style, "  imbalance (max/mean bytes): %s   total %s" % (
         "-" if imb is None else "%.2f" % imb, human_bytes(plan["total_bytes"]))
+    line = balance_line(plan)
+    if line:
+        yield "", "  " + line
     yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
     for key, p in sorted(plan["programs"].items()):
         yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])

@@ -4,13 +4,15 @@ The arithmetic both styles share (Paddle's `slice_variable` and its dispatchers)
 the pieces (`w.block0`, `w@GRAD.block0.trainer_1`) and `VarBlock`, one placed block. Where the
 styles differ it is said here:
   - classic slices with the config's `min_block_size` (or not at all without slice_var_up) and
-    dispatches `round_robin` or `hash_name` over all blocks in grad order;
-  - Fleet always slices with a fixed minimum of 81920 elements (FLEET_MIN_BLOCK_SIZE), always
-    dispatches round robin, and cuts sparse tables evenly by rows, one block per endpoint, the
-    round robin restarting at the first endpoint for every table (`slice_rows_evenly`).
+    dispatches `round_robin`, `hash_name` or `balanced` over all blocks in grad order;
+  - Fleet always slices with a fixed minimum of 81920 elements (FLEET_MIN_BLOCK_SIZE), dispatches
+    dense blocks round robin (as Paddle does) or `balanced` when the config asks for it, and cuts
+    sparse tables evenly by rows, one block per endpoint, the round robin restarting at the first
+    endpoint for every table (`slice_rows_evenly`).
 """
 from __future__ import annotations
 
+import heapq
 import math
 import zlib
 from dataclasses import dataclass, replace
@@ -147,9 +149,47 @@ def dispatch(block_names: Sequence[str], endpoints: Sequence[str], method: str) 
     endpoint), or `hash_name` by name."""
     if method == "hash_name":
         return [endpoints[hash_name_index(n, len(endpoints))] for n in block_names]
+    if method == "balanced":
+        raise ValueError("balanced dispatch needs the blocks' bytes: use balanced_dispatch")
     if method != "round_robin":
         raise ValueError("unknown split method %r" % method)
     return [endpoints[i % len(endpoints)] for i in range(len(block_names))]
+
+
+def balanced_dispatch(weights: Sequence[int], endpoints: Sequence[str],
+                      groups: Optional[Sequence] = None,
+                      preload: Optional[Sequence[int]] = None) -> list[str]:
+    """`balanced` dispatch: the endpoint of each block, by greedy byte balancing.
+
+    Blocks are taken heaviest first (equal weights: in the order given) and each goes to the
+    endpoint holding the fewest bytes so far (equal loads: the earlier endpoint): Graham's
+    longest-processing-time rule.
+    `weights` are what a block costs its endpoint (the block and its optimizer accumulators);
+    `preload` what each endpoint already holds (tables placed by their own rules). Blocks of
+    one group (the blocks of one parameter) go to distinct endpoints while one is free, so an
+    endpoint never holds two blocks of a parameter when it does not have to (Fleet's pserver
+    names a block's accumulators after the parameter, which two blocks would share).
+    """
+    n = len(endpoints)
+    load = list(preload) if preload is not None else [0] * n
+    if len(load) != n:
+        raise ValueError("preload has %d entries for %d endpoints" % (len(load), n))
+    heap = [(load[k], k) for k in range(n)]      # (bytes held, endpoint index)
+    heapq.heapify(heap)
+    out: list = [None] * len(weights)
+    taken: dict = {}
+    for i in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        used = taken.setdefault(groups[i] if groups is not None else i, set())
+        skipped = []
+        while heap and heap[0][1] in used:
+            skipped.append(heapq.heappop(heap))
+        held, k = heapq.heappop(heap) if heap else skipped.pop(0)
+        for item in skipped:
+            heapq.heappush(heap, item)
+        heapq.heappush(heap, (held + weights[i], k))
+        used.add(k)
+        out[i] = endpoints[k]
+    return out
 
 
 def paddle_shuffle(items: list, seed: int = 0) -> list:

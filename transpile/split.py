@@ -1,20 +1,23 @@
 """`split`: one entry point over the two styles (classic DistributeTranspiler, Fleet passes)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from .config import ClusterConfig
 from .errors import UserError
+from .gcpause import paused_gc
 from .program import Program
 from .result import SplitResult
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
-          trainer_ids: Optional[list[int]] = None) -> SplitResult:
+          trainer_ids: Optional[list[int]] = None, *,
+          progress: Optional[Callable[[int, int], None]] = None) -> SplitResult:
     """Split a training program for a parameter-server cluster.
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
-    Raises UserError (RefusedError) for programs that cannot be split.
+    `progress(done, total)` is called as the programs are built (transpile/progress.py draws
+    it). Raises UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()
@@ -22,11 +25,12 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     if not any(_is_optimizer_program(main)):
         raise UserError("nothing to split: no optimizer ops found — was minimize() called "
                         "before the program was saved?")
-    if config.style == "classic":
-        from .passes.classic import transpile_classic
-        return transpile_classic(main, startup, config, ids)
-    from .passes.fleet import transpile_fleet
-    return transpile_fleet(main, startup, config, ids)
+    with paused_gc():
+        if config.style == "classic":
+            from .passes.classic import transpile_classic
+            return transpile_classic(main, startup, config, ids, progress=progress)
+        from .passes.fleet import transpile_fleet
+        return transpile_fleet(main, startup, config, ids, progress=progress)
 
 
 def _is_optimizer_program(main: Program):

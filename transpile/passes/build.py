@@ -5,6 +5,7 @@ split_byref's INTS, ...), so a Paddle runtime reads the programs as it reads its
 """
 from __future__ import annotations
 
+import itertools
 from typing import Optional
 
 from ..program import Attr, Block, Op, Program, Var, VarType
@@ -83,11 +84,15 @@ def new_control_var(block: Block, **flags) -> str:
     Paddle names these with a random float; counting makes the same input always give the same
     program. `flags` are the Var flags (the styles' passes set different ones, as Paddle does).
     """
-    n = 0
+    # Where the last search on this block stopped: the numbers below are taken (passes add
+    # control vars and never remove them), so a pass adding thousands does not count from 0
+    # each time.
+    n = getattr(block, "_control_var_hint", 0)
     while "%s%d" % (CONTROL_VAR_PREFIX, n) in block.vars:
         n += 1
     name = "%s%d" % (CONTROL_VAR_PREFIX, n)
     block.add_var(Var(name, VarType("LOD_TENSOR", {}), **flags))
+    block._control_var_hint = n + 1
     return name
 
 
@@ -125,19 +130,79 @@ def persistable_copy(var: Var) -> Var:
 
 
 def rename_var(block: Block, old: str, new: str) -> None:
-    """Rename a var of `block` and every use of it in the block's ops, op_role_var included
-    (what Paddle's BlockDesc::RenameVar does)."""
-    var = block.vars.pop(old)
+    """Rename a var of `block` (it moves to the end of the vars, as Paddle's
+    BlockDesc::RenameVar does); rename_uses renames what the ops say."""
+    var = block.vars.pop(old).copy()
     var.name = new
     block.vars[new] = var
-    for op in block.ops:
-        for args in list(op.inputs.values()) + list(op.outputs.values()):
-            for i, a in enumerate(args):
-                if a == old:
-                    args[i] = new
-        rv = op.attrs.get(roles.ROLE_VAR_ATTR)
-        if rv is not None and old in (rv.value or []):
-            rv.value = [new if a == old else a for a in rv.value]
+
+
+def rename_uses(block: Block, renames: dict) -> None:
+    """Rename vars ({old: new}) wherever the block's ops use them, op_role_var included, in
+    one walk over the ops. The ops that change are replaced by renamed copies: the block may
+    share them with another program."""
+    if not renames:
+        return
+    for i, op in enumerate(block.ops):
+        rv = op.attr(roles.ROLE_VAR_ATTR) or []
+        if not any(a in renames for a in rv) and \
+                not any(a in renames for args in op.inputs.values() for a in args) and \
+                not any(a in renames for args in op.outputs.values() for a in args):
+            continue
+        op = block.ops[i] = op.copy()
+        for slots in (op.inputs, op.outputs):
+            for slot, args in slots.items():
+                slots[slot] = [renames.get(a, a) for a in args]
+        if any(a in renames for a in rv):
+            a = op.attrs[roles.ROLE_VAR_ATTR]
+            op.attrs[roles.ROLE_VAR_ATTR] = Attr(a.type, [renames.get(x, x) for x in rv],
+                                                 a.extra)
+
+
+class OpOrder:
+    """A block's ops with sortable position keys, and who writes / reads each var: for passes
+    that move, drop and insert ops by what they read and write, at a cost per op touched
+    rather than a walk over the program for each.
+
+    Op i starts with key (i,); an op placed right after the op of key k gets `after(k)`: k
+    plus a decreasing counter, so that it goes before the ops placed after k earlier, as a list
+    insert would put it. `after(BEFORE_ALL)` is the front. `ops()` lists the ops in key order.
+    """
+    BEFORE_ALL = (-1,)
+
+    def __init__(self, ops: list):
+        self.key = {id(op): (i,) for i, op in enumerate(ops)}
+        self.live = {id(op): op for op in ops}
+        self.producers: dict = {}
+        self.consumers: dict = {}
+        self._counter = itertools.count(1)
+        for op in ops:
+            self._index(op)
+
+    def after(self, key: tuple) -> tuple:
+        return key + (-next(self._counter),)
+
+    def _index(self, op: Op) -> None:
+        for name in op.output_names():
+            self.producers.setdefault(name, []).append(op)
+        for name in op.input_names():
+            self.consumers.setdefault(name, []).append(op)
+
+    def remove(self, op: Op) -> None:
+        del self.live[id(op)]
+
+    def add(self, op: Op, key: tuple) -> None:
+        self.key[id(op)] = key
+        self.live[id(op)] = op
+        self._index(op)
+
+    def keys(self, index: dict, names: list) -> list:
+        """Position keys of the ops still in the program that index names for `names`."""
+        return [self.key[id(op)] for name in names for op in index.get(name, ())
+                if id(op) in self.live]
+
+    def ops(self) -> list:
+        return sorted(self.live.values(), key=lambda op: self.key[id(op)])
 
 
 # --- blocks ----------------------------------------------------------------------------------

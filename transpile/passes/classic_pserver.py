@@ -36,6 +36,10 @@ class _PserverBuilder:
                             None if main.op_version_map is None else list(main.op_version_map))
         self.gb = self.prog.global_block
         self.local = plan.blocks_on(endpoint)
+        self.local_params = {p.name for p, _ in self.local}
+        self.local_blocks: dict[str, list] = {}
+        for p, b in self.local:
+            self.local_blocks.setdefault(p.name, []).append((p, b))
         self.grad_to_block_id: list[str] = []
         self.sparse_grad_to_param: list[str] = []
         # per origin var: the pserver vars it became, with their shapes (for the startup)
@@ -93,9 +97,12 @@ class _PserverBuilder:
     # -- ops ---------------------------------------------------------------------------------
     def _copy_op(self, op: Op) -> Op:
         new = op.copy()
-        rv = new.attrs.get(roles.ROLE_VAR_ATTR)
-        if rv is not None and rv.value:
-            rv.value = [self.role_var_rename.get(a, a) for a in rv.value]
+        rv = new.attr(roles.ROLE_VAR_ATTR)
+        if rv:
+            renamed = [self.role_var_rename.get(a, a) for a in rv]
+            if renamed != rv:
+                a = new.attrs[roles.ROLE_VAR_ATTR]
+                new.attrs[roles.ROLE_VAR_ATTR] = Attr(a.type, renamed, a.extra)
         return new
 
     def clone_op(self, op: Op, block: Block, rename: Optional[dict] = None) -> Op:
@@ -115,7 +122,7 @@ class _PserverBuilder:
                 slots[slot] = [self._pserver_var(a, block, rename, shape_map) for a in args]
         for origin, name in rename.items():
             v = self.gb.var(name)
-            if v is not None and origin not in (p.name for p, _ in self.local):
+            if v is not None and origin not in self.local_params:
                 self._alias(origin, name, v.shape)
         block.ops.append(new_op)
         return new_op
@@ -213,9 +220,7 @@ class _PserverBuilder:
         ordered = [i for i in plan.optimize_ops if is_optimizer_update(self.ob.ops[i])]
         for i in ordered:
             pname = self.ob.ops[i].input("Param")[0]
-            for p, b in self.local:
-                if p.name != pname:
-                    continue
+            for p, b in self.local_blocks.get(pname, ()):
                 block = new_block(self.prog, pre)
                 optimize_blocks.append(block.idx)
                 merged = p.grad_blocks[b.index]

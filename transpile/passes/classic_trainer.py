@@ -9,6 +9,7 @@ Each pass function takes the input program(s) and the plan and returns a new pro
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ..errors import RefusedError
@@ -17,7 +18,7 @@ from ..program import Program
 from ..roles import optimizer_only_vars
 from ..tables import LOOKUP_TABLE_TYPES
 from .. import roles
-from .build import last_producer, make_op, new_control_var, rename_var, tensor_like
+from .build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
 
 
 @dataclass
@@ -43,14 +44,11 @@ def _send_barrier_attrs(plan, trainer_id, half_async):
 # --- main ------------------------------------------------------------------------------------
 def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -> Program:
     """The trainer main program of `trainer_id` (see the module doc)."""
-    prog = main.copy()
+    prog = main.shallow_copy()
     block = prog.global_block
-    origin_ops = list(block.ops)
-    opt_ops = [origin_ops[i] for i in plan.optimize_ops]
-    lr_ops = [origin_ops[i] for i in plan.lr_ops]
-    remote_ops = [origin_ops[i] for i in plan.remote_prefetch_ops]
     for i in plan.clip_ops:
-        origin_ops[i].set_attr(roles.ROLE_ATTR, roles.BACKWARD)
+        block.ops[i] = block.ops[i].copy()
+        block.ops[i].set_attr(roles.ROLE_ATTR, roles.BACKWARD)
     tv = trainer_vars(plan, trainer_id)
     table = plan.distributed_table
     table_grads = []
@@ -62,6 +60,11 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
             table_grads.append(name)
 
     _declare_split_vars(block, plan, tv)
+    # the plan's op indices still hold: nothing was inserted or removed yet
+    origin_ops = list(block.ops)
+    opt_ops = [origin_ops[i] for i in plan.optimize_ops]
+    lr_ops = [origin_ops[i] for i in plan.lr_ops]
+    remote_ops = [origin_ops[i] for i in plan.remote_prefetch_ops]
     send_out = _insert_sends(block, plan, tv)
     # Paddle declares the barrier's output even in async mode, where nothing uses it.
     barrier = new_control_var(block, stop_gradient=False)
@@ -127,6 +130,7 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
 def _declare_split_vars(block, plan: DistributionPlan, tv: TrainerVars) -> None:
     """Declare the param / grad block vars; an unsliced grad is renamed in place when the
     pservers need to tell trainers apart."""
+    renames = {}
     for p in plan.params:
         pvar = block.var(p.name)
         if p.sliced:
@@ -137,20 +141,40 @@ def _declare_split_vars(block, plan: DistributionPlan, tv: TrainerVars) -> None:
         if not p.sliced:
             if sent[0] != p.grad:
                 rename_var(block, p.grad, sent[0])
+                renames[p.grad] = sent[0]
             continue
         for name, b in zip(sent, p.blocks):
             block.add_var(tensor_like(gvar, name, b.shape, False, stop_gradient=False))
+    rename_uses(block, renames)
 
 
 def _insert_sends(block, plan: DistributionPlan, tv: TrainerVars) -> dict:
     """After the last writer of each grad: split it into blocks (unless the communicator does)
-    and send it. Returns param -> the send's control var, in send order."""
+    and send it. Returns param -> the send's control var, in send order.
+
+    The new ops are placed by sort keys, not list inserts (a walk over the program per grad):
+    an op inserted right after op X gets X's key plus a decreasing counter, so that it goes
+    before the ops inserted after X earlier, as a list insert would put it.
+    """
     out = {}
+    last_writer = {}
+    for i, op in enumerate(block.ops):
+        for name in op.output_names():
+            last_writer[name] = i
+    keys = [(i,) for i in range(len(block.ops))]
+    new_ops = []
+    counter = itertools.count(1)
+
+    def insert_after(key, op):
+        key = key + (-next(counter),)
+        new_ops.append((key, op))
+        return key
+
     for pname in plan.send_order:
         p = plan.param(pname)
         sent = tv.grads[pname]
         whole = sent[0] if not p.sliced else p.grad
-        index = last_producer(block, whole)
+        at = (last_writer.get(whole, -1),)
         if p.sliced and not plan.runtime_split:
             rows = [b.rows for b in p.blocks]
             if p.grad_kind == "SELECTED_ROWS":
@@ -159,8 +183,7 @@ def _insert_sends(block, plan: DistributionPlan, tv: TrainerVars) -> dict:
             else:
                 split = make_op("split_byref", {"X": [p.grad]}, {"Out": sent},
                                 {"sections": rows, roles.ROLE_ATTR: roles.DIST})
-            block.ops.insert(index + 1, split)
-            index += 1
+            at = insert_after(at, split)
         cv = new_control_var(block, stop_gradient=False)
         out[pname] = cv
         if plan.runtime_split:
@@ -168,11 +191,14 @@ def _insert_sends(block, plan: DistributionPlan, tv: TrainerVars) -> dict:
             send_varnames = list(sent)
         else:
             inputs, sections, send_varnames = list(sent), [], []
-        block.ops.insert(index + 1, make_op(
+        insert_after(at, make_op(
             "send", {"X": inputs}, {"Out": [cv]},
             {"epmap": [b.endpoint for b in p.blocks], "sections": sections,
              "send_varnames": send_varnames, roles.ROLE_ATTR: roles.RPC,
              roles.ROLE_VAR_ATTR: [pname, whole]}))
+    placed = list(zip(keys, block.ops)) + new_ops
+    placed.sort(key=lambda e: e[0])
+    block.ops = [op for _, op in placed]
     return out
 
 
@@ -180,13 +206,19 @@ def _insert_distributed_lookups(block, plan: DistributionPlan, remote_ops: list,
                                 trainer_id: int) -> None:
     """Replace the remote-prefetch lookups of each table by one distributed_lookup_table op
     that fetches the rows from the pservers holding the table's blocks."""
-    remaining = list(remote_ops)
+    if not any(p.remote_prefetch for p in plan.params):
+        return
+    readers: dict = {}          # var -> the remote lookups reading it, in program order
+    for op in remote_ops:
+        for name in dict.fromkeys(op.input_names()):
+            readers.setdefault(name, []).append(op)
+    order = OpOrder(block.ops)
     for p in plan.params:
         if not p.remote_prefetch:
             continue
         ops, op_type = [], None
-        for op in remaining:
-            if p.name in op.input_names() and op_type in (None, op.type):
+        for op in readers.get(p.name, ()):
+            if id(op) in order.live and op_type in (None, op.type):
                 op_type = op.type
                 ops.append(op)
         if op_type not in LOOKUP_TABLE_TYPES:
@@ -194,30 +226,24 @@ def _insert_distributed_lookups(block, plan: DistributionPlan, remote_ops: list,
         ids = [op.input("Ids")[0] for op in ops]
         outs = [op.output("Out")[0] for op in ops]
         padding_idx = ops[0].attr("padding_idx")
-        gone = set(map(id, ops))
-        block.ops = [op for op in block.ops if id(op) not in gone]
-        remaining = [op for op in remaining if id(op) not in gone]
+        for op in ops:
+            order.remove(op)
         # Paddle's placement: right after the last op writing any of the ids, provided every
         # output is still read later on.
-        last_use, last_def = [-1] * len(outs), [-1] * len(ids)
-        for i, op in enumerate(block.ops):
-            o, a = op.output_names(), op.input_names()
-            for k, name in enumerate(ids):
-                if name in o:
-                    last_def[k] = i
-            for k, name in enumerate(outs):
-                if name in a:
-                    last_use[k] = i
-        if min(last_use) - max(last_def) < 1:
+        defs = order.keys(order.producers, ids)
+        uses = [order.keys(order.consumers, [name]) for name in outs]
+        if not all(uses) or defs and min(max(u) for u in uses) <= max(defs):
             raise RefusedError("cannot place the distributed lookup of %r: its ids are "
                                "computed after its output is used" % p.name)
-        block.ops.insert(max(last_def) + 1, make_op(
+        order.add(make_op(
             "distributed_lookup_table", {"Ids": ids, "W": [p.name]}, {"Outputs": outs},
             {"table_names": [b.name for b in p.blocks],
              "height_sections": [b.rows for b in p.blocks],
              "endpoints": [b.endpoint for b in p.blocks], "padding_idx": padding_idx,
              "trainer_id": trainer_id, "lookup_table_version": op_type,
-             roles.ROLE_ATTR: roles.FORWARD}))
+             roles.ROLE_ATTR: roles.FORWARD}),
+            order.after(max(defs) if defs else order.BEFORE_ALL))
+    block.ops = order.ops()
 
 
 def _prefetch_distributed_table(block, plan: DistributionPlan, table_grads: list,

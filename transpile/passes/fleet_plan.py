@@ -8,7 +8,8 @@ optimizer and learning-rate ops. Every fleet pass reads this plan; none recomput
 Fleet differs from the classic DistributeTranspiler in ways that are deliberate here:
   - the minimum block size is Fleet's fixed 81920 elements (the config's min_block_size,
     slice_var_up and split_method belong to the classic style; Fleet always slices and always
-    dispatches round robin);
+    dispatches round robin), except that `split_method: balanced` places the dense blocks by
+    bytes (transpile/balance.py) in this style too;
   - sparse tables (embeddings with remote_prefetch) are sliced uniformly by rows, one block per
     endpoint, and their dispatch restarts at the first endpoint for every table;
   - gradient-clip ops are recognised by the "gradient_clip" name scope (classic: "@CLIP").
@@ -17,6 +18,7 @@ The arithmetic itself is shared with the classic style: transpile/slicing.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping, Optional
 
@@ -102,6 +104,7 @@ class FleetPlan:
     has_lr_scheduler: bool
     lr_var: Optional[str] = None
     notes: tuple = field(default=())
+    split_method: str = "round_robin"           # "balanced" when asked for, else Fleet's own
 
     # --- questions the passes ask -----------------------------------------------------------
     @property
@@ -125,7 +128,14 @@ class FleetPlan:
         return self.dense_pairs + self.sparse_pairs
 
     def pair_of_param(self, param: str) -> Optional[Pair]:
-        return next((p for p in self.pairs if p.param == param), None)
+        return self._pair_index.get(param)
+
+    @cached_property
+    def _pair_index(self) -> dict:
+        out = {}
+        for p in self.pairs:
+            out.setdefault(p.param, p)
+        return out
 
     def grad_to_param(self) -> dict:
         return {p.grad: p.param for p in self.pairs}
@@ -146,11 +156,17 @@ class FleetPlan:
 
     def endpoint_of(self, slice_name: str) -> list:
         """Endpoints holding a param or grad slice of that name (Paddle's build_ctx lookup)."""
-        eps = []
+        return list(self._slice_endpoints.get(slice_name, ()))
+
+    @cached_property
+    def _slice_endpoints(self) -> dict:
+        out: dict = {}
         for ep in self.endpoints:
-            if any(s.name == slice_name for s in self.ep_params[ep] + self.ep_grads[ep]):
-                eps.append(ep)
-        return eps
+            for s in self.ep_params[ep] + self.ep_grads[ep]:
+                eps = out.setdefault(s.name, [])
+                if not eps or eps[-1] != ep:
+                    eps.append(ep)
+        return out
 
 
 def _var(main: Program, name: str, why: str) -> Var:
@@ -220,14 +236,20 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
             grad_slices.setdefault(p.grad, _blocks(gv, sizes_of(tuple(gv.shape or ()), n)))
 
     # round robin: dense blocks continue from one var to the next, each sparse table restarts
-    # at the first endpoint; a grad block goes where its param block goes
+    # at the first endpoint; a grad block goes where its param block goes. split_method
+    # balanced places the dense blocks by bytes instead (transpile/balance.py)
     ep_params = {ep: [] for ep in endpoints}
     ep_grads = {ep: [] for ep in endpoints}
     placed_params, placed_grads = {}, {}
     for group in [dense] + [[p] for p in sparse]:
         group = _first_per_grad(group, placed_grads)
-        eps = iter(dispatch([b.name for p in group for b in param_slices[p.param]], endpoints,
-                            "round_robin"))
+        if config.split_method == "balanced" and group and not group[0].sparse:
+            from ..balance import fleet_placement
+            eps = iter(fleet_placement(main, group, sparse, param_slices, optimize_ops,
+                                       endpoints, config.mode == "geo"))
+        else:
+            eps = iter(dispatch([b.name for p in group for b in param_slices[p.param]],
+                                endpoints, "round_robin"))
         for p in group:
             gs, ps = grad_slices[p.grad], param_slices[p.param]
             if len(gs) != len(ps):
@@ -270,7 +292,8 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         table_ids=MappingProxyType(table_ids), update_ops=MappingProxyType(update_ops),
         pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])),
         sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
-        has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes))
+        has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes),
+        split_method="balanced" if config.split_method == "balanced" else "round_robin")
 
 
 def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None:
@@ -291,9 +314,9 @@ def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None
             if op.type == "adam":
                 for slot in ("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"):
                     need(op, "input", slot)
+    updated = {ops[i].input("Param")[0] for i in optimize_ops if is_optimizer_update(ops[i])}
     for p in pairs:
-        if not any(is_optimizer_update(ops[i]) and ops[i].input("Param")[0] == p.param
-                   for i in optimize_ops):
+        if p.param not in updated:
             raise UserError("parameter %s has optimize ops (op_role_var) but no optimizer op "
                             "(with Param and LearningRate) updates it" % p.param)
     for op in ops:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import UserError
 from ..optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ..program import Attr, Block, Op, Program, Var
-from ..slicing import VarBlock, is_block_of, origin_varname, trainer_copy_name
+from ..slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..tables import is_distributed_lookup
 from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, initializer_signature,
                     make_op, new_block, new_tensor, persistable_copy, role_attrs)
@@ -25,11 +25,49 @@ from .fleet_plan import FleetPlan, delta_name
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
 
 
+class OriginIndex:
+    """What every endpoint's pass looks up in the origin programs, indexed once per split so
+    that building one more pserver costs what it holds, not another walk over the program."""
+
+    def __init__(self, main: Program, startup: Program, plan: FleetPlan):
+        ops = main.global_block.ops
+        # the optimize ops naming a (param, grad), grouped by param, in program order
+        self.opt_ops = [ops[i] for i in plan.optimize_ops if ops[i].attr("op_role_var")]
+        self.by_target: dict[str, list[Op]] = {}
+        for op in self.opt_ops:
+            self.by_target.setdefault(op.attr("op_role_var")[0], []).append(op)
+        self.updates = [op for op in self.opt_ops if is_optimizer_update(op)]
+        # startup op indices by the first argument of each of their output slots
+        self.startup_writers: dict[str, list[int]] = {}
+        self.initializer: dict[str, Op] = {}
+        for i, op in enumerate(startup.global_block.ops):
+            for args in op.outputs.values():
+                if args:
+                    self.startup_writers.setdefault(args[0], []).append(i)
+            if op.type in INITIALIZER_ATTRS and op.output("Out"):
+                self.initializer.setdefault(op.output("Out")[0], op)
+        self.entry: dict[str, object] = {}
+        if plan.distributed_tables:
+            for op in ops:
+                if is_distributed_lookup(op) and op.input("W"):
+                    self.entry.setdefault(op.input("W")[0], op.attr("entry"))
+
+
+def _block_keys(name: str):
+    """The names `name` is a block of (is_block_of): itself and each prefix before `.block`."""
+    yield name
+    i = name.find(BLOCK_SUFFIX)
+    while i >= 0:
+        yield name[:i]
+        i = name.find(BLOCK_SUFFIX, i + 1)
+
+
 class _Server:
     """The pserver main program of one endpoint while its blocks are being built."""
 
-    def __init__(self, main: Program, plan: FleetPlan, endpoint: str):
+    def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: OriginIndex):
         self.origin = main
+        self.index = index
         self.plan = plan
         self.endpoint = endpoint
         self.prog = Program([Block(0, -1)])
@@ -38,6 +76,17 @@ class _Server:
         self.sparse_grad_to_param: list[str] = []
         self.params = plan.ep_params[endpoint]
         self.grads = plan.ep_grads[endpoint]
+        # the first param block held here that is_block_of a name / a strict block of it
+        self.param_block: dict[str, VarBlock] = {}
+        self.sliced_block: dict[str, VarBlock] = {}
+        for p in self.params:
+            for key in _block_keys(p.name):
+                self.param_block.setdefault(key, p)
+                if key != p.name:
+                    self.sliced_block.setdefault(key, p)
+        self.grad_by_origin: dict[str, VarBlock] = {}
+        for g in self.grads:
+            self.grad_by_origin.setdefault(origin_varname(g.name), g)
 
     def new_block(self, parent: int) -> Block:
         return new_block(self.prog, parent)
@@ -91,7 +140,7 @@ def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
 def _merge_grad(s: _Server, block: Block, grad_name: str):
     """The merged grad var this endpoint optimizes with (sum + scale over the trainers' copies in
     sync mode), or None when this endpoint holds no block of that grad."""
-    g = next((g for g in s.grads if origin_varname(g.name) == origin_varname(grad_name)), None)
+    g = s.grad_by_origin.get(origin_varname(grad_name))
     if g is None:
         return None
     plan = s.plan
@@ -112,7 +161,7 @@ def _merge_grad(s: _Server, block: Block, grad_name: str):
 
 
 def _param_block(s: _Server, param: str):
-    return next((p for p in s.params if is_block_of(p.name, param)), None)
+    return s.param_block.get(param)
 
 
 def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: VarBlock) -> None:
@@ -164,11 +213,8 @@ def _lr_decay_block(s: _Server) -> int:
 
 def build_optimize_blocks(s: _Server) -> tuple:
     """(optimize block indices, lr_decay_block_id) of add_optimizer_pass."""
-    plan = s.plan
-    ops = s.origin.global_block.ops
-    opt_ops = [ops[i] for i in plan.optimize_ops if ops[i].attr("op_role_var")]
     held = {origin_varname(p.name) for p in s.params}
-    on_here = [op for op in opt_ops if is_optimizer_update(op) and op.input("Param")[0] in held]
+    on_here = [op for op in s.index.updates if op.input("Param")[0] in held]
     blocks = []
     lr_block = _lr_decay_block(s)
     if lr_block >= 0:
@@ -178,17 +224,15 @@ def build_optimize_blocks(s: _Server) -> tuple:
         target = opt.attr("op_role_var")[0]
         block = s.new_block(parent)
         blocks.append(block.idx)
+        group = s.index.by_target[target]
         merged = None
-        for op in opt_ops:
-            if op.attr("op_role_var")[0] == target:
-                merged = _merge_grad(s, block, op.attr("op_role_var")[1])
-                if merged:
-                    break
+        for op in group:
+            merged = _merge_grad(s, block, op.attr("op_role_var")[1])
+            if merged:
+                break
         if merged is None:
             continue
-        for op in opt_ops:
-            if op.attr("op_role_var")[0] != target:
-                continue
+        for op in group:
             if is_optimizer_update(op):
                 _append_optimizer_op(s, block, op, merged)
             else:
@@ -250,20 +294,15 @@ def _table_values(s: _Server, block: Block):
 
 
 def _entry(s: _Server, param: str):
-    for op in s.origin.global_block.ops:
-        if is_distributed_lookup(op) and op.input("W")[:1] == [origin_varname(param)]:
-            return op.attr("entry")
-    return None
+    return s.index.entry.get(origin_varname(param))
 
 
-def _init_attrs(startup: Program, names: list) -> str:
+def _init_attrs(s: _Server, names: list) -> str:
     out = []
     for name in names:
-        origin = origin_varname(name)
-        for op in startup.global_block.ops:
-            if op.type in INITIALIZER_ATTRS and op.output("Out")[:1] == [origin]:
-                out.append(initializer_signature(op))
-                break
+        op = s.index.initializer.get(origin_varname(name))
+        if op is not None:
+            out.append(initializer_signature(op))
     return ",".join(out)
 
 
@@ -314,7 +353,7 @@ def large_scale_tables(s: _Server, startup: Program) -> list:
                                           "op_role": Attr("INT", 0)}))
         meta = [param, ",".join(names), ",".join(str(d) for d in dims), "0",
                 s.gvars[grad_name].name if grad_name in s.gvars else grad_name,
-                ",".join(actual + ["kSparseIDs@%s" % param]), _init_attrs(startup, actual),
+                ",".join(actual + ["kSparseIDs@%s" % param]), _init_attrs(s, actual),
                 str(entry)]
         metas.append(":".join(meta))
     return metas
@@ -334,15 +373,20 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
     svars = prog.global_block.vars
     for name, v in s.gvars.items():
         svars[name] = persistable_copy(v)
-    for op in startup.global_block.ops:
+    # only the startup ops writing a var held here (visited in program order)
+    writers = s.index.startup_writers
+    candidates = set()
+    for name in list(s.gvars) + list(s.sliced_block):
+        candidates.update(writers.get(name, ()))
+    ops = startup.global_block.ops
+    for op in (ops[i] for i in sorted(candidates)):
         if op.type in TRAINER_STARTUP_OPS:
             continue
         outputs, on_here = {}, False
         for slot, args in op.outputs.items():
             if not args:
                 continue
-            sliced = next((p for p in s.params if is_block_of(p.name, args[0])
-                           and p.name != args[0]), None)
+            sliced = s.sliced_block.get(args[0])
             if sliced is not None:
                 outputs[slot], on_here = [sliced.name], True
             elif args[0] in s.gvars:
@@ -369,10 +413,11 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
 
 
 # --- entry point -----------------------------------------------------------------------------
-def pserver_programs(main: Program, startup: Program, plan: FleetPlan,
-                     endpoint: str) -> tuple:
-    """(main, startup) of the pserver at `endpoint`."""
-    s = _Server(main, plan, endpoint)
+def pserver_programs(main: Program, startup: Program, plan: FleetPlan, endpoint: str,
+                     index: OriginIndex | None = None) -> tuple:
+    """(main, startup) of the pserver at `endpoint`. `index`: OriginIndex(main, startup, plan),
+    built once and shared when building every endpoint."""
+    s = _Server(main, plan, endpoint, index or OriginIndex(main, startup, plan))
     las = _listen_and_serv(plan, endpoint)
     s.prog.global_block.ops.append(las)
     if plan.is_geo:

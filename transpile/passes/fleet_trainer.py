@@ -14,24 +14,26 @@ from __future__ import annotations
 from ..errors import UserError
 from ..program import Attr, Op, Program, Var
 from ..roles import BACKWARD, RPC, optimizer_only_vars
-from .build import make_op, new_control_var, role_attrs
+from .build import OpOrder, make_op, new_control_var, role_attrs
 from .fleet_plan import STEP_COUNTER, FleetPlan, remote_lookup_groups
 
 
 # --- main ------------------------------------------------------------------------------------
 def demote_clip_ops(main: Program, plan: FleetPlan) -> Program:
     """Gradient-clip ops run on the trainer as backward ops (Fleet re-labels them so)."""
-    prog = main.copy()
+    prog = main.shallow_copy()
+    ops = prog.global_block.ops
     for i in plan.clip_ops:
-        prog.global_block.ops[i].set_attr("op_role", BACKWARD)
+        ops[i] = ops[i].copy()
+        ops[i].set_attr("op_role", BACKWARD)
     return prog
 
 
 def delete_optimizer_ops(main: Program, plan: FleetPlan) -> Program:
     """Remove optimizer and LR-schedule ops and the vars only they read."""
-    doomed = sorted(set(plan.optimize_ops) | set(plan.lr_ops))
-    drop_vars = optimizer_only_vars([main.global_block.ops[i] for i in doomed])
-    prog = main.copy()
+    doomed = set(plan.optimize_ops) | set(plan.lr_ops)
+    drop_vars = optimizer_only_vars([main.global_block.ops[i] for i in sorted(doomed)])
+    prog = main.shallow_copy()
     block = prog.global_block
     block.ops = [op for i, op in enumerate(block.ops) if i not in doomed]
     for name in drop_vars:
@@ -59,11 +61,12 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     replaced in place. (Paddle first tries to move ops to make room; that reordering is not
     reproduced: such programs get one lookup per original op, which computes the same thing.)
     """
-    prog = main.copy()
+    prog = main.shallow_copy()
     block = prog.global_block
     pulls, pushes = remote_lookup_groups(block.ops)
     if not pulls:
         return prog
+    order = OpOrder(block.ops)
     emb_size = {}
     for table, group in pulls.items():
         w = block.vars.get(table)
@@ -74,19 +77,10 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
         first = group[0]
         ids = [op.input("Ids")[0] for op in group]
         outs = [op.output("Out")[0] for op in group]
-        positions = [_index(block.ops, op) for op in group]
-        block.ops = [op for op in block.ops if not any(op is g for g in group)]
-        last_producer = [-1] * len(ids)
-        first_consumer = [len(block.ops) + 1] * len(outs)
-        for i, op in enumerate(block.ops):
-            produced = op.output_names()
-            for k, name in enumerate(ids):
-                if name in produced:
-                    last_producer[k] = max(last_producer[k], i)
-            consumed = op.input_names()
-            for k, name in enumerate(outs):
-                if name in consumed:
-                    first_consumer[k] = min(first_consumer[k], i)
+        for op in group:
+            order.remove(op)
+        produced = order.keys(order.producers, ids)
+        consumed = order.keys(order.consumers, outs)
 
         def lookup(id_names, out_names):
             return make_op("distributed_lookup_table", {"Ids": id_names, "W": [table]},
@@ -101,20 +95,23 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
                                "table_id": Attr("INT", table_id),
                                **role_attrs(0)})
 
-        if min(first_consumer) - max(last_producer) >= 1:
-            at = min(positions) if max(last_producer) == -1 else max(last_producer) + 1
-            block.ops.insert(at, lookup(ids, outs))
+        if not produced or not consumed or min(consumed) > max(produced):
+            # right after the last producer of the ids, or where the first lookup was
+            at = order.key[id(first)] if not produced else order.after(max(produced))
+            order.add(lookup(ids, outs), at)
         else:
-            for k in range(len(ids)):
-                block.ops.insert(positions[k], lookup([ids[k]], [outs[k]]))
+            for k, op in enumerate(group):
+                order.add(lookup([ids[k]], [outs[k]]), order.key[id(op)])
+    block.ops = order.ops()
 
     if pushes:
         show, clk = _show_click(block, next(iter(pushes.values()))[0])
+        gone = {id(op) for group in pushes.values() for op in group}
+        block.ops = [op for op in block.ops if id(op) not in gone]
         for table, group in pushes.items():
             first = group[0]
             ids = [op.input("Ids")[0] for op in group]
             grads_out = [op.input("Out@GRAD")[0] for op in group]
-            block.ops = [op for op in block.ops if not any(op is g for g in group)]
             block.ops.append(make_op(
                 "distributed_push_sparse",
                 {"Ids": ids, "W": [first.output("W@GRAD")[0]], "Outputs": grads_out,
@@ -131,12 +128,8 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     return prog
 
 
-def _index(ops: list, target) -> int:
-    return next(i for i, op in enumerate(ops) if op is target)
-
-
 def _copy_attr(op: Op, name: str, default: Attr) -> Attr:
-    a = op.attrs.get(name)
+    a = op.find_attr(name)
     return Attr(a.type, a.value) if a is not None else default
 
 
@@ -173,7 +166,7 @@ def trainer_send_queues(plan: FleetPlan) -> list:
 def append_sends(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
     """A send per communicator queue; in sync / half_async each send yields a control var and a
     send_barrier waits for all of them."""
-    prog = main.copy()
+    prog = main.shallow_copy()
     block = prog.global_block
     barrier = plan.mode in ("sync", "half_async")
     eps = list(plan.endpoints)
@@ -205,27 +198,35 @@ def trainer_main(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
 # --- startup ---------------------------------------------------------------------------------
 def fake_init_tables(startup: Program, plan: FleetPlan) -> Program:
     """Tables live on the pservers: the trainer only declares them (fake_init, same shape)."""
-    prog = startup.copy()
+    prog = startup.shallow_copy()
     block = prog.global_block
+    tables = sorted(set(plan.sparse_tables) | set(plan.distributed_tables))
+    writers: dict = {t: [] for t in tables}
+    for op in block.ops:
+        for name in op.output_names():
+            if name in writers and (not writers[name] or writers[name][-1] is not op):
+                writers[name].append(op)
+    removed = set()
     # Paddle walks a set here; the order is made stable by name
-    for table in sorted(set(plan.sparse_tables) | set(plan.distributed_tables)):
+    for table in tables:
         if table not in block.vars:
             raise UserError("embedding table %s is not declared in the startup program" % table)
-        inits = [op for op in block.ops if table in op.output_names()]
+        inits = [op for op in writers[table] if id(op) not in removed]
         if len(inits) != 1:
             raise UserError("embedding table %s: the startup program should initialise it with "
                             "exactly one op, found %d" % (table, len(inits)))
-        shape = inits[0].attrs.get("shape")
+        shape = inits[0].find_attr("shape")
         block.ops.append(make_op("fake_init", {}, {"Out": [table]}, {
             "shape": Attr(shape.type, list(shape.value)) if shape else Attr("LONGS", []),
             **role_attrs(0)}))
-        block.ops = [op for op in block.ops if op is not inits[0]]
+        removed.add(id(inits[0]))
+    block.ops = [op for op in block.ops if id(op) not in removed]
     return prog
 
 
 def init_from_server(startup: Program, plan: FleetPlan, trainer_id: int) -> Program:
     """Every trainer pulls the dense params from the pservers, then waits for all of them."""
-    prog = startup.copy()
+    prog = startup.shallow_copy()
     block = prog.global_block
     block.ops.append(make_op("recv", {}, {}, {
         "recv_varnames": Attr("STRINGS", [p.param for p in plan.dense_pairs]),
@@ -240,7 +241,7 @@ def init_from_server(startup: Program, plan: FleetPlan, trainer_id: int) -> Prog
 def delete_optimizer_state_inits(startup: Program, main: Program, plan: FleetPlan) -> Program:
     """Drop the inits (and vars) of optimizer state: it lives on the pservers now."""
     doomed = set(optimizer_only_vars([main.global_block.ops[i] for i in plan.optimize_ops]))
-    prog = startup.copy()
+    prog = startup.shallow_copy()
     block = prog.global_block
     block.ops = [op for op in block.ops if not doomed & set(op.output_names())]
     for name in sorted(doomed):
@@ -251,7 +252,7 @@ def delete_optimizer_state_inits(startup: Program, main: Program, plan: FleetPla
 def trainer_startup(startup: Program, main: Program, plan: FleetPlan,
                     trainer_id: int) -> Program:
     if plan.is_geo:
-        return startup.copy()
+        return startup.shallow_copy()
     prog = fake_init_tables(startup, plan)
     prog = init_from_server(prog, plan, trainer_id)
     return delete_optimizer_state_inits(prog, main, plan)

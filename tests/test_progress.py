@@ -1,0 +1,37 @@
+"""The progress callbacks of split and the bar they drive (only on a terminal, only when long)."""
+import io
+import os
+
+from transpile import load, load_config, split
+from transpile.progress import progress_bar
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_split_reports_each_trainer_and_pserver():
+    case = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
+    calls = []
+    split(load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb")),
+          load_config(os.path.join(case, "cluster.yaml")), progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]      # one trainer, two pservers
+
+
+def test_bar_drawn_on_a_terminal_once_the_run_is_long():
+    out = _Terminal()
+    with progress_bar("split", stream=out, after=0) as update:
+        update(1, 2)
+    assert out.getvalue()
+
+
+def test_no_bar_when_piped_quiet_or_short():
+    piped, quiet, short = io.StringIO(), _Terminal(), _Terminal()
+    for stream, kw in ((piped, {"after": 0}), (quiet, {"after": 0, "quiet": True}),
+                       (short, {"after": 60})):
+        with progress_bar("split", stream=stream, **kw) as update:
+            update(1, 2)
+        assert stream.getvalue() == ""

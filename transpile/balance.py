@@ -1,0 +1,302 @@
+"""Placement balance: what a block costs its endpoint, the `balanced` placement of each style,
+and how the split methods compare on one program.
+
+A block costs its endpoint its own bytes plus those of its optimizer accumulators: a sliced
+accumulator (adam's moments, momentum's velocity, ...) has the block's rows, an unsliced one
+(adam's beta powers) is a whole copy on every endpoint holding a block. That is what plan.json's
+`endpoints.*.bytes` adds up, so the imbalance `balanced` minimizes is the one plan.json, the
+split summary and report.md print. Grads are not counted: a grad block travels to its
+parameter block's endpoint and is merged there, whatever the placement.
+
+Tables placed by their own rules (Fleet's remote tables, cut evenly by rows; classic's
+distributed table, on every pserver) are not moved by `balanced`: they are the load the
+endpoints start from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence
+
+from .optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
+                         is_optimizer_update, sliced_state_slots)
+from .program import DTYPE_BYTES, Block, Op, Program
+from .slicing import balanced_dispatch, block_name
+
+# Tables whose placement no split_method changes (planjson's sparse_tables[].split).
+FIXED_TABLE_SPLITS = ("rows_evenly", "rows_per_pserver")
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape or ():
+        n *= int(d)
+    return n
+
+
+# --- what a block costs ----------------------------------------------------------------------
+def accumulators(block: Block, op: Op, sliced_slots: Sequence[str],
+                 skip_slots: Sequence[str]) -> list[tuple[bool, int, Optional[str]]]:
+    """(sliced, elements, dtype) of each optimizer state `op` reads: every input slot but
+    `skip_slots` (param, grad, learning rate, ...), sliced when in `sliced_slots`."""
+    out = []
+    for slot, args in op.inputs.items():
+        if slot in skip_slots or not args:
+            continue
+        v = block.var(args[0])
+        if v is not None:
+            out.append((slot in sliced_slots, _numel(v.shape), v.dtype))
+    return out
+
+
+def block_weights(sizes: Sequence[int], dtype: Optional[str], accs) -> list[int]:
+    """Bytes each block of a parameter (of `sizes` elements each) costs its endpoint."""
+    def cost(n, dt):
+        return n * DTYPE_BYTES.get(dt, 0)
+    return [cost(s, dtype) + sum(cost(s if sliced else n, dt) for sliced, n, dt in accs)
+            for s in sizes]
+
+
+# --- the balanced placement of each style ------------------------------------------------------
+def classic_placement(block: Block, raw: Sequence[tuple], order: Sequence[str],
+                      update_of: dict, endpoints: Sequence[str]) -> dict:
+    """Classic `balanced`: {block name: endpoint} of every parameter block.
+
+    `raw`: (param, grad, element sizes of its blocks); `order`: the params in dispatch order
+    (what breaks ties between equal blocks); `update_of`: param -> index of its optimizer op.
+    """
+    sizes_of = {r[0]: r[2] for r in raw}
+    names, weights, groups = [], [], []
+    for pname in order:
+        sizes = sizes_of[pname]
+        op = block.ops[update_of[pname]]
+        accs = accumulators(block, op, sliced_state_slots(op.type), UNSLICED_SLOTS)
+        weights += block_weights(sizes, block.var(pname).dtype, accs)
+        names += [pname] if len(sizes) == 1 else [block_name(pname, i)
+                                                  for i in range(len(sizes))]
+        groups += [pname] * len(sizes)
+    return dict(zip(names, balanced_dispatch(weights, endpoints, groups)))
+
+
+def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slices: dict,
+                    optimize_ops: Sequence[int], endpoints: Sequence[str],
+                    geo: bool) -> list[str]:
+    """Fleet `balanced`: the endpoint of each dense param block, in the order of `dense`'s
+    blocks (Pairs, unplaced `param_slices` VarBlocks).
+
+    The remote tables (`sparse`, one block per endpoint from the first, as Fleet places them)
+    are the preload. Geo keeps the optimizer on the trainers: no accumulators on the pservers.
+    """
+    gb = main.global_block
+    update = {}
+    for i in optimize_ops:
+        op = gb.ops[i]
+        if is_optimizer_update(op):
+            update.setdefault(op.input("Param")[0], op)
+
+    def weights(param):
+        blocks = param_slices[param]
+        op = update.get(param)
+        accs = [] if geo or op is None else accumulators(
+            gb, op, FLEET_SLICED_STATE_SLOTS.get(op.type, ()), FLEET_UNSLICED_SLOTS)
+        return block_weights([_numel(b.shape) for b in blocks], blocks[0].dtype, accs)
+
+    n = len(endpoints)
+    preload = [0] * n
+    seen = {p.grad for p in dense}
+    for p in sparse:
+        if p.grad in seen:
+            continue
+        seen.add(p.grad)
+        for i, w in enumerate(weights(p.param)):
+            preload[i % n] += w
+    ws, groups = [], []
+    for p in dense:
+        w = weights(p.param)
+        ws += w
+        groups += [p.param] * len(w)
+    return balanced_dispatch(ws, endpoints, groups, preload)
+
+
+# --- the figures -------------------------------------------------------------------------------
+def imbalance(loads: Sequence[int]) -> Optional[float]:
+    """max / mean of the endpoints' bytes, to 4 decimals (None when nothing is held)."""
+    if not loads or not sum(loads):
+        return None
+    return round(max(loads) * len(loads) / float(sum(loads)), 4)
+
+
+# The exact search below runs on programs of at most this many movable blocks and gives up
+# after this many nodes; beyond either it falls back to a lower bound.
+SEARCH_BLOCKS = 48
+SEARCH_BUDGET = 20_000
+
+
+def _loads_of(weights: Sequence[int], preload: Sequence[int]) -> list[int]:
+    """The endpoint loads greedy byte balancing gives (no grouping): a first upper bound."""
+    eps = list(range(len(preload)))
+    loads = list(preload)
+    for w, k in zip(weights, balanced_dispatch(weights, eps, preload=preload)):
+        loads[k] += w
+    return loads
+
+
+def min_max_load(weights: Sequence[int], preload: Sequence[int],
+                 budget: int = SEARCH_BUDGET) -> tuple[int, bool]:
+    """The smallest possible largest endpoint load when placing `weights` on endpoints that
+    already hold `preload`, and whether it is exact.
+
+    Exact: a branch and bound over the blocks, heaviest first, finished within `budget` nodes
+    (to the 4 decimals an imbalance is shown with: within 0.00005 of the lower bound ends the
+    search). Otherwise the lower bound: no endpoint below the mean, nor below its own preload,
+    nor below the heaviest block plus the lightest preload.
+    """
+    n = len(preload)
+    w = sorted(weights, reverse=True)
+    total = sum(w) + sum(preload)
+    low = max([-(-total // n), max(preload)] + ([min(preload) + w[0]] if w else []))
+    slack = total * 0.00005 / n
+    best = max(_loads_of(w, preload))
+    if best <= low + slack:
+        return best, True
+    if len(w) > SEARCH_BLOCKS:
+        return low, False
+    loads = list(preload)
+    nodes = 0
+
+    class _Budget(Exception):
+        pass
+
+    def search(i: int, top: int) -> None:
+        nonlocal best, nodes
+        nodes += 1
+        if nodes > budget:
+            raise _Budget
+        if i == len(w):
+            best = top
+            return
+        tried = set()
+        for k in sorted(range(n), key=lambda k: (loads[k], k)):
+            if loads[k] + w[i] >= best - slack:
+                break
+            if loads[k] in tried:        # endpoints with equal loads are interchangeable
+                continue
+            tried.add(loads[k])
+            loads[k] += w[i]
+            search(i + 1, max(top, loads[k]))
+            loads[k] -= w[i]
+            if best <= low + slack:
+                return
+
+    try:
+        search(0, max(preload))
+    except _Budget:
+        return low, False
+    return best, True
+
+
+def block_costs(params):
+    """(param, block, bytes it costs its endpoint, pinned?) of every block of planjson's
+    PlacedParams; pinned: a table placed by its own rules, which no split method moves."""
+    for p in params:
+        pinned = bool(p.table) and p.table.get("split") in FIXED_TABLE_SPLITS
+        for i, b in enumerate(p.blocks):
+            yield p, b, b.nbytes() + sum(a["blocks"][i]["bytes"] for a in p.accumulators), pinned
+
+
+def best_placement(params, endpoints: Sequence[str]) -> tuple[Optional[float], bool]:
+    """(the best imbalance any placement of these blocks can reach, exact?).
+
+    `params`: planjson's PlacedParams. Their slicing is taken as it is (it does not depend on
+    the split method) and pinned tables stay where their rules put them. Exact when the search
+    finishes (programs of up to a few dozen blocks, or whenever greedy balancing meets the
+    lower bound), else that lower bound.
+    """
+    n = len(endpoints)
+    fixed = {ep: 0 for ep in endpoints}
+    movable = []
+    for _, b, w, pinned in block_costs(params):
+        if pinned:
+            fixed[b.endpoint] += w
+        else:
+            movable.append(w)
+    total = sum(movable) + sum(fixed.values())
+    if not total or not n:
+        return None, True
+    top, exact = min_max_load(movable, [fixed[ep] for ep in endpoints])
+    return round(top * n / float(total), 4), exact
+
+
+def round_robin_loads(params, plan, style: str) -> dict:
+    """Per endpoint, the bytes it would hold had these blocks been placed round robin (the
+    style's round_robin dispatch over the same blocks in the same order; pinned tables where
+    they are): what `balanced` is compared with, without planning the program twice."""
+    from .slicing import dispatch
+    eps = list(plan.endpoints)
+    loads = {ep: 0 for ep in eps}
+    movable = {}
+    for p, b, w, pinned in block_costs(params):
+        if pinned:
+            loads[b.endpoint] += w
+        else:
+            movable.setdefault(p.name, []).append(w)
+    # dispatch order: classic sends in send_order (shuffled without slice_var_up), fleet
+    # places the dense params in their order
+    order = plan.send_order if style == "classic" else [p.param for p in plan.dense_pairs]
+    ws = [w for name in order for w in movable.pop(name, [])]
+    ws += [w for rest in movable.values() for w in rest]
+    for w, ep in zip(ws, dispatch(list(range(len(ws))), eps, "round_robin")):
+        loads[ep] += w
+    return loads
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One split method's placement of a program, as figures."""
+    split_method: str           # the one asked for
+    effective: str              # the one the style used (fleet: round_robin unless balanced)
+    bytes: dict                 # endpoint -> bytes held (blocks and accumulators)
+    blocks: dict                # endpoint -> number of parameter blocks
+    imbalance: Optional[float]
+    best_imbalance: Optional[float]     # the best these blocks allow (see best_placement)
+    best_exact: bool                    # False: best_imbalance is only a lower bound
+
+    def to_dict(self) -> dict:
+        return {"split_method": self.split_method, "effective": self.effective,
+                "endpoints": {ep: {"bytes": self.bytes[ep], "param_blocks": self.blocks[ep]}
+                              for ep in self.bytes},
+                "total_bytes": sum(self.bytes.values()), "imbalance": self.imbalance,
+                "best_imbalance": self.best_imbalance, "best_exact": self.best_exact}
+
+
+def style_plan(main: Program, startup: Optional[Program], config):
+    """The style's plan of `main` for `config` (classic DistributionPlan or FleetPlan)."""
+    if config.style == "classic":
+        from .plan import make_plan
+        return make_plan(main, config)
+    from .passes.fleet_plan import make_plan as fleet_make_plan
+    return fleet_make_plan(main, startup if startup is not None else Program.empty(), config)
+
+
+def placement(main: Program, startup: Optional[Program], config, plan=None) -> Placement:
+    """The figures of the placement `config` gives `main` (`plan`: the style plan, when it is
+    already made)."""
+    from .planjson import effective_split_method, holdings, placed_params
+    if plan is None:
+        plan = style_plan(main, startup, config)
+    params = placed_params(plan, main, config.style)
+    eps = list(plan.endpoints)
+    held = holdings(params, eps)
+    best, exact = best_placement(params, eps)
+    return Placement(config.split_method, effective_split_method(plan, config.style),
+                     {ep: held[ep]["bytes"] for ep in eps},
+                     {ep: held[ep]["param_blocks"] for ep in eps},
+                     imbalance([held[ep]["bytes"] for ep in eps]), best, exact)
+
+
+def compare(main: Program, startup: Optional[Program], config,
+            methods: Optional[Sequence[str]] = None) -> list[Placement]:
+    """The placement of every split method (the config's others unchanged), in `methods` order
+    (default: every method the config accepts)."""
+    from .config import SPLIT_METHODS
+    return [placement(main, startup, replace(config, split_method=m))
+            for m in (methods or SPLIT_METHODS)]
