@@ -190,3 +190,12 @@ def test_failed_split_leaves_previous_dir_as_it_was(tmp_path):
     assert r.exit_code == 2
     assert os.listdir(out) == ["plan.json"] and (out / "plan.json").read_text() == "previous"
     assert sorted(os.listdir(tmp_path)) == ["bad.pb", "out"]
+
+
+def test_optimizer_op_without_grad(tmp_path):
+    """Found by tests/fuzz_cli.py: an optimizer op whose Grad slot is empty."""
+    prog = programio.load(MAIN)
+    sgd = next(op for op in prog.blocks[0].ops if op.type == "sgd")
+    sgd.inputs["Grad"] = []
+    r, out = split(tmp_path, main_pb=write_prog(tmp_path, prog))
+    assert_refused(r, out, "needs exactly one Param and one Grad input")

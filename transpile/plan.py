@@ -211,6 +211,10 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         if rv:
             ops_of.setdefault(rv[0], []).append(i)
         if is_optimizer_update(op):
+            if len(op.input("Grad")) != 1 or len(op.input("Param")) != 1:
+                raise RefusedError("optimizer op %d (%s) needs exactly one Param and one Grad "
+                                   "input, it has Param=%s Grad=%s" % (
+                                       i, op.type, op.input("Param"), op.input("Grad")))
             update_of.setdefault(op.input("Param")[0], i)
 
     slice_count = len(endpoints) if config.slice_var_up else 1

@@ -114,7 +114,7 @@ class _PserverBuilder:
         for a in op.input_names():
             new = rename.get(a) or self.first_block.get(a) or a
             ov, nv = self.ob.var(a), self.gb.var(new)
-            if ov is not None and nv is not None and tuple(ov.shape or ()) != tuple(nv.shape):
+            if ov is not None and nv is not None and tuple(ov.shape or ()) != tuple(nv.shape or ()):
                 shape_map[tuple(ov.shape or ())] = tuple(nv.shape)
         new_op = self._copy_op(op)
         for slots in (new_op.inputs, new_op.outputs):
