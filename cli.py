@@ -256,17 +256,21 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     if startup:
         startup_prog = _load(startup)
         validate_for_split(startup_prog, startup)
-    result = do_split(main_prog, startup_prog, cfg)
-    files = {}
-    for key, prog in result.programs.items():
-        files[key + ".pb"] = programio.to_bytes(prog)
-    for key, rt in result.runtime.items():
-        files[key + "/runtime.json"] = outdir.json_bytes(rt)
-    if result.plan:
-        files["plan.json"] = outdir.json_bytes(result.plan)
-    from transpile.report import render_report
-    files["report.md"] = render_report(main_prog, result.programs, result.plan,
-                                       title=main_program, config=cfg).encode("utf-8")
+    from transpile.progress import progress_bar
+    with progress_bar("split", quiet=obj.quiet or quiet) as update:
+        result = do_split(main_prog, startup_prog, cfg, progress=update)
+    from transpile.gcpause import paused_gc
+    with paused_gc():
+        files = {}
+        for key, prog in result.programs.items():
+            files[key + ".pb"] = programio.to_bytes(prog)
+        for key, rt in result.runtime.items():
+            files[key + "/runtime.json"] = outdir.json_bytes(rt)
+        if result.plan:
+            files["plan.json"] = outdir.json_bytes(result.plan)
+        from transpile.report import render_report
+        files["report.md"] = render_report(main_prog, result.programs, result.plan,
+                                           title=main_program, config=cfg).encode("utf-8")
     try:
         outdir.write_tree(out_dir, files, force)
     except OSError as e:

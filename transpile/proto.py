@@ -304,15 +304,18 @@ _BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
 class OpSource:
     """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
     one by one on demand (see program.Op). The message is never modified."""
-    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "_decoded")
+    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "block_attrs",
+                 "_decoded")
 
-    def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict):
+    def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict,
+                 block_attrs: tuple):
         self.msg = msg
         self.type = msg.type
         self.inputs = {k: list(v) for k, v in inputs.items()}
         self.outputs = {k: list(v) for k, v in outputs.items()}
         self.is_target = is_target
         self.index = index              # attr name -> its Attr message, in file order
+        self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
         self._decoded: dict = {}
 
     def get(self, name: str):
@@ -338,10 +341,9 @@ class OpSource:
 
     def block_refs(self) -> list:
         refs = []
-        for name, m in self.index.items():
-            if m.type in _BLOCK_ATTRS:
-                v = self.get(name).value
-                refs.extend(v) if isinstance(v, list) else refs.append(v)
+        for name in self.block_attrs:
+            v = self.get(name).value
+            refs.extend(v) if isinstance(v, list) else refs.append(v)
         return refs
 
     def same_attr(self, name: str, attr: Attr) -> bool:
@@ -372,6 +374,7 @@ def _decode_op(o, check_text: bool) -> Op:
     if len(inputs) != len(o.inputs) or len(outputs) != len(o.outputs):
         raise ProgramFormatError("op %r repeats a slot name" % o.type)
     index = {}
+    block_attrs = []
     repeats = False
     for a in o.attrs:
         name = a.name
@@ -384,11 +387,13 @@ def _decode_op(o, check_text: bool) -> Op:
         if t not in ATTR_TYPE_NAME:
             raise ProgramFormatError("attr %r has unknown AttrType %d" % (name, t))
         index[name] = a
+        if t in _BLOCK_ATTRS:
+            block_attrs.append(name)
     if repeats:
         return _decode_op_eagerly(o, inputs, outputs)
     is_target = _opt(o, "is_target")
     return Op(o.type, inputs, outputs, None, is_target,
-              source=OpSource(o, inputs, outputs, is_target, index))
+              source=OpSource(o, inputs, outputs, is_target, index, tuple(block_attrs)))
 
 
 def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:

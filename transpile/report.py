@@ -140,14 +140,23 @@ def _startup_section(name: str, original: Optional[Program], prog: Program) -> l
     return out
 
 
-def _block_role(prog: Program, idx: int, listen: Optional[Op]) -> str:
+def _sub_block_parents(prog: Program) -> dict:
+    """{block idx: the block whose op (other than listen_and_serv) first runs it}."""
+    parent: dict = {}
+    for b in prog.blocks:
+        for op in b.ops:
+            if op.type != "listen_and_serv":
+                for ref in op.block_refs():
+                    parent.setdefault(ref, b.idx)
+    return parent
+
+
+def _block_role(prog: Program, idx: int, listen: Optional[Op], parents: dict) -> str:
     block = prog.blocks[idx]
     if listen is not None and listen.attr("lr_decay_block_id") == idx:
         return "LR decay (runs once per step)"
-    parents = [b.idx for b in prog.blocks for op in b.ops if idx in op.block_refs()
-               and op.type != "listen_and_serv"]
-    if parents:
-        return "sub-block of block %d" % parents[0]
+    if idx in parents:
+        return "sub-block of block %d" % parents[idx]
     updates = [op for op in block.ops if "Param" in op.inputs and roles.role(op)
                & roles.OPTIMIZE]
     if updates:
@@ -171,9 +180,11 @@ def _pserver_section(name: str, prog: Program) -> list[str]:
         out.append("")
     out.append("| block | serves | ops |")
     out.append("|---|---|---|")
+    parents = _sub_block_parents(prog)
     for b in prog.blocks[1:]:
         ops = " → ".join(op.type for op in b.ops) or "—"
-        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen), ops))
+        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents),
+                                         ops))
     out.append("")
     return out
 
