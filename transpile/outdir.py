@@ -84,6 +84,28 @@ def _commit(tmp: str, out_abs: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def json_bytes(obj) -> bytes:
-    """Deterministic JSON: sorted keys, fixed indent, trailing newline."""
-    return (json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+def _compact(obj) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _pretty(obj, depth: int, indent: str) -> str:
+    """Indented down to `depth` levels, one compact line per item below that.
+
+    json.dumps(indent=...) runs Python's slow pure-Python encoder; on a plan of thousands of
+    parameters it cost more than the split. Items below `depth` (a parameter, a send context)
+    are written by the C encoder on one line each, which also keeps them grep-able.
+    """
+    inner = indent + " "
+    if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
+        return _compact(obj)
+    if isinstance(obj, dict):
+        items = ["%s%s: %s" % (inner, _compact(str(k)), _pretty(obj[k], depth - 1, inner))
+                 for k in sorted(obj)]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    items = [inner + _pretty(x, depth - 1, inner) for x in obj]
+    return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+
+
+def json_bytes(obj, depth: int = 3) -> bytes:
+    """Deterministic JSON: sorted keys, the first `depth` levels indented, trailing newline."""
+    return (_pretty(obj, depth, "") + "\n").encode("utf-8")
