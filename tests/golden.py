@@ -26,6 +26,21 @@ DROP_ATTRS = {"op_callstack", "op_namescope", "op_device", "with_quant_attr"}
 _CV = re.compile(r"__control_var@[0-9A-Za-z.e+_-]+")
 
 
+def split_args(case: str, out: str) -> list[str]:
+    """The `pstranspile split` arguments for a corpus case, writing to `out`."""
+    return ["split", os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),
+            "--cluster", os.path.join(case, "cluster.yaml"), "--out", out]
+
+
+def load_case(family: str, name: str):
+    """(main, startup, config) of a corpus case."""
+    from transpile import load_config
+    case = os.path.join(CORPUS, family, name)
+    return (programio.load(os.path.join(case, "main.pb")),
+            programio.load(os.path.join(case, "startup.pb")),
+            load_config(os.path.join(case, "cluster.yaml")))
+
+
 def case_dirs(family: str) -> list[str]:
     root = os.path.join(CORPUS, family)
     return sorted(os.path.join(root, d) for d in os.listdir(root)

@@ -5,12 +5,11 @@ import os
 import shutil
 import xml.etree.ElementTree as ET
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile import check_cli, programio
+from transpile import programio
 from transpile.config import load_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -345,26 +344,8 @@ def test_expect_golden_same_and_different(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # CLI
 
-@click.group()
-def _root():
-    pass
-
-
-def _handle(fn):
-    import functools
-    from transpile.errors import UserError
-
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        try:
-            return fn(*a, **k)
-        except UserError as e:
-            click.echo("error: %s" % e, err=True)
-            click.get_current_context().exit(2)
-    return wrapper
-
-
-check_cli.register(_root, _handle)
+# the real command line, as a user runs it
+from cli import main as _root  # noqa: E402
 
 
 def cli(*args):

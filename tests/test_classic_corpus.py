@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import case_dirs, compare_case
-from transpile import load, load_config, split
+from golden import case_dirs, compare_case, load_case, split_args
+from transpile import split
 from transpile.slicing import varname_parts
 from transpile.programio import load as load_program, to_bytes
 
@@ -20,17 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLASSIC = os.path.join(HERE, "corpus", "classic")
 CASES = case_dirs("classic")
-
-
-def _split_args(case, out):
-    return ["split", os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),
-            "--cluster", os.path.join(case, "cluster.yaml"), "--out", out]
-
-
-def _load_case(name):
-    case = os.path.join(CLASSIC, name)
-    return (load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb")),
-            load_config(os.path.join(case, "cluster.yaml")))
 
 
 def _undeclared(prog):
@@ -50,7 +39,7 @@ def _undeclared(prog):
 @pytest.mark.parametrize("case", CASES, ids=os.path.basename)
 def test_case_matches_paddle(case, tmp_path):
     out = str(tmp_path / "out")
-    r = CliRunner().invoke(cli_main, ["-q"] + _split_args(case, out))
+    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case, out))
     diffs = compare_case(case, out, r.exit_code)
     assert not diffs, "\n".join([r.output] + diffs[:40])
 
@@ -58,7 +47,7 @@ def test_case_matches_paddle(case, tmp_path):
 @pytest.mark.parametrize("name", ["basic", "l2decay_piecewise", "dist_lookup_table"])
 def test_outputs_load_back(name, tmp_path):
     out = tmp_path / "out"
-    r = CliRunner().invoke(cli_main, ["-q"] + _split_args(os.path.join(CLASSIC, name), str(out)))
+    r = CliRunner().invoke(cli_main, ["-q"] + split_args(os.path.join(CLASSIC, name), str(out)))
     assert r.exit_code == 0, r.output
     files = sorted(out.rglob("*.pb"))
     assert len(files) == 6
@@ -71,7 +60,7 @@ def test_outputs_load_back(name, tmp_path):
 def _run_split(case, out, seed):
     env = dict(os.environ, PYTHONHASHSEED=str(seed))
     cmd = [sys.executable, "-c", "import sys; from cli import main; sys.exit(main())", "-q"]
-    r = subprocess.run(cmd + _split_args(case, out), cwd=ROOT, env=env, capture_output=True)
+    r = subprocess.run(cmd + split_args(case, out), cwd=ROOT, env=env, capture_output=True)
     assert r.returncode == 0, r.stderr.decode()
     return {os.path.relpath(os.path.join(d, f), out): open(os.path.join(d, f), "rb").read()
             for d, _, fs in os.walk(out) for f in fs}
@@ -87,7 +76,7 @@ def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
 
 
 def test_split_leaves_its_inputs_alone():
-    main, startup, cfg = _load_case("l2decay_piecewise")
+    main, startup, cfg = load_case("classic", "l2decay_piecewise")
     before = (to_bytes(main), to_bytes(startup))
     first = split(main, startup, cfg)
     assert (to_bytes(main), to_bytes(startup)) == before
@@ -97,14 +86,14 @@ def test_split_leaves_its_inputs_alone():
 
 
 def test_control_vars_are_numbered_not_random():
-    main, startup, cfg = _load_case("basic")
+    main, startup, cfg = load_case("classic", "basic")
     prog = split(main, startup, cfg).programs["trainer_0/main"]
     cvs = sorted(n for n in prog.global_block.vars if n.startswith("__control_var@"))
     assert cvs == ["__control_var@0", "__control_var@1", "__control_var@2"]
 
 
 def test_every_trainer_gets_its_own_grad_names():
-    main, startup, cfg = _load_case("basic")
+    main, startup, cfg = load_case("classic", "basic")
     res = split(main, startup, replace(cfg, trainer_id="all"))
     assert sorted(k for k in res.programs if k.startswith("trainer_")) == [
         "trainer_0/main", "trainer_0/startup", "trainer_1/main", "trainer_1/startup"]
@@ -114,7 +103,7 @@ def test_every_trainer_gets_its_own_grad_names():
 
 
 def test_hash_name_sends_grad_blocks_where_their_param_blocks_are():
-    main, startup, cfg = _load_case("basic")
+    main, startup, cfg = load_case("classic", "basic")
     cfg = replace(cfg, split_method="hash_name",
                   pservers=("127.0.0.1:6174", "127.0.0.1:6175", "127.0.0.1:6176"))
     res = split(main, startup, cfg)
@@ -143,7 +132,7 @@ def test_hash_name_sends_grad_blocks_where_their_param_blocks_are():
 def test_two_blocks_of_one_param_on_one_endpoint_get_two_optimize_blocks(name):
     # min_block_size 1: fc_w [1000,1000] splits into 3 blocks over 3 endpoints; hash_name may
     # then put two on one endpoint. Find a pserver list where it does, deterministically.
-    main, startup, cfg = _load_case(name)
+    main, startup, cfg = load_case("classic", name)
     for port in range(7000, 7100):
         eps = tuple("127.0.0.1:%d" % (port + i) for i in range(3))
         c = replace(cfg, split_method="hash_name", pservers=eps, min_block_size=8192)
@@ -183,7 +172,7 @@ def test_two_blocks_of_one_param_on_one_endpoint_get_two_optimize_blocks(name):
 
 
 def test_plan_json_says_what_went_where():
-    main, startup, cfg = _load_case("basic")
+    main, startup, cfg = load_case("classic", "basic")
     plan = split(main, startup, cfg).plan
     assert {ep: h["blocks"] for ep, h in plan["endpoints"].items()} == {
         "127.0.0.1:6174": ["fc_b", "fc_w.block1"], "127.0.0.1:6175": ["fc_w.block0"]}
@@ -194,7 +183,7 @@ def test_plan_json_says_what_went_where():
 
 
 def test_async_lr_decay_counter_is_summed_over_trainers():
-    main, startup, cfg = _load_case("lr_decay")
+    main, startup, cfg = load_case("classic", "lr_decay")
     res = split(main, startup, replace(cfg, mode="async"))
     t0 = res.programs["trainer_0/main"].global_block
     send = [op for op in t0.ops if op.type == "send" and op.attr("merge_add")]

@@ -3,12 +3,11 @@ import json
 import os
 import time
 
-import click
 import pytest
 from click.testing import CliRunner
 
 from transpile import diff as diff_mod
-from transpile import diff_cli, programio, textform
+from transpile import programio, textform
 from transpile.program import Attr, Op, Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -207,26 +206,8 @@ def test_large_programs_are_fast():
 # ---------------------------------------------------------------------------------------------
 # CLI
 
-@click.group()
-def _root():
-    pass
-
-
-def _handle(fn):
-    import functools
-    from transpile.errors import UserError
-
-    @functools.wraps(fn)
-    def wrapper(*a, **k):
-        try:
-            return fn(*a, **k)
-        except UserError as e:
-            click.echo("error: %s" % e, err=True)
-            click.get_current_context().exit(2)
-    return wrapper
-
-
-diff_cli.register(_root, _handle)
+# the real command line, as a user runs it
+from cli import main as _root  # noqa: E402
 
 
 def cli(*args):

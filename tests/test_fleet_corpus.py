@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import case_dirs, compare_case, is_refused
-from transpile import load, load_config, split
+from golden import case_dirs, compare_case, is_refused, load_case, split_args
+from transpile import split
 from transpile.passes.fleet_plan import make_plan
 from transpile.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
                                slice_variable)
@@ -22,21 +22,10 @@ CASES = case_dirs("fleet")
 FLEET = os.path.join(HERE, "corpus", "fleet")
 
 
-def _split_args(case, out):
-    return ["split", os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),
-            "--cluster", os.path.join(case, "cluster.yaml"), "--out", out]
-
-
-def _load_case(name):
-    case = os.path.join(FLEET, name)
-    return (load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb")),
-            load_config(os.path.join(case, "cluster.yaml")))
-
-
 @pytest.mark.parametrize("case", CASES, ids=os.path.basename)
 def test_case_matches_paddle(case, tmp_path):
     out = str(tmp_path / "out")
-    r = CliRunner().invoke(cli_main, ["-q"] + _split_args(case, out))
+    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case, out))
     diffs = compare_case(case, out, r.exit_code)
     assert not diffs, "\n".join([r.output] + diffs[:40])
 
@@ -44,17 +33,17 @@ def test_case_matches_paddle(case, tmp_path):
 @pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=os.path.basename)
 def test_refused_case_exits_2_with_one_line_and_writes_nothing(case, tmp_path):
     out = tmp_path / "out"
-    r = CliRunner().invoke(cli_main, _split_args(case, str(out)))
+    r = CliRunner().invoke(cli_main, split_args(case, str(out)))
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and "geo mode" in r.output
     assert not out.exists()
 
 
 def test_geo_refusal_messages_say_why():
-    m, s, c = _load_case("mlp_sgd_geo")
+    m, s, c = load_case("fleet", "mlp_sgd_geo")
     with pytest.raises(Exception, match="geo mode needs a sparse parameter"):
         split(m, s, c)
-    m, s, c = _load_case("large_scale_adam_geo")
+    m, s, c = load_case("fleet", "large_scale_adam_geo")
     with pytest.raises(Exception, match="geo mode can not handle large-scale embedding tables"):
         split(m, s, c)
 
@@ -78,7 +67,7 @@ def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
         out = str(tmp_path / ("out" + seed))
         env = dict(os.environ, PYTHONHASHSEED=seed)
         subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "-q"]
-                       + _split_args(case, out) + ["--trainer-id", "all"],
+                       + split_args(case, out) + ["--trainer-id", "all"],
                        check=True, env=env, cwd=ROOT)
         trees.append(_tree(out))
     assert trees[0].keys() == trees[1].keys() and "trainer_1/runtime.json" in trees[0]
@@ -86,7 +75,7 @@ def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
 
 
 def test_split_leaves_its_inputs_alone_and_repeats_exactly():
-    m, s, c = _load_case("large_scale_adam_sync")
+    m, s, c = load_case("fleet", "large_scale_adam_sync")
     before = (to_bytes(m), to_bytes(s))
     first = split(m, s, c)
     second = split(m, s, c)
@@ -118,7 +107,7 @@ def test_sparse_tables_split_by_rows_one_block_per_endpoint():
 
 
 def test_plan_dispatch_round_robin_dense_continues_sparse_restarts():
-    m, s, c = _load_case("ctr_sparse_adam_sync")
+    m, s, c = load_case("fleet", "ctr_sparse_adam_sync")
     plan = make_plan(m, s, c)
     a, b = c.pservers
     held = {ep: [x.name for x in plan.ep_params[ep]] for ep in c.pservers}
@@ -137,7 +126,7 @@ def test_origin_varname_strips_block_and_trainer_suffixes():
 
 def test_a_scheduled_learning_rate_stays_on_the_trainer():
     from transpile.passes.fleet_trainer import trainer_main
-    m, s, c = _load_case("mlp_sgd_async")
+    m, s, c = load_case("fleet", "mlp_sgd_async")
     plain = trainer_main(m, make_plan(m, s, c), 0)
     assert "learning_rate_0" not in plain.global_block.vars
     scheduled = trainer_main(m, make_plan(m, s, c, lr_scheduler=True), 0)
