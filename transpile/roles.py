@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from .optimizers import is_optimizer_update
 from .program import Op, Program
 
 # OpRole values (paddle/fluid/framework/op_proto_maker.h); Loss is or-ed with Forward/Backward.
@@ -37,9 +38,9 @@ def role(op: Op) -> int:
 
 
 def is_optimize_op(op: Op) -> bool:
-    """An optimizer update (sgd, adam, ...): OPTIMIZE role and it names a (param, grad) pair."""
+    """An optimizer update (sgd, adam, ...) in the optimize role (not an LR-schedule op)."""
     r = role(op)
-    return bool(r & OPTIMIZE) and not (r & LRSCHED) and "Param" in op.inputs
+    return bool(r & OPTIMIZE) and not (r & LRSCHED) and is_optimizer_update(op)
 
 
 def is_clip_op(op: Op, name_scope: str) -> bool:

@@ -8,6 +8,7 @@ from .errors import UserError
 from .gcpause import paused_gc
 from .program import Program
 from .result import SplitResult
+from .roles import is_optimize_op
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -22,7 +23,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     if startup is None:
         startup = Program.empty()
     ids = trainer_ids if trainer_ids is not None else config.trainer_ids()
-    if not any(_is_optimizer_program(main)):
+    if not any(is_optimize_op(op) for _, _, op in main.ops()):
         raise UserError("nothing to split: no optimizer ops found — was minimize() called "
                         "before the program was saved?")
     with paused_gc():
@@ -31,9 +32,3 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
             return transpile_classic(main, startup, config, ids, progress=progress)
         from .passes.fleet import transpile_fleet
         return transpile_fleet(main, startup, config, ids, progress=progress)
-
-
-def _is_optimizer_program(main: Program):
-    from .roles import is_optimize_op
-    for _, _, op in main.ops():
-        yield is_optimize_op(op)
