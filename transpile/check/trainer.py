@@ -251,17 +251,29 @@ def _check_send_target(ctx, e: _Edge, key: str) -> None:
     pb = next((x for x in ctx.param_blocks[e.endpoint] if x.grad == key), None)
     if pb is None or not is_dense(pb.var) or pb.sparse:
         return
+    _check_transfer_shape(ctx, "send", e, pb)
+
+
+# how a shape mismatch reads: (runtime.json sections, a program's var)
+_TRANSFER_WORDING = {
+    "send": ("send_ctx sends %d rows of %s to %s", "sends %s %s to %s"),
+    "recv": ("recv_ctx expects %d rows of %s from %s", "receives %s as %s from %s"),
+}
+
+
+def _check_transfer_shape(ctx, kind: str, e, pb) -> None:
+    """A var sent to / received from a pserver must have the shape of the block there: by
+    runtime.json's section (rows) in fleet style, by the trainer program's var otherwise."""
+    rows_msg, var_msg = _TRANSFER_WORDING[kind]
     if e.section is not None:
         if pb.var.shape and e.section != pb.var.shape[0]:
-            ctx.add("send", e.part, None, None,
-                    "send_ctx sends %d rows of %s to %s" % (e.section, e.name, e.endpoint),
+            ctx.add(kind, e.part, None, None, rows_msg % (e.section, e.name, e.endpoint),
                     "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
         return
     tp = _trainer_prog(ctx, e.part)
     tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
     if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
-        ctx.add("send", e.part, e.block, e.op,
-                "sends %s %s to %s" % (e.name, fmt_shape(tv.shape), e.endpoint),
+        ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tv.shape), e.endpoint),
                 "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
 
 
@@ -308,19 +320,7 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
         pb = here[0]
         if pb.sparse or not is_dense(pb.var):
             continue
-        if e.section is not None:
-            if pb.var.shape and e.section != pb.var.shape[0]:
-                ctx.add("recv", e.part, None, None,
-                        "recv_ctx expects %d rows of %s from %s" % (e.section, e.name,
-                                                                    e.endpoint),
-                        "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
-            continue
-        tp = _trainer_prog(ctx, e.part)
-        tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
-        if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
-            ctx.add("recv", e.part, e.block, e.op,
-                    "receives %s as %s from %s" % (e.name, fmt_shape(tv.shape), e.endpoint),
-                    "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
+        _check_transfer_shape(ctx, "recv", e, pb)
     # every dense parameter block must come back to the trainer's main program
     main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or fleet}
     looked_up = _looked_up_params(main.prog)
