@@ -69,22 +69,15 @@ def send_contexts(plan: FleetPlan, trainer_id: int) -> dict:
     """Communicator send queues: grads (params' deltas in geo), sparse tables, step counter."""
     out = {}
     dist = set(plan.distributed_tables)
-    if plan.is_geo:
-        for p in plan.dense_pairs:
-            out[p.param] = _ctx(plan, p.param, plan.param_slices[p.param], trainer_id,
-                                is_grad=False, is_send=True)
-        for p in plan.sparse_pairs:
-            out[p.param] = _ctx(plan, p.param, plan.param_slices[p.param], trainer_id,
-                                is_grad=False, is_send=True, is_sparse=True,
-                                is_distributed=p.param in dist)
-    else:
-        for p in plan.dense_pairs:
-            out[p.grad] = _ctx(plan, p.grad, plan.grad_slices[p.grad], trainer_id,
-                               is_grad=True, is_send=True)
-        for p in plan.sparse_pairs:
-            out[p.grad] = _ctx(plan, p.grad, plan.grad_slices[p.grad], trainer_id,
-                               is_grad=True, is_send=True, is_sparse=True,
-                               is_distributed=p.param in dist)
+    # geo sends each param's delta under the param's name; the other modes send grads
+    geo = plan.is_geo
+    for pairs, sparse in ((plan.dense_pairs, False), (plan.sparse_pairs, True)):
+        for p in pairs:
+            name = p.param if geo else p.grad
+            slices = plan.param_slices[name] if geo else plan.grad_slices[name]
+            extra = {"is_sparse": True, "is_distributed": p.param in dist} if sparse else {}
+            out[name] = _ctx(plan, name, slices, trainer_id, is_grad=not geo, is_send=True,
+                             **extra)
     out[STEP_COUNTER] = step_context(plan, trainer_id, len(plan.sparse_pairs))
     return out
 
