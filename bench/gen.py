@@ -817,8 +817,7 @@ def fast_encode(program: Program) -> bytes:
         for op in b.ops:
             m = op_cls()
             if op.dup_attrs:
-                proto._encode_op(m, op)
-                parts.append(_ld(fb["ops"], m.SerializePartialToString()))
+                parts.append(_ld(fb["ops"], proto.op_bytes(op)))
                 continue
             m.type = op.type
             for slot, args in op.inputs.items():

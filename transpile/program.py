@@ -76,12 +76,14 @@ class Op:
     """An operator: type, input and output slots (slot -> argument names, in file order), attrs.
 
     An op read from a file keeps its `source` (transpile/proto.py's OpSource): its attrs are
-    decoded from it one by one when asked for (`attr()` does not decode the others; the first
-    use of `attrs` decodes them all), and the writer reuses its encoded bytes for whatever
-    still equals what was read. Most ops of a large program are never looked at beyond their
-    slots and role, so this saves decoding and re-encoding their debug attrs (op_callstack...).
+    decoded from it one by one when asked for (`attr()` does not decode the others, and
+    `set_attr()` only records the new value; the first use of `attrs` decodes them all), and
+    the writer reuses its encoded bytes for whatever still equals what was read. Most ops of a
+    large program are never looked at beyond their slots and role, so this saves decoding and
+    re-encoding their debug attrs (op_callstack...).
     """
-    __slots__ = ("type", "inputs", "outputs", "_attrs", "is_target", "dup_attrs", "source")
+    __slots__ = ("type", "inputs", "outputs", "_attrs", "_patch", "is_target", "dup_attrs",
+                 "source")
 
     def __init__(self, type: str, inputs: Optional[dict] = None, outputs: Optional[dict] = None,
                  attrs: Optional[dict] = None, is_target: Optional[bool] = None,
@@ -89,9 +91,10 @@ class Op:
         self.type = type
         self.inputs: dict[str, list[str]] = {} if inputs is None else inputs
         self.outputs: dict[str, list[str]] = {} if outputs is None else outputs
-        # None: not decoded yet, read from `source`
+        # None: not decoded yet, read from `source` (with the attrs set since in `_patch`)
         self._attrs: Optional[dict[str, Attr]] = \
             attrs if attrs is not None or source is not None else {}
+        self._patch: Optional[dict[str, Attr]] = None
         self.is_target = is_target
         # earlier occurrences of attr names the file repeats: ((position, name, Attr), ...)
         self.dup_attrs = dup_attrs
@@ -100,17 +103,25 @@ class Op:
     @property
     def attrs(self) -> dict[str, Attr]:
         if self._attrs is None:
-            self._attrs = self.source.decode_all()
+            attrs = self.source.decode_all()
+            if self._patch:
+                attrs.update(self._patch)     # a set attr keeps its place, a new one goes last
+            self._attrs, self._patch = attrs, None
         return self._attrs
 
     @attrs.setter
     def attrs(self, value: dict[str, Attr]) -> None:
-        self._attrs = value
+        self._attrs, self._patch = value, None
 
     @property
     def attrs_decoded(self) -> bool:
         """Whether `attrs` was used (and may have been changed) since the op was read."""
         return self._attrs is not None
+
+    @property
+    def attr_patch(self) -> dict:
+        """The attrs set (by set_attr / replace_attr) on an op whose attrs were not decoded."""
+        return self._patch or {}
 
     def __eq__(self, other) -> bool:
         if other.__class__ is not Op:
@@ -125,28 +136,47 @@ class Op:
         return "Op(type=%r, inputs=%r, outputs=%r, attrs=%r, is_target=%r, dup_attrs=%r)" % (
             self.type, self.inputs, self.outputs, self.attrs, self.is_target, self.dup_attrs)
 
-    def attr(self, name: str, default: Any = None) -> Any:
-        if self._attrs is None:
-            a = self.source.get(name)
-        else:
-            a = self._attrs.get(name)
-        return default if a is None else a.value
+    def attr_names(self) -> list[str]:
+        """The attr names in file order (set ones last), without decoding the attrs."""
+        if self._attrs is not None:
+            return list(self._attrs)
+        names = list(self.source.index)
+        if self._patch:
+            names += [n for n in self._patch if n not in self.source.index]
+        return names
 
     def find_attr(self, name: str) -> Optional[Attr]:
         """The Attr `name` or None, without decoding the others; read it, do not change it."""
-        return self.source.get(name) if self._attrs is None else self._attrs.get(name)
+        if self._attrs is not None:
+            return self._attrs.get(name)
+        if self._patch and name in self._patch:
+            return self._patch[name]
+        return self.source.get(name)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self.find_attr(name)
+        return default if a is None else a.value
 
     def has_attr(self, name: str) -> bool:
-        if self._attrs is None:
-            return self.source.has(name)
-        return name in self._attrs
+        if self._attrs is not None:
+            return name in self._attrs
+        return bool(self._patch and name in self._patch) or self.source.has(name)
+
+    def replace_attr(self, name: str, attr: Attr) -> None:
+        """Set attr `name` to `attr` (in its place when it exists, else last)."""
+        if self._attrs is not None:
+            self._attrs[name] = attr
+        elif self.find_attr(name) != attr:      # setting what the op says changes nothing
+            if self._patch is None:
+                self._patch = {}
+            self._patch[name] = attr
 
     def set_attr(self, name: str, value: Any, type: Optional[str] = None) -> None:
         """Set an attr; the AttrType is kept when the attr exists, else given or inferred."""
-        old = self.attrs.get(name)
+        old = self.find_attr(name)
         if type is None and old is not None:
             type = old.type
-        self.attrs[name] = Attr(type, value) if type else Attr.infer(value)
+        self.replace_attr(name, Attr(type, value) if type else Attr.infer(value))
 
     def input(self, slot: str) -> list[str]:
         return self.inputs.get(slot, [])
@@ -162,10 +192,10 @@ class Op:
 
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
-        if self._attrs is None:
+        if self._attrs is None and not self._patch:
             return self.source.block_refs()
         refs = []
-        for a in self._attrs.values():
+        for a in self.attrs.values():
             if a.type == "BLOCK":
                 refs.append(a.value)
             elif a.type == "BLOCKS":
@@ -175,9 +205,13 @@ class Op:
     def copy(self) -> "Op":
         attrs = None if self._attrs is None else \
             {k: Attr(a.type, _copy.copy(a.value), a.extra) for k, a in self._attrs.items()}
-        return Op(self.type, {k: list(v) for k, v in self.inputs.items()},
-                  {k: list(v) for k, v in self.outputs.items()}, attrs, self.is_target,
-                  self.dup_attrs, source=self.source)
+        op = Op(self.type, {k: list(v) for k, v in self.inputs.items()},
+                {k: list(v) for k, v in self.outputs.items()}, attrs, self.is_target,
+                self.dup_attrs, source=self.source)
+        if self._patch:
+            op._patch = {k: Attr(a.type, _copy.copy(a.value), a.extra)
+                         for k, a in self._patch.items()}
+        return op
 
 
 @dataclass
@@ -232,7 +266,10 @@ class VarAttr:
 
 @dataclass
 class Var:
-    """A variable. The bool flags are None when the file did not set them (read as False)."""
+    """A variable. The bool flags are None when the file did not set them (read as False).
+
+    A var read from a file keeps its `source` (transpile/proto.py's VarSource): the writer
+    reuses its encoded bytes while the var still equals what was read (it checks)."""
     name: str
     type: VarType
     persistable: Optional[bool] = None
@@ -240,6 +277,7 @@ class Var:
     is_parameter: Optional[bool] = None
     stop_gradient: Optional[bool] = None
     attrs: tuple = ()
+    source: Any = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def tensor(name: str, dtype: str, shape, *, kind: str = "LOD_TENSOR",
@@ -305,7 +343,7 @@ class Var:
                                      for k, (t, lod) in vt.descs.items()},
                            vt.reader, vt.tuple_types),
                    self.persistable, self.need_check_feed, self.is_parameter,
-                   self.stop_gradient, self.attrs)
+                   self.stop_gradient, self.attrs, self.source)
 
 
 @dataclass

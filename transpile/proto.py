@@ -159,17 +159,30 @@ def _schema() -> descriptor_pb2.FileDescriptorProto:
 
 
 def _text_schema() -> descriptor_pb2.FileDescriptorProto:
-    """The op attrs' text fields (OpDesc.Attr s, strings, var_name, vars_name) seen through
+    """Every text field of a ProgramDesc (names, op types, slots, attr text) seen through
     proto3, whose parser checks that strings are UTF-8 (proto2's, framework.proto's, does not):
-    parsing a ProgramDesc with it checks all of its attr text in C, every other field being
-    skipped as unknown."""
-    f = descriptor_pb2.FileDescriptorProto(name="pstranspile/attr_text.proto",
+    parsing a ProgramDesc with it checks all of its text in C, the other fields being skipped
+    as unknown. Only when that fails is the text checked field by field (to say where)."""
+    f = descriptor_pb2.FileDescriptorProto(name="pstranspile/text.proto",
                                            package=_PKG + ".text", syntax="proto3")
     ref = "." + _PKG + ".text."
-    for name, fields in (("ProgramDesc", [("blocks", 1, _REP, "message", "BlockDesc")]),
-                         ("BlockDesc", [("ops", 4, _REP, "message", "OpDesc")]),
-                         ("OpDesc", [("attrs", 4, _REP, "message", "Attr")]),
-                         ("Attr", [("s", 5, _OPT, "string"), ("strings", 8, _REP, "string"),
+    for name, fields in (("ProgramDesc", [("blocks", 1, _REP, "message", "BlockDesc"),
+                                          ("op_version_map", 5, _OPT, "message", "OVMap")]),
+                         ("OVMap", [("pair", 1, _REP, "message", "OVPair")]),
+                         ("OVPair", [("op_name", 1, _OPT, "string")]),
+                         ("BlockDesc", [("vars", 3, _REP, "message", "VarDesc"),
+                                        ("ops", 4, _REP, "message", "OpDesc")]),
+                         ("VarDesc", [("name", 1, _OPT, "string"),
+                                      ("attrs", 7, _REP, "message", "VarAttr")]),
+                         ("VarAttr", [("name", 1, _OPT, "string"), ("s", 4, _OPT, "string")]),
+                         ("OpDesc", [("inputs", 1, _REP, "message", "Slot"),
+                                     ("outputs", 2, _REP, "message", "Slot"),
+                                     ("type", 3, _OPT, "string"),
+                                     ("attrs", 4, _REP, "message", "Attr")]),
+                         ("Slot", [("parameter", 1, _OPT, "string"),
+                                   ("arguments", 2, _REP, "string")]),
+                         ("Attr", [("name", 1, _OPT, "string"), ("s", 5, _OPT, "string"),
+                                   ("strings", 8, _REP, "string"),
                                    ("var_name", 17, _OPT, "string"),
                                    ("vars_name", 18, _REP, "string")])):
         m = f.message_type.add(name=name)
@@ -184,9 +197,12 @@ _pool = descriptor_pool.DescriptorPool()
 _pool.Add(_schema())
 _pool.Add(_text_schema())
 ProgramDesc = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".ProgramDesc"))
-_AttrText = message_factory.GetMessageClass(
+_TextView = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName(_PKG + ".text.ProgramDesc"))
 _ScalarMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".Scalar"))
+_BlockDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".BlockDesc"))
+_OpDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc"))
+_VarDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarDesc"))
 
 # ----------------------------------------------------------------------------------------------
 # decode
@@ -241,15 +257,17 @@ def fd_is_repeated(field_name: str) -> bool:
 
 
 def _decode_tensor(t) -> TensorDesc:
-    return TensorDesc(VAR_TYPE_NAME.get(t.data_type, t.data_type), tuple(t.dims))
+    dt = t.data_type
+    return TensorDesc(VAR_TYPE_NAME.get(dt, dt), tuple(t.dims))
 
 
 def _decode_vartype(vt) -> VarType:
+    fields = vt.ListFields()
     kind = VAR_TYPE_NAME.get(vt.type)
     if kind is None:
         raise ProgramFormatError("unknown VarType %d" % vt.type)
     out = VarType(kind)
-    for fd, v in vt.ListFields():
+    for fd, v in fields:
         n = fd.name
         if n == "type":
             continue
@@ -259,13 +277,11 @@ def _decode_vartype(vt) -> VarType:
                                for x in v.lod_tensor)
         elif n == "tuple":
             out.tuple_types = tuple(VAR_TYPE_NAME.get(x, x) for x in v.element_type)
+        elif TENSOR_SLOTS[n] == "TensorDesc":
+            out.descs[n] = (_decode_tensor(v), None)
         else:
-            shape = TENSOR_SLOTS[n]
-            if shape == "TensorDesc":
-                out.descs[n] = (_decode_tensor(v), None)
-            else:
-                out.descs[n] = (_decode_tensor(v.tensor),
-                                v.lod_level if v.HasField("lod_level") else None)
+            out.descs[n] = (_decode_tensor(v.tensor),
+                            v.lod_level if v.HasField("lod_level") else None)
     return out
 
 
@@ -273,26 +289,62 @@ def _opt(msg, name):
     return getattr(msg, name) if msg.HasField(name) else None
 
 
+_VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
+
+
 def _decode_var(v) -> Var:
-    attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"), _opt(a, "s"),
-                          tuple(a.ints)) for a in v.attrs)
-    return Var(v.name, _decode_vartype(v.type), persistable=_opt(v, "persistable"),
-               need_check_feed=_opt(v, "need_check_feed"), is_parameter=_opt(v, "is_parameter"),
-               stop_gradient=_opt(v, "stop_gradient"), attrs=attrs)
+    flags = [None, None, None, None]
+    attrs = ()
+    vt = None
+    for fd, x in v.ListFields():
+        n = fd.name
+        if n == "type":
+            vt = _decode_vartype(x)
+        elif n == "attrs":
+            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
+                                  _opt(a, "s"), tuple(a.ints)) for a in x)
+        elif n != "name":
+            flags[_VAR_FLAGS[n]] = x
+    var = Var(v.name, vt if vt is not None else _decode_vartype(v.type), flags[0], flags[1],
+              flags[2], flags[3], attrs)
+    var.source = VarSource(v, var_key(var))
+    return var
+
+
+def var_key(v: Var) -> tuple:
+    """Everything the VarDesc of `v` says, as one comparable value."""
+    vt = v.type
+    return (v.name, v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient,
+            v.attrs, vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
+            vt.reader, vt.tuple_types)
+
+
+class VarSource:
+    """A var as it was read: its VarDesc message and what it said (var_key), to tell whether
+    the var is still the same and its bytes can be copied."""
+    __slots__ = ("msg", "key", "_raw")
+
+    def __init__(self, msg, key: tuple):
+        self.msg = msg
+        self.key = key
+        self._raw = None
+
+    def raw(self) -> bytes:
+        if self._raw is None:
+            self._raw = self.msg.SerializeToString(deterministic=True)
+        return self._raw
 
 
 def _not_text(what):
     return ProgramFormatError("%s is not valid UTF-8 text" % what)
 
 
-def _slots_of(o, vars_):
-    out = {}
-    for x in vars_:
-        args = list(x.arguments)
-        if type(x.parameter) is not str or not all(type(a) is str for a in args):
-            raise _not_text("a slot or argument name of op %r" % (o.type,))
-        out[x.parameter] = args
-    return out
+def _slots_of(o, vars_, check_text: bool):
+    if check_text:
+        for x in vars_:
+            if type(x.parameter) is not str or not all(type(a) is str for a in x.arguments):
+                raise _not_text("a slot or argument name of op %r" % (o.type,))
+    return {x.parameter: list(x.arguments) for x in vars_}
 
 
 # AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
@@ -305,7 +357,7 @@ class OpSource:
     """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
     one by one on demand (see program.Op). The message is never modified."""
     __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "block_attrs",
-                 "_decoded")
+                 "_decoded", "_raw", "_chunks")
 
     def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict,
                  block_attrs: tuple):
@@ -317,6 +369,22 @@ class OpSource:
         self.index = index              # attr name -> its Attr message, in file order
         self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
         self._decoded: dict = {}
+        self._raw = None
+        self._chunks = None
+
+    def attr_chunks(self) -> list:
+        """[(name, the attr's OpDesc.attrs entry as bytes)] in file order (made once)."""
+        if self._chunks is None:
+            self._chunks = [(a.name, b"\x22" + _varint_bytes(len(raw)) + raw)
+                            for a in self.msg.attrs
+                            for raw in (a.SerializeToString(deterministic=True),)]
+        return self._chunks
+
+    def raw(self) -> bytes:
+        """The OpDesc bytes as read (written once, then kept)."""
+        if self._raw is None:
+            self._raw = self.msg.SerializeToString(deterministic=True)
+        return self._raw
 
     def get(self, name: str):
         """The Attr `name` (shared: callers must not change it), or None."""
@@ -352,7 +420,7 @@ class OpSource:
     def unchanged(self, op: Op) -> bool:
         """`op` still is what was read (its message can be written as it is)."""
         if op.type != self.type or op.is_target != self.is_target or op.dup_attrs \
-                or op.inputs != self.inputs or op.outputs != self.outputs:
+                or op.attr_patch or op.inputs != self.inputs or op.outputs != self.outputs:
             return False
         if not op.attrs_decoded:
             return True
@@ -367,33 +435,37 @@ def _bad_text(a, t: int) -> bool:
 
 
 def _decode_op(o, check_text: bool) -> Op:
-    if type(o.type) is not str:
+    if check_text and type(o.type) is not str:
         raise _not_text("an op type")
-    inputs = _slots_of(o, o.inputs)
-    outputs = _slots_of(o, o.outputs)
-    if len(inputs) != len(o.inputs) or len(outputs) != len(o.outputs):
+    msg_inputs, msg_outputs = o.inputs, o.outputs
+    inputs = _slots_of(o, msg_inputs, check_text)
+    outputs = _slots_of(o, msg_outputs, check_text)
+    if len(inputs) != len(msg_inputs) or len(outputs) != len(msg_outputs):
         raise ProgramFormatError("op %r repeats a slot name" % o.type)
-    index = {}
-    block_attrs = []
-    repeats = False
-    for a in o.attrs:
-        name = a.name
-        if type(name) is not str:
-            raise _not_text("an attr name of op %r" % (o.type,))
-        repeats = repeats or name in index
-        t = a.type
-        if check_text and _bad_text(a, t):
-            raise _not_text("attr %r of op %r" % (name, o.type))
-        if t not in ATTR_TYPE_NAME:
-            raise ProgramFormatError("attr %r has unknown AttrType %d" % (name, t))
-        index[name] = a
-        if t in _BLOCK_ATTRS:
-            block_attrs.append(name)
-    if repeats:
+    attrs = o.attrs
+    index = {a.name: a for a in attrs}
+    types = [a.type for a in attrs]
+    if check_text:
+        for a, t in zip(attrs, types):
+            if type(a.name) is not str:
+                raise _not_text("an attr name of op %r" % (o.type,))
+            if _bad_text(a, t):
+                raise _not_text("attr %r of op %r" % (a.name, o.type))
+    block_attrs = ()
+    if not _KNOWN_ATTR_TYPES.issuperset(types):
+        for a, t in zip(attrs, types):
+            if t not in ATTR_TYPE_NAME:
+                raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, t))
+    if not _BLOCK_ATTRS.isdisjoint(types):
+        block_attrs = tuple(a.name for a, t in zip(attrs, types) if t in _BLOCK_ATTRS)
+    if len(index) != len(types):
         return _decode_op_eagerly(o, inputs, outputs)
-    is_target = _opt(o, "is_target")
+    is_target = o.is_target if o.HasField("is_target") else None
     return Op(o.type, inputs, outputs, None, is_target,
-              source=OpSource(o, inputs, outputs, is_target, index, tuple(block_attrs)))
+              source=OpSource(o, inputs, outputs, is_target, index, block_attrs))
+
+
+_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
 
 
 def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
@@ -417,12 +489,13 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
 def _decode_block(b, check_text: bool) -> Block:
     vars_ = {}
     for v in b.vars:
-        if type(v.name) is not str or any(type(a.name) is not str or type(a.s) is bytes
-                                          for a in v.attrs):
+        if check_text and (type(v.name) is not str or any(
+                type(a.name) is not str or type(a.s) is bytes for a in v.attrs)):
             raise _not_text("a var name in block %d" % b.idx)
-        if v.name in vars_:
-            raise ProgramFormatError("block %d declares var %r twice" % (b.idx, v.name))
-        vars_[v.name] = _decode_var(v)
+        var = _decode_var(v)
+        if var.name in vars_:
+            raise ProgramFormatError("block %d declares var %r twice" % (b.idx, var.name))
+        vars_[var.name] = var
     return Block(b.idx, b.parent_idx, vars_, [_decode_op(o, check_text) for o in b.ops],
                  forward_block_idx=_opt(b, "forward_block_idx"))
 
@@ -461,17 +534,17 @@ def decode(data: bytes) -> Program:
         ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
         if any(type(name) is not str for name, _ in ovm):
             raise _not_text("an op name in op_version_map")
-    # the attrs' text is checked by one C parse; op by op only to say where it fails
-    check_text = not _attr_text_is_utf8(data)
+    # all text is checked by one C parse; field by field only to say where it fails
+    check_text = not _text_is_utf8(data)
     blocks = [_decode_block(b, check_text) for b in msg.blocks]
     if check_text:
-        raise _not_text("the text of an op attr")
+        raise _not_text("a text field")
     return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
 
 
-def _attr_text_is_utf8(data: bytes) -> bool:
+def _text_is_utf8(data: bytes) -> bool:
     try:
-        _AttrText().ParseFromString(data)
+        _TextView().ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError):
         return False
     return True
@@ -620,18 +693,27 @@ def _encode_var(m, v: Var):
         x.ints.extend(a.ints)
 
 
-def _encode_op(m, op: Op):
+def _op_message(op: Op):
+    """A new OpDesc message for an op that no longer is what was read (or was never read)."""
+    m = _OpDescMsg()
     src = op.source
-    if src is not None and src.unchanged(op):
-        m.CopyFrom(src.msg)
-        return
     m.type = op.type
     for slot, args in op.inputs.items():
         m.inputs.add(parameter=slot, arguments=args)
     for slot, args in op.outputs.items():
         m.outputs.add(parameter=slot, arguments=args)
     if src is not None and not op.attrs_decoded:
-        m.attrs.extend(src.msg.attrs)
+        patch = dict(op.attr_patch)
+        if not patch:
+            m.attrs.extend(src.msg.attrs)
+        for a in (src.msg.attrs if patch else ()):
+            new = patch.pop(a.name, None)
+            if new is None:
+                m.attrs.add().CopyFrom(a)
+            else:
+                _encode_attr(m.attrs.add(), a.name, new)
+        for name, new in patch.items():
+            _encode_attr(m.attrs.add(), name, new)
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
@@ -643,30 +725,155 @@ def _encode_op(m, op: Op):
                 _encode_attr(m.attrs.add(), name, attr)
     if op.is_target is not None:
         m.is_target = op.is_target
+    return m
+
+
+def op_bytes(op: Op) -> bytes:
+    """The OpDesc bytes of `op`: the bytes it was read from while it is unchanged; else its
+    slots and type written anew and, of its attrs, those still as read copied as bytes."""
+    src = op.source
+    if src is None:
+        return _op_message(op).SerializeToString(deterministic=True)
+    if src.unchanged(op):
+        return src.raw()
+    if op.dup_attrs or op.attrs_decoded:
+        return _op_message(op).SerializeToString(deterministic=True)
+    # fields in number order: inputs 1, outputs 2, type 3, attrs 4, is_target 5
+    parts = []
+    for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
+        for slot, args in slots.items():
+            body = [_str_field(b"\x0a", slot)]
+            body += [_str_field(b"\x12", a) for a in args]
+            body = b"".join(body)
+            parts += (key, _varint_bytes(len(body)), body)
+    parts.append(_str_field(b"\x1a", op.type))
+    patch = op.attr_patch
+    for name, raw in src.attr_chunks():
+        new = patch.get(name) if patch else None
+        parts.append(raw if new is None else _attr_chunk(name, new))
+    for name, new in patch.items():
+        if name not in src.index:
+            parts.append(_attr_chunk(name, new))
+    if op.is_target is not None:
+        parts.append(b"\x28\x01" if op.is_target else b"\x28\x00")
+    return b"".join(parts)
+
+
+def _str_field(key: bytes, text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return key + _varint_bytes(len(raw)) + raw
+
+
+def _attr_chunk(name: str, attr: Attr) -> bytes:
+    """An OpDesc.attrs entry, key and length included."""
+    m = _OpDescMsg()
+    _encode_attr(m.attrs.add(), name, attr)
+    return m.SerializePartialToString(deterministic=True)
+
+
+def var_bytes(v: Var) -> bytes:
+    """The VarDesc bytes of `v`: the bytes it was read from while it is unchanged."""
+    src = v.source
+    if src is not None and src.key == var_key(v):
+        return src.raw()
+    vt = v.type
+    if not v.attrs and vt.reader is None and vt.tuple_types is None and len(vt.descs) == 1:
+        return _plain_var_bytes(v)
+    m = _VarDescMsg()
+    _encode_var(m, v)
+    return m.SerializeToString(deterministic=True)
+
+
+# VarType field keys of the tensor descriptions (field number << 3 | 2)
+_DESC_KEY = {"selected_rows": b"\x12", "lod_tensor": b"\x1a", "tensor_array": b"\x22",
+             "string": b"\x42", "strings": b"\x4a", "vocab": b"\x52", "sparse_coo": b"\x5a",
+             "sparse_csr": b"\x62"}
+_FLAG_KEYS = (b"\x18", b"\x20", b"\x28", b"\x30")  # VarDesc fields 3-6 (varint)
+
+
+def _plain_var_bytes(v: Var) -> bytes:
+    """VarDesc bytes of a var with one tensor description and no attrs (almost every var),
+    written directly in the order protobuf writes them."""
+    vt = v.type
+    (slot, (t, lod)), = vt.descs.items()
+    dtype = VAR_TYPE_NUM[t.dtype] if isinstance(t.dtype, str) else t.dtype
+    tensor = [b"\x08", _varint_bytes(dtype)]
+    for d in t.dims:
+        tensor += (b"\x10", _varint_bytes(d))
+    tensor = b"".join(tensor)
+    if TENSOR_SLOTS[slot] != "TensorDesc":       # LoDTensorDesc / LoDTensorArrayDesc
+        tensor = b"\x0a" + _varint_bytes(len(tensor)) + tensor
+        if lod is not None:
+            tensor += b"\x10" + _varint_bytes(lod)
+    vtype = b"\x08" + _varint_bytes(VAR_TYPE_NUM[vt.type]) + _DESC_KEY[slot] + \
+        _varint_bytes(len(tensor)) + tensor
+    parts = [_str_field(b"\x0a", v.name), b"\x12", _varint_bytes(len(vtype)), vtype]
+    for key, flag in zip(_FLAG_KEYS, (v.persistable, v.need_check_feed, v.is_parameter,
+                                      v.stop_gradient)):
+        if flag is not None:
+            parts += (key, b"\x01" if flag else b"\x00")
+    return b"".join(parts)
+
+
+def _varint_bytes(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _SMALL_VARINTS[n]
+    if n < 0:
+        n += 1 << 64            # int32 / int64 fields: ten bytes of two's complement
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
+# wire keys (field number << 3 | wire type) of the repeated fields written here
+_KEY_BLOCK = b"\x0a"      # ProgramDesc.blocks = 1, length-delimited
+_KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
+_KEY_OP = b"\x22"         # BlockDesc.ops = 4
+
+
+def _block_bytes(b: Block) -> bytes:
+    head = _BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
+    parts = [head.SerializePartialToString(deterministic=True)]
+    add = parts.append
+    for v in b.vars.values():
+        raw = var_bytes(v)
+        add(_KEY_VAR)
+        add(_varint_bytes(len(raw)))
+        add(raw)
+    for op in b.ops:
+        raw = op_bytes(op)
+        add(_KEY_OP)
+        add(_varint_bytes(len(raw)))
+        add(raw)
+    if b.forward_block_idx is not None:
+        add(_BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
+    return b"".join(parts)
 
 
 def encode(program: Program) -> bytes:
-    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same bytes)."""
-    msg = ProgramDesc()
+    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same bytes).
+
+    Written field by field in field-number order, as protobuf writes a message, so that the
+    vars and ops still as they were read are copied as bytes instead of being rebuilt."""
     try:
+        parts = []
         for b in program.blocks:
-            mb = msg.blocks.add()
-            mb.idx = b.idx
-            mb.parent_idx = b.parent_idx
-            for v in b.vars.values():
-                _encode_var(mb.vars.add(), v)
-            for op in b.ops:
-                _encode_op(mb.ops.add(), op)
-            if b.forward_block_idx is not None:
-                mb.forward_block_idx = b.forward_block_idx
+            raw = _block_bytes(b)
+            parts += (_KEY_BLOCK, _varint_bytes(len(raw)), raw)
+        tail = ProgramDesc()
         if program.has_version:
-            msg.version.SetInParent()
+            tail.version.SetInParent()
             if program.version is not None:
-                msg.version.version = program.version
+                tail.version.version = program.version
         if program.op_version_map is not None:
-            msg.op_version_map.SetInParent()
+            tail.op_version_map.SetInParent()
             for name, ver in program.op_version_map:
-                msg.op_version_map.pair.add(op_name=name).op_version.version = ver
-        return msg.SerializeToString(deterministic=True)
+                tail.op_version_map.pair.add(op_name=name).op_version.version = ver
+        parts.append(tail.SerializePartialToString(deterministic=True))
+        return b"".join(parts)
     except (TypeError, ValueError, KeyError, EncodeError) as e:
         raise ProgramFormatError("cannot encode program: %s" % e) from None
