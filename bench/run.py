@@ -176,7 +176,7 @@ def pstranspile_cmd() -> list:
     exe = os.path.join(os.path.dirname(sys.executable), "pstranspile")
     if os.path.exists(exe):
         return [exe]
-    return [sys.executable, "-c", "import sys; sys.path.insert(0, %r); import cli; cli.main()"
+    return [sys.executable, "-c", "import sys; sys.path.insert(0, %r); import cli; cli.run()"
             % ROOT]
 
 

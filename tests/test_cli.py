@@ -112,9 +112,12 @@ def test_missing_file_exit_2():
 
 
 def test_real_process_exit_codes_and_streams(tmp_path):
-    exe = [sys.executable, "-c", "import cli; cli.main()"]
+    # cli.run is the console script: collector off, os._exit at the end (streams flushed first)
+    exe = [sys.executable, "-c", "import cli; cli.run()"]
     ok = subprocess.run(exe + ["show", SAMPLE], capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0 and ok.stdout and not ok.stderr
+    # everything printed made it out before the process ended
+    assert ok.stdout == run("show", SAMPLE).output
     bad = subprocess.run(exe + ["show", str(tmp_path / "none.pb")], capture_output=True,
                          text=True, cwd=ROOT)
     assert bad.returncode == 2 and not bad.stdout

@@ -123,7 +123,11 @@ def clone_var(var: Var, name: Optional[str] = None, shape=None,
 
 
 def persistable_copy(var: Var) -> Var:
-    """A copy made persistable whatever its kind (Fleet's pserver pass clones vars so)."""
+    """`var` made persistable whatever its kind (Fleet's pserver pass clones vars so): the
+    var itself when it already is (vars are shared between programs until edited, and an
+    edit starts from a copy), else a persistable copy."""
+    if var.persistable is True:
+        return var
     v = var.copy()
     v.persistable = True
     return v
@@ -154,9 +158,9 @@ def rename_uses(block: Block, renames: dict) -> None:
             for slot, args in slots.items():
                 slots[slot] = [renames.get(a, a) for a in args]
         if any(a in renames for a in rv):
-            a = op.attrs[roles.ROLE_VAR_ATTR]
-            op.attrs[roles.ROLE_VAR_ATTR] = Attr(a.type, [renames.get(x, x) for x in rv],
-                                                 a.extra)
+            a = op.find_attr(roles.ROLE_VAR_ATTR)
+            op.replace_attr(roles.ROLE_VAR_ATTR, Attr(a.type, [renames.get(x, x) for x in rv],
+                                                      a.extra))
 
 
 class OpOrder:

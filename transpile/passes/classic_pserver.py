@@ -101,8 +101,8 @@ class _PserverBuilder:
         if rv:
             renamed = [self.role_var_rename.get(a, a) for a in rv]
             if renamed != rv:
-                a = new.attrs[roles.ROLE_VAR_ATTR]
-                new.attrs[roles.ROLE_VAR_ATTR] = Attr(a.type, renamed, a.extra)
+                a = new.find_attr(roles.ROLE_VAR_ATTR)
+                new.replace_attr(roles.ROLE_VAR_ATTR, Attr(a.type, renamed, a.extra))
         return new
 
     def clone_op(self, op: Op, block: Block, rename: Optional[dict] = None) -> Op:
@@ -130,7 +130,7 @@ class _PserverBuilder:
     def clone_sub_block(self, op: Op, parent: Block) -> None:
         """Clone the sub_block of an LR op (piecewise decay's conditional_block) under
         `parent`, vars and ops, and point the op at the copy."""
-        a = op.attrs.get("sub_block")
+        a = op.find_attr("sub_block")
         if a is None:
             return
         src = self.origin.block(a.value)
@@ -145,7 +145,7 @@ class _PserverBuilder:
                     sub.add_var(clone_var(v))
             sub.ops.append(cop)
             self.clone_sub_block(cop, sub)
-        a.value = sub.idx
+        op.replace_attr("sub_block", Attr(a.type, sub.idx, a.extra))
 
     def append_update(self, op: Op, block: Block, p: ParamPlan, b: VarBlock, merged: str,
                       rename: dict) -> None:
@@ -336,16 +336,35 @@ def build_pserver_main(main: Program, plan: DistributionPlan, endpoint: str,
     return prog, b.aliases
 
 
-def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict) -> Program:
+def startup_writers(startup: Program) -> dict:
+    """var name -> indices of the startup ops whose output slots start with it (in order)."""
+    writers: dict = {}
+    for i, op in enumerate(startup.global_block.ops):
+        for args in op.outputs.values():
+            if args:
+                writers.setdefault(args[0], []).append(i)
+    return writers
+
+
+def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict,
+                          writers: Optional[dict] = None) -> Program:
     """Initialise exactly the vars the pserver holds: each init op of the origin startup whose
-    output lives here, renamed to the block and reshaped to it (once per local block)."""
+    output lives here, renamed to the block and reshaped to it (once per local block).
+    `writers`: startup_writers(startup), built once and shared by every endpoint."""
     gb = pserver_main.global_block
     prog = Program([Block(0, -1)], startup.version, startup.has_version,
                    None if startup.op_version_map is None else list(startup.op_version_map))
     block = prog.global_block
     for v in gb.vars.values():
         block.add_var(clone_var(v))
-    for op in startup.global_block.ops:
+    if writers is None:
+        writers = startup_writers(startup)
+    # only the ops that write a var held here, or one that has blocks here, can init one
+    candidates = set()
+    for name in list(gb.vars) + list(aliases):
+        candidates.update(writers.get(name, ()))
+    ops = startup.global_block.ops
+    for op in (ops[i] for i in sorted(candidates)):
         if op.type in TRAINER_STARTUP_OPS:
             continue
         targets = None

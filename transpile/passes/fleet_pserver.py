@@ -332,8 +332,8 @@ def large_scale_tables(s: _Server, startup: Program) -> list:
                 {"Grad": [grad_name], "LearningRate": op.input("LearningRate"),
                  "Beta1Pow": op.input("Beta1Pow"), "Beta2Pow": op.input("Beta2Pow")},
                 {"Beta1PowOut": op.output("Beta1PowOut"), "Beta2PowOut": op.output("Beta2PowOut")},
-                {"beta1": op.attrs["beta1"], "beta2": op.attrs["beta2"],
-                 "epsilon": op.attrs["epsilon"], **common})
+                {"beta1": op.find_attr("beta1"), "beta2": op.find_attr("beta2"),
+                 "epsilon": op.find_attr("epsilon"), **common})
         else:
             ids = "kSparseIDs@%s" % param
             s.ensure(Var.tensor(ids, "INT64", (1, 1), lod_level=0, persistable=False))
@@ -395,7 +395,7 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
             continue
         new = op.copy()
         new.outputs = outputs
-        if op.type in INITIALIZER_ATTRS and "Out" in outputs and "shape" in new.attrs \
+        if op.type in INITIALIZER_ATTRS and "Out" in outputs and new.has_attr("shape") \
                 and outputs["Out"][0] in svars:
             shape = svars[outputs["Out"][0]].shape or ()
             new.set_attr("shape", [int(d) for d in shape])
