@@ -264,7 +264,8 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     with paused_gc():
         files = {}
         for key, prog in result.programs.items():
-            files[key + ".pb"] = programio.to_bytes(prog)
+            # encoded as it is written: the split's bytes are never all held at once
+            files[key + ".pb"] = functools.partial(programio.to_bytes, prog)
         for key, rt in result.runtime.items():
             files[key + "/runtime.json"] = outdir.json_bytes(rt)
         if result.plan:

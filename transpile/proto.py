@@ -322,17 +322,14 @@ def var_key(v: Var) -> tuple:
 class VarSource:
     """A var as it was read: its VarDesc message and what it said (var_key), to tell whether
     the var is still the same and its bytes can be copied."""
-    __slots__ = ("msg", "key", "_raw")
+    __slots__ = ("msg", "key")
 
     def __init__(self, msg, key: tuple):
         self.msg = msg
         self.key = key
-        self._raw = None
 
     def raw(self) -> bytes:
-        if self._raw is None:
-            self._raw = self.msg.SerializeToString(deterministic=True)
-        return self._raw
+        return self.msg.SerializeToString(deterministic=True)
 
 
 def _not_text(what):
@@ -357,7 +354,7 @@ class OpSource:
     """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
     one by one on demand (see program.Op). The message is never modified."""
     __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "block_attrs",
-                 "_decoded", "_raw", "_chunks")
+                 "_decoded", "_chunks")
 
     def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict,
                  block_attrs: tuple):
@@ -369,7 +366,6 @@ class OpSource:
         self.index = index              # attr name -> its Attr message, in file order
         self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
         self._decoded: dict = {}
-        self._raw = None
         self._chunks = None
 
     def attr_chunks(self) -> list:
@@ -381,10 +377,9 @@ class OpSource:
         return self._chunks
 
     def raw(self) -> bytes:
-        """The OpDesc bytes as read (written once, then kept)."""
-        if self._raw is None:
-            self._raw = self.msg.SerializeToString(deterministic=True)
-        return self._raw
+        """The OpDesc bytes as read (written again from the message each time: keeping them
+        would hold a second copy of the program)."""
+        return self.msg.SerializeToString(deterministic=True)
 
     def get(self, name: str):
         """The Attr `name` (shared: callers must not change it), or None."""
