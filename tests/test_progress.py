@@ -35,3 +35,15 @@ def test_no_bar_when_piped_quiet_or_short():
         with progress_bar("split", stream=stream, **kw) as update:
             update(1, 2)
         assert stream.getvalue() == ""
+
+
+def test_simulate_reports_each_step_of_both_runs():
+    from transpile.simulate import simulate
+    case = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
+    main, startup = load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb"))
+    cfg = load_config(os.path.join(case, "cluster.yaml"))
+    result = split(main, startup, cfg, trainer_ids=list(range(cfg.trainers)))
+    calls = []
+    simulate(main, startup, cfg, result.programs, result.runtime, steps=3,
+             progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(d, 6) for d in range(1, 7)]

@@ -126,9 +126,12 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         from transpile.split import split as do_split
         result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
         programs, runtime = result.programs, result.runtime
+    from transpile.progress import progress_bar
     try:
-        res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
-                  rtol=rtol, float32=float32, expect_equal=True if expect_equal else None)
+        with progress_bar("simulate", quiet=quiet) as update:
+            res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
+                      rtol=rtol, float32=float32, expect_equal=True if expect_equal else None,
+                      progress=update)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "

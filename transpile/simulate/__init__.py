@@ -199,11 +199,11 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
 def simulate(main: Program, startup: Optional[Program], config, split_programs: dict,
              runtime: Optional[dict] = None, *, steps: int = 5, batch: int = 8, seed: int = 0,
              rtol: float = 1e-5, float32: bool = False,
-             expect_equal: Optional[bool] = None) -> SimResult:
+             expect_equal: Optional[bool] = None, progress=None) -> SimResult:
     """Run the original and the split for `steps` steps; compare every parameter.
 
     SimError in the split becomes result.error (exit 1); NoKernelError and UserError propagate
-    (exit 2)."""
+    (exit 2). `progress(done, total)` is called after each step of either run."""
     import numpy as np
 
     from .cluster import Cluster
@@ -217,6 +217,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     if expect_equal is None:
         expect_equal = config.mode == "sync"
     startup = startup if startup is not None else Program.empty()
+    progress = progress or (lambda done, total: None)
     fdt = np.float32 if float32 else np.float64
     res = SimResult(config.mode, steps, batch, rtol, expect_equal=expect_equal)
 
@@ -233,6 +234,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
             for name, (arr, lod) in feeder.feed(s).items():
                 orig.scope.put(name, arr, lod)
             orig_main.run_block(0)
+            progress(s + 1, 2 * steps)
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
 
@@ -250,6 +252,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
             glob = feeder.feed(s)
             cluster.step([feeder.shard(glob, t.tid, len(cluster.trainers))
                           for t in cluster.trainers])
+            progress(steps + s + 1, 2 * steps)
         cluster.check_blocks_run()
     except SimError as e:
         res.error = str(e)
