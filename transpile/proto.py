@@ -292,14 +292,19 @@ def _opt(msg, name):
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
 
 
-def _decode_var(v) -> Var:
+def _decode_var(v, types: dict) -> Var:
+    """`types`: VarType bytes -> VarType decoded from them, shared by the vars of one program
+    that have the same type (a VarType is never changed in place: Var.copy() copies it)."""
     flags = [None, None, None, None]
     attrs = ()
     vt = None
     for fd, x in v.ListFields():
         n = fd.name
         if n == "type":
-            vt = _decode_vartype(x)
+            key = x.SerializeToString()
+            vt = types.get(key)
+            if vt is None:
+                vt = types[key] = _decode_vartype(x)
         elif n == "attrs":
             attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
                                   _opt(a, "s"), tuple(a.ints)) for a in x)
@@ -481,13 +486,13 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
               dup_attrs=tuple(dups))
 
 
-def _decode_block(b, check_text: bool) -> Block:
+def _decode_block(b, check_text: bool, types: dict) -> Block:
     vars_ = {}
     for v in b.vars:
         if check_text and (type(v.name) is not str or any(
                 type(a.name) is not str or type(a.s) is bytes for a in v.attrs)):
             raise _not_text("a var name in block %d" % b.idx)
-        var = _decode_var(v)
+        var = _decode_var(v, types)
         if var.name in vars_:
             raise ProgramFormatError("block %d declares var %r twice" % (b.idx, var.name))
         vars_[var.name] = var
@@ -531,7 +536,8 @@ def decode(data: bytes) -> Program:
             raise _not_text("an op name in op_version_map")
     # all text is checked by one C parse; field by field only to say where it fails
     check_text = not _text_is_utf8(data)
-    blocks = [_decode_block(b, check_text) for b in msg.blocks]
+    types: dict = {}
+    blocks = [_decode_block(b, check_text, types) for b in msg.blocks]
     if check_text:
         raise _not_text("a text field")
     return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
