@@ -333,17 +333,16 @@ class Var:
         if slot not in vt.descs:
             slot = next(iter(vt.descs))
         t, lod = vt.descs[slot]
-        vt.descs[slot] = (TensorDesc(t.dtype, tuple(int(d) for d in shape)), lod)
+        descs = dict(vt.descs)
+        descs[slot] = (TensorDesc(t.dtype, tuple(int(d) for d in shape)), lod)
+        v.type = VarType(vt.type, descs, vt.reader, vt.tuple_types)
         return v
 
     def copy(self) -> "Var":
-        vt = self.type
-        return Var(self.name,
-                   VarType(vt.type, {k: (TensorDesc(t.dtype, t.dims), lod)
-                                     for k, (t, lod) in vt.descs.items()},
-                           vt.reader, vt.tuple_types),
-                   self.persistable, self.need_check_feed, self.is_parameter,
-                   self.stop_gradient, self.attrs, self.source)
+        """A copy whose fields can be set. The VarType is shared: a VarType is never changed
+        in place (with_shape makes a new one), so vars of one type can share it."""
+        return Var(self.name, self.type, self.persistable, self.need_check_feed,
+                   self.is_parameter, self.stop_gradient, self.attrs, self.source)
 
 
 @dataclass
