@@ -131,10 +131,26 @@ class DistributionPlan:
 
     def blocks_on(self, endpoint: str) -> list[tuple[ParamPlan, VarBlock]]:
         """The parameter blocks an endpoint holds, in the order their grads are sent."""
-        out = []
+        return list(self._blocks_by_endpoint.get(endpoint, ()))
+
+    @cached_property
+    def _blocks_by_endpoint(self) -> dict:
+        by: dict = {}
         for pname in self.send_order:
             p = self.param(pname)
-            out.extend((p, b) for b in p.blocks if b.endpoint == endpoint)
+            for b in p.blocks:
+                by.setdefault(b.endpoint, []).append((p, b))
+        return by
+
+    @cached_property
+    def _shared_endpoints(self) -> dict:
+        """param name -> the endpoints holding more than one of its blocks."""
+        out = {}
+        for p in self.params:
+            seen, shared = set(), set()
+            for b in p.blocks:
+                (shared if b.endpoint in seen else seen).add(b.endpoint)
+            out.setdefault(p.name, frozenset(shared))
         return out
 
     def table_sent_name(self, pserver_index: int, trainer_id: int) -> str:
@@ -152,7 +168,10 @@ class DistributionPlan:
 
     def several_blocks_on(self, p: ParamPlan, endpoint: str) -> bool:
         """The endpoint holds more than one block of `p` (hash_name can do that)."""
-        return sum(1 for b in p.blocks if b.endpoint == endpoint) > 1
+        shared = self._shared_endpoints.get(p.name)
+        if shared is None or self.param(p.name) is not p:
+            return sum(1 for b in p.blocks if b.endpoint == endpoint) > 1
+        return endpoint in shared
 
     def state_name(self, p: ParamPlan, name: str, b: VarBlock) -> str:
         """The pserver name of an optimizer state (or other block-local var) of block `b`: its

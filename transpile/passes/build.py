@@ -113,7 +113,12 @@ def tensor_like(var: Var, name: str, shape, persistable: Optional[bool],
 
 def clone_var(var: Var, name: Optional[str] = None, shape=None,
               force_persistable: bool = True) -> Var:
-    """Paddle's Block._clone_variable: a copy, persistable unless it is a scope or raw var."""
+    """Paddle's Block._clone_variable: a copy, persistable unless it is a scope or raw var
+    (the var itself when that changes nothing: vars are shared until edited)."""
+    if shape is None and (name is None or name == var.name) and \
+            (var.persistable is True or not force_persistable
+             or var.kind in ("STEP_SCOPES", "RAW")):
+        return var
     v = var.copy() if shape is None else var.with_shape(shape)
     if name is not None:
         v.name = name

@@ -292,7 +292,7 @@ class _PserverBuilder:
                                      {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
         else:
             grad = plan.table_merged_name(index)
-            v = self.gb.vars.pop(t.grad)
+            v = self.gb.vars.pop(t.grad).copy()
             v.name = grad
             self.gb.add_var(v)
         block.ops.append(make_op("sgd", {"Param": [t.name], "Grad": [grad], "LearningRate": [lr]},
