@@ -792,23 +792,38 @@ _DESC_KEY = {"selected_rows": b"\x12", "lod_tensor": b"\x1a", "tensor_array": b"
 _FLAG_KEYS = (b"\x18", b"\x20", b"\x28", b"\x30")  # VarDesc fields 3-6 (varint)
 
 
-def _plain_var_bytes(v: Var) -> bytes:
-    """VarDesc bytes of a var with one tensor description and no attrs (almost every var),
-    written directly in the order protobuf writes them."""
-    vt = v.type
-    (slot, (t, lod)), = vt.descs.items()
-    dtype = VAR_TYPE_NUM[t.dtype] if isinstance(t.dtype, str) else t.dtype
+# (kind, slot, dtype, dims, lod) -> VarDesc.type field bytes: vars mostly share a few types
+_VARTYPE_BYTES: dict = {}
+
+
+def _vartype_bytes(kind, slot, dtype, dims, lod) -> bytes:
+    """The VarDesc `type` field (key and length included) of a one-tensor VarType."""
+    dtype = VAR_TYPE_NUM[dtype] if isinstance(dtype, str) else dtype
     tensor = [b"\x08", _varint_bytes(dtype)]
-    for d in t.dims:
+    for d in dims:
         tensor += (b"\x10", _varint_bytes(d))
     tensor = b"".join(tensor)
     if TENSOR_SLOTS[slot] != "TensorDesc":       # LoDTensorDesc / LoDTensorArrayDesc
         tensor = b"\x0a" + _varint_bytes(len(tensor)) + tensor
         if lod is not None:
             tensor += b"\x10" + _varint_bytes(lod)
-    vtype = b"\x08" + _varint_bytes(VAR_TYPE_NUM[vt.type]) + _DESC_KEY[slot] + \
+    vtype = b"\x08" + _varint_bytes(VAR_TYPE_NUM[kind]) + _DESC_KEY[slot] + \
         _varint_bytes(len(tensor)) + tensor
-    parts = [_str_field(b"\x0a", v.name), b"\x12", _varint_bytes(len(vtype)), vtype]
+    return b"\x12" + _varint_bytes(len(vtype)) + vtype
+
+
+def _plain_var_bytes(v: Var) -> bytes:
+    """VarDesc bytes of a var with one tensor description and no attrs (almost every var),
+    written directly in the order protobuf writes them."""
+    vt = v.type
+    (slot, (t, lod)), = vt.descs.items()
+    key = (vt.type, slot, t.dtype, t.dims, lod)
+    vtype = _VARTYPE_BYTES.get(key)
+    if vtype is None:
+        if len(_VARTYPE_BYTES) > 4096:
+            _VARTYPE_BYTES.clear()
+        vtype = _VARTYPE_BYTES[key] = _vartype_bytes(*key)
+    parts = [_str_field(b"\x0a", v.name), vtype]
     for key, flag in zip(_FLAG_KEYS, (v.persistable, v.need_check_feed, v.is_parameter,
                                       v.stop_gradient)):
         if flag is not None:
