@@ -259,6 +259,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     from transpile.progress import progress_bar
     with progress_bar("split", quiet=obj.quiet or quiet) as update:
         result = do_split(main_prog, startup_prog, cfg, progress=update)
+    from transpile.gcpause import keep_until_exit
     keep_until_exit(main_prog, startup_prog, result)
     from transpile.gcpause import paused_gc
     with paused_gc():
@@ -303,28 +304,15 @@ simulate_cli.register(main, handle_errors)
 report_cli.register(main, handle_errors)
 plan_cli.register(main, handle_errors)
 
-_KEEP: list = []
-
-
-def keep_until_exit(*objs) -> None:
-    """Hold large objects (the parsed programs) until the process ends: `run` then exits without
-    freeing them one by one, which takes a noticeable part of a big split. No-op in-process."""
-    if _RUNNING_AS_SCRIPT:
-        _KEEP.extend(objs)
-
-
-_RUNNING_AS_SCRIPT = False
-
-
 def run() -> None:
     """The `pstranspile` console script: the CLI with the cyclic garbage collector off (a run
     is short, and the program model it builds holds no cycles worth collecting; collections
     walking millions of live objects cost more than the rest of a large split) and with no
     teardown of the model at exit."""
-    global _RUNNING_AS_SCRIPT
     import gc
     gc.disable()
-    _RUNNING_AS_SCRIPT = True
+    from transpile.gcpause import keep_objects_until_exit
+    keep_objects_until_exit()
     try:
         main()
         code = 0

@@ -311,6 +311,22 @@ def test_unreachable_lr_blocks_are_warnings_not_findings():
     assert {("trainer_0/main", 1), ("trainer_0/main", 2), ("trainer_0/main", 3)} <= warned
 
 
+@pytest.mark.parametrize("case", ["classic/l2decay", "fleet/ctr_sparse_adam_sync"])
+def test_check_reads_attrs_one_by_one(case):
+    """The checks read the attrs they need one by one (Op.attr, find_attr, has_attr): no op of
+    the split gets all of its attrs decoded (Op.attrs), which on a big split costs more than
+    the checks themselves."""
+    cfg = load_config(case_path(case, "cluster.yaml"))
+    split = check_mod.load_split(case_path(case, "expected"), cfg)
+    check_mod.check_split(programio.load(case_path(case, "main.pb")),
+                          programio.load(case_path(case, "startup.pb")), cfg, split)
+    progs = [e[k].prog for e in list(split.trainers.values()) + list(split.pservers.values())
+             for k in ("main", "startup") if e.get(k) is not None]
+    decoded = [(bi, j, op.type) for p in progs for bi, j, op in p.ops()
+               if op.source is not None and op.attrs_decoded]
+    assert not decoded
+
+
 def test_missing_pserver_and_wrong_trainer_count(tmp_path):
     case = "classic/basic"
     s = Split(case, tmp_path)

@@ -47,3 +47,22 @@ def test_simulate_reports_each_step_of_both_runs():
     simulate(main, startup, cfg, result.programs, result.runtime, steps=3,
              progress=lambda d, t: calls.append((d, t)))
     assert calls == [(d, 6) for d in range(1, 7)]
+
+
+def test_check_reports_each_folder_read_and_each_group_of_checks(tmp_path):
+    from transpile.check import CHECK_STEPS, check_dir
+    from transpile.outdir import json_bytes, write_tree
+    from transpile.programio import to_bytes
+    case = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
+    main, startup = load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb"))
+    cfg = load_config(os.path.join(case, "cluster.yaml"))
+    result = split(main, startup, cfg)
+    out = str(tmp_path / "split")
+    files = {k + ".pb": to_bytes(p) for k, p in result.programs.items()}
+    files.update({k + "/runtime.json": json_bytes(rt) for k, rt in result.runtime.items()})
+    write_tree(out, files, False)
+    calls = []
+    report = check_dir(main, startup, cfg, out, progress=lambda d, t: calls.append((d, t)))
+    assert not report.findings
+    total = 3 + CHECK_STEPS                       # trainer_0 and two pservers, then the checks
+    assert calls == [(d, total) for d in range(1, total + 1)]

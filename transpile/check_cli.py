@@ -49,14 +49,22 @@ def register(main_group, handle_errors) -> None:
         from . import check as check_mod
         from . import programio
         from .config import load_config
+        from .gcpause import keep_until_exit, paused_gc
+        from .progress import progress_bar
         cfg = load_config(cluster)
-        main = programio.load(main_program)
-        start = programio.load(startup) if startup else None
-        from .diff import load_op_defaults
-        from .diff import builtin_op_defaults
-        defaults = load_op_defaults(defaults_path) if defaults_path else builtin_op_defaults()
-        report = check_mod.check_dir(main, start, cfg, split_dir, expect_dir, defaults)
         quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
+        with paused_gc():       # millions of small objects read, none freed until the end
+            main = programio.load(main_program)
+            start = programio.load(startup) if startup else None
+            keep_until_exit(main, start)
+            from .diff import builtin_op_defaults, load_op_defaults
+            if defaults_path:
+                defaults = load_op_defaults(defaults_path)
+            else:       # only the golden diff (--expect) reads them
+                defaults = builtin_op_defaults() if expect_dir is not None else None
+            with progress_bar("check", quiet=quiet) as update:
+                report = check_mod.check_dir(main, start, cfg, split_dir, expect_dir, defaults,
+                                             progress=update)
         if fmt == "text":
             out = check_mod.render_text(report, warnings=False)
             if quiet:

@@ -1,4 +1,5 @@
-"""Pausing Python's cyclic garbage collector around bulk work on a program.
+"""Pausing Python's cyclic garbage collector around bulk work on a program, and keeping the
+program model alive until a CLI process exits.
 
 Reading, splitting and writing a large program allocates millions of small objects (ops, slot
 lists, attrs) and frees almost none of them until the end; every automatic collection then walks
@@ -23,3 +24,22 @@ def paused_gc():
     finally:
         if was_enabled:
             gc.enable()
+
+
+_KEEP: list = []
+_keeping = False
+
+
+def keep_objects_until_exit() -> None:
+    """Called by the console script (cli.run), which ends with os._exit: from then on
+    keep_until_exit holds what it is given, so it is never freed object by object."""
+    global _keeping
+    _keeping = True
+
+
+def keep_until_exit(*objs) -> None:
+    """Hold large objects (parsed programs, a loaded split) until the process ends: freeing a
+    big model one object at a time takes a noticeable part of a run. A no-op in-process (tests,
+    library use), where they are freed as usual."""
+    if _keeping:
+        _KEEP.extend(objs)

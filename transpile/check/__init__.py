@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..config import ClusterConfig
+from ..gcpause import keep_until_exit, paused_gc
 from ..program import Program
 from .context import Ctx, ParamBlock
 from .coverage import check_coverage, trainable_params
@@ -49,25 +50,43 @@ __all__ = [
 ]
 
 
+CHECK_STEPS = 5
+
+
 def check_split(main: Program, startup: Optional[Program], config: ClusterConfig,
-                split: Split) -> CheckReport:
-    """Run every check on a loaded split; findings and warnings in a report."""
+                split: Split, step=None) -> CheckReport:
+    """Run every check on a loaded split; findings and warnings in a report.
+    `step()` is called after each of the CHECK_STEPS groups of checks."""
     ctx = Ctx(main, startup, config, split)
     # in this order: each check reads what the ones before it put in ctx
-    check_structure(ctx)
-    check_listen(ctx)
-    check_optimize(ctx)
-    check_coverage(ctx)
-    check_trainers(ctx)
+    for check in (check_structure, check_listen, check_optimize, check_coverage,
+                  check_trainers):
+        check(ctx)
+        if step is not None:
+            step()
     return CheckReport(split.root, ctx.findings, ctx.warnings, [p.name for p in ctx.parts()])
 
 
 def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
               split_dir: str, expect_dir: Optional[str] = None,
-              op_defaults: Optional[dict] = None) -> CheckReport:
-    """Load a split folder and check it; with expect_dir, also diff it against a golden split."""
-    split = load_split(split_dir, config)
-    report = check_split(main, startup, config, split)
-    if expect_dir is not None:
-        report.findings.extend(golden_findings(split_dir, expect_dir, op_defaults))
+              op_defaults: Optional[dict] = None, progress=None) -> CheckReport:
+    """Load a split folder and check it; with expect_dir, also diff it against a golden split.
+    `progress(done, total)`: called after each folder read and each group of checks."""
+    progress = progress or (lambda done, total: None)
+    state = {"read": 0, "total": CHECK_STEPS, "done": 0}
+
+    def read(done, total):
+        state.update(read=done, total=total + CHECK_STEPS)
+        progress(done, state["total"])
+
+    def step():
+        state["done"] += 1
+        progress(state["read"] + state["done"], state["total"])
+
+    with paused_gc():       # reading a split allocates millions of objects and frees none
+        split = load_split(split_dir, config, read)
+        keep_until_exit(split)
+        report = check_split(main, startup, config, split, step)
+        if expect_dir is not None:
+            report.findings.extend(golden_findings(split_dir, expect_dir, op_defaults))
     return report

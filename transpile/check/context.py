@@ -43,6 +43,20 @@ class Ctx:
         self.reach: dict = {}                 # part name -> reachable block set
         self.param_blocks: dict = {}          # endpoint -> [ParamBlock]
         self.grad_keys: dict = {}             # endpoint -> {grad name: block idx}
+        self._by_grad: dict = {}              # endpoint -> {grad name: first ParamBlock}
+        self._trainer_progs: Optional[dict] = None    # part name -> trainer Program
+        self._grad_eps: Optional[dict] = None         # grad name -> [endpoint]
+        self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
+
+    def param_block(self, endpoint: str, grad: str) -> Optional[ParamBlock]:
+        """The first parameter block of `endpoint` that optimizes `grad`, or None. Indexed on
+        first use: call it once param_blocks is complete (after check_listen)."""
+        idx = self._by_grad.get(endpoint)
+        if idx is None:
+            idx = self._by_grad[endpoint] = {}
+            for pb in self.param_blocks.get(endpoint, ()):
+                idx.setdefault(pb.grad, pb)
+        return idx.get(grad)
 
     def add(self, check, part, block, op, message, expected=""):
         """Record a finding; `part` is a Part or a name ("split", "trainer_0/runtime.json")."""
@@ -51,6 +65,34 @@ class Ctx:
     def warn(self, check, part, block, op, message, expected=""):
         """Record a warning: worth saying, not a reason to fail the check."""
         self.warnings.append(_finding(check, part, block, op, message, expected))
+
+    def grad_endpoints(self) -> dict:
+        """{grad name: [endpoints whose grad_to_block_id knows it, in cluster order]}. Built on
+        first use, like param_block."""
+        if self._grad_eps is None:
+            self._grad_eps = {}
+            for ep in self.config.pservers:
+                for g in self.grad_keys.get(ep, {}):
+                    self._grad_eps.setdefault(g, []).append(ep)
+        return self._grad_eps
+
+    def grad_key_list(self, endpoint: str) -> str:
+        """The grads `endpoint`'s grad_to_block_id knows, sorted and comma-joined ("none")."""
+        s = self._key_lists.get(endpoint)
+        if s is None:
+            s = self._key_lists[endpoint] = \
+                ", ".join(sorted(self.grad_keys.get(endpoint, {}))) or "none"
+        return s
+
+    def trainer_prog(self, part_name: str) -> Optional[Program]:
+        """The program of a trainer part ("trainer_0/main", "trainer_0/startup"), or None."""
+        if self._trainer_progs is None:
+            self._trainer_progs = {}
+            for t in self.split.trainers.values():
+                for k in ("main", "startup"):
+                    if t.get(k) is not None:
+                        self._trainer_progs.setdefault(t[k].name, t[k].prog)
+        return self._trainer_progs.get(part_name)
 
     @property
     def geo(self) -> bool:

@@ -55,8 +55,9 @@ def _find_program(folder: str, stem: str) -> Optional[str]:
     return None
 
 
-def load_split(root: str, config: ClusterConfig) -> Split:
-    """The programs of a split folder, keyed by trainer id and pserver endpoint."""
+def load_split(root: str, config: ClusterConfig, progress=None) -> Split:
+    """The programs of a split folder, keyed by trainer id and pserver endpoint.
+    `progress(done, total)` is called after each trainer / pserver folder read."""
     if not os.path.exists(root):
         raise UserError("%s: no such folder" % root)
     if not os.path.isdir(root):
@@ -64,13 +65,12 @@ def load_split(root: str, config: ClusterConfig) -> Split:
                         % root)
     split = Split(root)
     by_dir = {endpoint_dir(ep): ep for ep in config.pservers}
-    for name in sorted(os.listdir(root)):
+    names = [name for name in sorted(os.listdir(root))
+             if os.path.isdir(os.path.join(root, name)) and not name.startswith(".")
+             and (_TRAINER_DIR.match(name) or name.startswith("pserver_"))]
+    for done, name in enumerate(names, 1):
         folder = os.path.join(root, name)
-        if not os.path.isdir(folder) or name.startswith("."):
-            continue
         m = _TRAINER_DIR.match(name)
-        if not m and not name.startswith("pserver_"):
-            continue
         main_path = _find_program(folder, "main")
         if main_path is None:
             raise UserError("%s: no main program (main.pb or main.json)" % folder)
@@ -92,6 +92,8 @@ def load_split(root: str, config: ClusterConfig) -> Split:
             split.pservers[by_dir[name]] = entry
         else:
             split.stray.append(name)
+        if progress is not None:
+            progress(done, len(names))
     if not split.trainers and not split.pservers:
         raise UserError("%s: not a split folder (no trainer_<id>/ or pserver_<host>_<port>/ "
                         "folders)" % root)

@@ -10,17 +10,23 @@ from __future__ import annotations
 from ..program import Op, Program
 from ..validate import EMPTY_VAR
 from .context import Ctx
-from .ops import colon_pairs, input_names, output_names
+from .ops import attr_names, colon_pairs
+
+# "name:block" string maps whose blocks an op runs
+_BLOCK_MAP_ATTRS = ("grad_to_block_id", "prefetch_var_name_to_block_id")
 
 
 def block_refs(op: Op) -> list:
     """Blocks an op makes run: BLOCK(S) attrs, *block_id ints, name:block string maps."""
     refs = list(op.block_refs())
-    for k, a in op.attrs.items():
+    for k in attr_names(op):
+        if not (k.endswith("block_id") or k in _BLOCK_MAP_ATTRS):
+            continue
+        a = op.find_attr(k)     # only the attrs that can name a block are decoded
         if a.type in ("INT", "LONG") and k.endswith("block_id") and isinstance(a.value, int) \
                 and a.value >= 0:
             refs.append(a.value)
-        elif a.type == "STRINGS" and k in ("grad_to_block_id", "prefetch_var_name_to_block_id"):
+        elif a.type == "STRINGS" and k in _BLOCK_MAP_ATTRS:
             for _, v in colon_pairs(a.value) or ():
                 if v.lstrip("-").isdigit() and int(v) >= 0:
                     refs.append(int(v))
@@ -75,10 +81,19 @@ def check_structure(ctx: Ctx) -> None:
             continue
         for bi in sorted(reach):
             b = prog.blocks[bi]
+            own = b.vars
+            declared: dict = {}     # names not in the block itself: whether an ancestor has them
             for j, op in enumerate(b.ops):
-                for name in input_names(op) + output_names(op):
-                    if name == EMPTY_VAR or prog.find_var(name, bi) is not None:
-                        continue
-                    ctx.add("structure", part, bi, j,
-                            "%s uses %s, which is not declared" % (op.type, name),
-                            "a var %s in block %d or an ancestor" % (name, bi))
+                for slots in (op.inputs, op.outputs):
+                    for args in slots.values():
+                        for name in args:
+                            if not name or name == EMPTY_VAR or own.get(name) is not None:
+                                continue
+                            found = declared.get(name)
+                            if found is None:
+                                found = declared[name] = prog.find_var(name, bi) is not None
+                            if found:
+                                continue
+                            ctx.add("structure", part, bi, j,
+                                    "%s uses %s, which is not declared" % (op.type, name),
+                                    "a var %s in block %d or an ancestor" % (name, bi))

@@ -16,7 +16,7 @@ from ..program import Program
 from ..result import endpoint_dir
 from .context import Ctx, ParamBlock
 from .loading import Part
-from .ops import (TABLE_OPTIMIZERS_PREFIX, colon_pairs, fmt_shape, input_names, is_dense,
+from .ops import (TABLE_OPTIMIZERS_PREFIX, colon_pairs, fmt_shape, is_dense,
                   is_geo_update, is_static, is_update_op, output_names)
 
 # listen_and_serv's distributed_mode per mode: Paddle's DistributedMode enum.
@@ -93,6 +93,7 @@ def check_listen(ctx: Ctx) -> None:
                     % op.attr("grad_to_block_id"), "entries \"<grad>:<block>\"")
             continue
         keys = ctx.grad_keys[ep]
+        updates: dict = {}          # block idx -> its update ops, found once per block
         sparse_map = dict(colon_pairs(op.attr("sparse_grad_to_param")) or [])
         for g, v in pairs:
             if not v.isdigit():
@@ -112,7 +113,7 @@ def check_listen(ctx: Ctx) -> None:
             if not 0 < bi < len(prog.blocks):
                 continue
             pb = ParamBlock(ep, part.name, bi, g)
-            _find_update(ctx, part, pb, sparse_map)
+            _find_update(ctx, part, pb, sparse_map, updates)
             ctx.param_blocks[ep].append(pb)
         by_block: dict = {}
         for pb in ctx.param_blocks[ep]:
@@ -123,13 +124,16 @@ def check_listen(ctx: Ctx) -> None:
                         % (bi, ", ".join(grads)), "one parameter block per optimize block")
 
 
-def _find_update(ctx: Ctx, part: Part, pb: ParamBlock, sparse_map: dict) -> None:
-    """Fill in the optimizer op of a parameter block and the parameter it updates."""
+def _find_update(ctx: Ctx, part: Part, pb: ParamBlock, sparse_map: dict,
+                 updates: dict) -> None:
+    """Fill in the optimizer op of a parameter block and the parameter it updates. `updates`
+    caches each block's update ops for the other grads that point at it."""
     prog = part.prog
-    block = prog.blocks[pb.block]
     geo = ctx.geo
-    ups = [(j, op) for j, op in enumerate(block.ops)
-           if (is_geo_update(op) if geo else is_update_op(op))]
+    ups = updates.get(pb.block)
+    if ups is None:
+        ups = updates[pb.block] = [(j, op) for j, op in enumerate(prog.blocks[pb.block].ops)
+                                   if (is_geo_update(op) if geo else is_update_op(op))]
     if not ups:
         ctx.add("optimize", part, pb.block, None,
                 "optimize block for %s has no %s" % (pb.grad, "sum(param, delta) update"
@@ -170,6 +174,7 @@ def check_optimize(ctx: Ctx) -> None:
         part, startup = p["main"], p["startup"]
         prog = part.prog
         want_acc: dict = {}
+        readers = None
         for pb in ctx.param_blocks[ep]:
             if pb.op is None or pb.var is None:
                 continue
@@ -178,7 +183,9 @@ def check_optimize(ctx: Ctx) -> None:
                 _check_accumulators(ctx, part, pb, want_acc)
                 if cfg.sync_mode and cfg.trainers > 1 and pb.var.kind != "SELECTED_ROWS":
                     _check_average(ctx, part, pb)
-            _check_dead_ops(ctx, part, pb, block)
+            if readers is None:
+                readers = _readers(ctx, part)
+            _check_dead_ops(ctx, part, pb, block, readers)
         if startup is not None:
             _check_startup_shapes(ctx, startup, prog, want_acc)
             _check_initialised(ctx, startup, ctx.param_blocks[ep])
@@ -224,7 +231,7 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                     "accumulator %s of %s is declared %s" % (name, pb.param, fmt_shape(v.shape)),
                     "%s, the shape of %s" % (fmt_shape(shape), pb.param))
     for j, op in enumerate(sb.ops):
-        if op.type not in _INIT_OPS or "shape" not in op.attrs:
+        if op.type not in _INIT_OPS or not op.has_attr("shape"):
             continue
         for out in op.output("Out"):
             if out in want_acc:
@@ -235,9 +242,10 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                                                                  fmt_shape(op.attr("shape"))),
                             "%s, the shape of %s" % (fmt_shape(shape), want_acc[out][1].param))
     # every persistable var both programs declare: the same shape
+    main_vars = main.global_block.vars
     for name, v in sb.vars.items():
-        mv = main.global_block.vars.get(name)
-        if name in want_acc or not (is_dense(v) and is_dense(mv)):
+        mv = main_vars.get(name)
+        if mv is None or name in want_acc or not (is_dense(v) and is_dense(mv)):
             continue
         if tuple(v.shape) != tuple(mv.shape):
             ctx.add("optimize", startup, 0, None,
@@ -292,22 +300,40 @@ def _check_average(ctx, part, pb: ParamBlock) -> None:
                 "scale = 1/trainers = %g" % (1.0 / n))
 
 
-def _check_dead_ops(ctx, part, pb: ParamBlock, block) -> None:
-    """An op in an optimize block whose result no other op reads does nothing (Paddle's L2Decay
-    + clip chain wired past the optimizer, say)."""
+def _readers(ctx, part) -> dict:
+    """{var name: {(block, op index)} of the ops that read it} over the reachable blocks of a
+    program; built once per program, for all of its optimize blocks."""
     prog = part.prog
     readers: dict = {}
     for bi in ctx.reach.get(part.name, ()):
         for j, op in enumerate(prog.blocks[bi].ops):
-            for a in input_names(op):
-                readers.setdefault(a, set()).add((bi, j))
+            for args in op.inputs.values():
+                for a in args:
+                    if a:
+                        r = readers.get(a)
+                        if r is None:
+                            readers[a] = {(bi, j)}
+                        else:
+                            r.add((bi, j))
+    return readers
+
+
+def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
+    """An op in an optimize block whose result no other op reads does nothing (Paddle's L2Decay
+    + clip chain wired past the optimizer, say). `readers`: _readers of the program."""
     for j, op in enumerate(block.ops):
         if j == pb.op_idx or is_update_op(op) or not op.outputs:
             continue
         outs = output_names(op)
-        if outs and all(not (readers.get(o, set()) - {(pb.block, j)}) for o in outs):
+        here = (pb.block, j)
+        if outs and all(not _read_by_others(readers.get(o), here) for o in outs):
             reads = pb.op.input("Grad") or [pb.grad]
             ctx.add("optimize", part, pb.block, j,
                     "%s writes %s, which nothing reads: %s reads %s instead"
                     % (op.type, ", ".join(outs), pb.op.type, reads[0]),
                     "%s reads the result (%s)" % (pb.op.type, outs[0]))
+
+
+def _read_by_others(readers, here) -> bool:
+    """Whether an op other than `here` (block, op index) is among `readers`."""
+    return bool(readers) and (len(readers) > 1 or here not in readers)

@@ -95,8 +95,8 @@ def _strip_peer(name: str) -> list:
 
 def _where_optimized(ctx, names: list) -> list:
     """(endpoint, name) for each of `names` some pserver's grad_to_block_id knows."""
-    return [(ep, n) for n in names for ep in ctx.config.pservers
-            if n in ctx.grad_keys.get(ep, {})]
+    where = ctx.grad_endpoints()
+    return [(ep, n) for n in names for ep in where.get(n, ())]
 
 
 def check_trainers(ctx: Ctx) -> None:
@@ -146,7 +146,7 @@ def _check_trainer_ops(ctx, tid, part: Part) -> None:
                         "the trainer keeps optimizer op %s for %s"
                         % (op.type, ", ".join(op.input("Param")) or "?"),
                         "no optimizer op on the trainer (the pservers update the parameters)")
-            if op.type in _RPC_TRAINER_ID_OPS and "trainer_id" in op.attrs and \
+            if op.type in _RPC_TRAINER_ID_OPS and op.has_attr("trainer_id") and \
                     op.attr("trainer_id") != tid:
                 ctx.add("trainer", part, bi, j, "%s has trainer_id %s" % (op.type,
                                                                          op.attr("trainer_id")),
@@ -208,7 +208,7 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                         "sends %s to %s, whose grad_to_block_id does not know it"
                         % (e.name, e.endpoint),
                         "a grad %s optimizes (%s)" % (e.endpoint,
-                                                      ", ".join(sorted(keys)) or "none"))
+                                                      ctx.grad_key_list(e.endpoint)))
             continue
         fed.setdefault((e.endpoint, key), []).append(e)
         _check_send_target(ctx, e, key)
@@ -248,7 +248,7 @@ def _check_send_target(ctx, e: _Edge, key: str) -> None:
                 % (e.name, e.endpoint, bi, writers[0], block.ops[writers[0]].type),
                 "one of the names op %d reads: %s" % (writers[0], ", ".join(
                     input_names(block.ops[writers[0]]))))
-    pb = next((x for x in ctx.param_blocks[e.endpoint] if x.grad == key), None)
+    pb = ctx.param_block(e.endpoint, key)
     if pb is None or not is_dense(pb.var) or pb.sparse:
         return
     _check_transfer_shape(ctx, "send", e, pb)
@@ -270,19 +270,11 @@ def _check_transfer_shape(ctx, kind: str, e, pb) -> None:
             ctx.add(kind, e.part, None, None, rows_msg % (e.section, e.name, e.endpoint),
                     "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
         return
-    tp = _trainer_prog(ctx, e.part)
+    tp = ctx.trainer_prog(e.part)
     tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
     if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
         ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tv.shape), e.endpoint),
                 "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
-
-
-def _trainer_prog(ctx, part_name: str) -> Optional[Program]:
-    for t in ctx.split.trainers.values():
-        for k in ("main", "startup"):
-            if t.get(k) is not None and t[k].name == part_name:
-                return t[k].prog
-    return None
 
 
 def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
