@@ -72,6 +72,7 @@ class Run:
         self.rss = list(rss)          # bytes
         self.note = note
         self.cmd = cmd
+        self.out_bytes = None         # split: the bytes it wrote
 
     @property
     def ok(self) -> bool:
@@ -205,6 +206,14 @@ def fmt_bytes(b):
     return "%.1f MB" % (b / 1e6)
 
 
+def tree_bytes(path) -> int:
+    """Bytes of the files under `path`."""
+    total = 0
+    for root, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total
+
+
 def slope(points):
     """Least-squares slope of log(t) over log(ops); None with fewer than 2 points."""
     pts = [(math.log(x), math.log(y)) for x, y in points if x and y]
@@ -308,7 +317,10 @@ class Bench:
             for n in a.pservers:
                 out = os.path.join(d, "split_%s_p%d" % (style, n))
                 outs[(style, n)] = out
-                go("split %s p%d" % (style, n), self.split_cmd(d, style, n, out), needs="split")
+                label = "split %s p%d" % (style, n)
+                go(label, self.split_cmd(d, style, n, out), needs="split")
+                if res[label].ok:
+                    res[label].out_bytes = tree_bytes(out)
         for style in a.styles:
             label = "check %s p%d" % (style, a.check_pservers)
             out = outs.get((style, a.check_pservers))
@@ -423,6 +435,10 @@ class Bench:
         lo, hi = min(a.pservers), max(a.pservers)
         L.append("## Growth with pservers (split time at %d / at %d pservers)" % (hi, lo))
         L.append("")
+        L.append("Each cell: the time ratio, then in brackets the ratio of the bytes the two "
+                 "splits wrote (what Paddle's split holds grows with pservers where parameters "
+                 "are sliced into a block per pserver).")
+        L.append("")
         L.append("| kind | style |" + "".join(" %s ops |" % s for s in a.sizes))
         L.append("|---|---|" + "---:|" * len(a.sizes))
         for kind in a.kinds:
@@ -431,8 +447,13 @@ class Bench:
                 for size in a.sizes:
                     r = self.results[(kind, size)]
                     x, y = r.get("split %s p%d" % (style, lo)), r.get("split %s p%d" % (style, hi))
-                    row += " %s |" % (fmt_x(y.median / x.median)
-                                      if x and y and x.ok and y.ok and lo != hi else "—")
+                    if x and y and x.ok and y.ok and lo != hi:
+                        cell = fmt_x(y.median / x.median)
+                        if x.out_bytes and y.out_bytes:
+                            cell += " (%s)" % fmt_x(y.out_bytes / x.out_bytes)
+                    else:
+                        cell = "—"
+                    row += " %s |" % cell
                 L.append(row)
         L.append("")
         L += self.targets()
@@ -594,7 +615,8 @@ def main(argv=None) -> int:
     if args.json:
         raw = {"machine": machine(), "inputs": {"%s_%d" % k: v for k, v in bench.inputs.items()},
                "results": {"%s_%d" % k: {lab: {"status": r.status, "times": r.times,
-                                               "rss": r.rss, "note": r.note}
+                                               "rss": r.rss, "note": r.note,
+                                               "out_bytes": r.out_bytes}
                                          for lab, r in res.items()}
                            for k, res in bench.results.items()}}
         with open(args.json, "w") as f:
