@@ -289,3 +289,115 @@ def test_cli_op_defaults(tmp_path):
     assert cli("--op-defaults", str(d), PSERVER, p).exit_code == 0
     d.write_text("[1, 2]")
     assert cli("--op-defaults", str(d), PSERVER, p).exit_code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast paths give what the plain comparison gives
+
+def test_alignment_is_difflibs():
+    """The LCS shortcut for unique op keys finds what difflib.SequenceMatcher finds."""
+    import difflib
+    import random
+    rng = random.Random(7)
+    fast = 0
+    for _ in range(3000):
+        kind = rng.random()
+        if kind < 0.4:
+            pool = list(range(rng.randint(1, 40)))
+            a = rng.sample(pool, rng.randint(0, len(pool)))
+            b = rng.sample(pool, rng.randint(0, len(pool)))
+        elif kind < 0.8:        # an edited copy: deletes, inserts, a moved run
+            a = list(range(rng.randint(0, 60)))
+            b = [x for x in a if rng.random() > 0.15]
+            for _ in range(rng.randint(0, 4)):
+                b.insert(rng.randint(0, len(b)), 100 + rng.randint(0, 30))
+            if b:
+                i = rng.randint(0, len(b) - 1)
+                j = rng.randint(i, len(b))
+                run = b[i:j]
+                del b[i:j]
+                k = rng.randint(0, len(b))
+                b[k:k] = run
+        else:                   # repeated keys: difflib itself
+            a = [rng.randint(0, 4) for _ in range(rng.randint(0, 30))]
+            b = [rng.randint(0, 4) for _ in range(rng.randint(0, 30))]
+        fast += diff_mod._unique_matching_blocks(a, b) is not None
+        want = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        assert [tuple(c) for c in diff_mod._difflib_opcodes(a, b)] == \
+            [tuple(c) for c in want], (a, b)
+    assert fast > 2000
+
+
+def _split_case(case):
+    from transpile import load_config, split
+    d = os.path.join(CORPUS, case)
+    main = load(os.path.join(d, "main.pb"))
+    startup = load(os.path.join(d, "startup.pb"))
+    return main, startup, split(main, startup, load_config(os.path.join(d, "cluster.yaml")))
+
+
+def _decoded_copy(prog):
+    """A copy that shares nothing with `prog` and has every attr decoded: the plain path."""
+    p = programio.from_bytes(programio.to_bytes(prog))
+    for _, _, op in p.ops():
+        op.attrs
+    return p
+
+
+@pytest.mark.parametrize("case", ["classic/lr_decay_conditional", "fleet/mlp_adam_sync",
+                                  "fleet/ctr_sparse_adam_sync"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_shared_ops_compare_as_copies(case, strict):
+    """Original against trainer, as a split leaves them (the trainer shares the ops it keeps,
+    undecoded), gives what two separately read programs give, decoded or not."""
+    main, startup, r = _split_case(case)
+    for key in ("trainer_0/main", "trainer_0/startup"):
+        b = r.programs[key]
+        a = main if key.endswith("/main") else startup
+        ops = [op for _, _, op in a.ops()] + [op for _, _, op in b.ops()]
+        decoded = [op.attrs_decoded for op in ops]
+        got = diff_mod.diff_programs(a, b, strict)
+        # compared without decoding every attr
+        assert [op.attrs_decoded for op in ops] == decoded
+        read = diff_mod.diff_programs(programio.from_bytes(programio.to_bytes(a)),
+                                      programio.from_bytes(programio.to_bytes(b)), strict)
+        plain = diff_mod.diff_programs(_decoded_copy(a), _decoded_copy(b), strict)
+        assert got.changed
+        for d in (read, plain):
+            assert diff_mod.render_text(d) == diff_mod.render_text(got)
+            assert diff_mod.render_json(d) == diff_mod.render_json(got)
+
+
+def test_shared_op_with_a_renamed_var_attr():
+    """A VAR attr naming a control var: the same op on both sides still differs when only one
+    side renames that var."""
+    p = Program.empty()
+    p.global_block.ops = [Op("relu", {"X": ["x"]}, {"Out": ["y"]},
+                             {"v": Attr("VAR", "__control_var@7"), "k": Attr("INT", 1)})]
+    a = programio.from_bytes(programio.to_bytes(p))
+    b = a.shallow_copy()
+    b.global_block.ops.append(Op("send", {"X": ["y"]}, {"Out": ["__control_var@7"]}))
+    d = diff_mod.diff_programs(a, b)
+    assert [(o.kind, o.a_index, o.b_index) for o in changes(d)] == [
+        ("change", 0, 0), ("insert", None, 1)]
+    assert changes(d)[0].details == [
+        'attr v: "__control_var@7" -> "__control_var@send(y)"']
+
+
+def test_json_rendering_is_json_dumps():
+    """render_json writes what json.dumps(indent=1) of the asdict-built dict writes."""
+    from dataclasses import asdict
+    a = load(PSERVER)
+    b = a.copy()
+    b.blocks[1].ops[1].set_attr("scale", float("nan"))
+    b.blocks[1].ops[1].set_attr("note", "ünïcode \"quoted\"\n")
+    del b.blocks[2].ops[1]
+    del b.global_block.vars["fc_b@GRAD.trainer_1"]
+    d = diff_mod.diff_programs(a, b, a_name="a.pb", b_name="b.pb")
+    plain = {"a": d.a, "b": d.b, "same": not d.changed, "details": d.details,
+             "blocks": [asdict(x) for x in d.blocks if x.changed]}
+    assert d.to_dict() == plain
+    assert diff_mod.render_json(d) == json.dumps(plain, indent=1, ensure_ascii=False) + "\n"
+    for v in ({}, [], [[]], {"k": [1, 2.5, None, True, {"x": []}]}, {1: "non-string key"},
+              [float("inf"), -float("inf"), 10 ** 30, "", ("t", 1)]):
+        assert diff_mod._dumps_indented(v) == json.dumps(v, indent=1, ensure_ascii=False)

@@ -196,3 +196,30 @@ def test_quiet_prints_nothing(flags, tmp_path):
     assert r.exit_code == 0
     assert r.output == ""
     assert (tmp_path / "o" / "plan.json").exists()
+
+
+def _reference_json(obj, depth=3, indent=""):
+    """json_bytes' format spelled out with json.dumps (what transpile/outdir.py must write)."""
+    def compact(o):
+        return json.dumps(o, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+    inner = indent + " "
+    if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
+        return compact(obj)
+    if isinstance(obj, dict):
+        items = ["%s%s: %s" % (inner, compact(str(k)), _reference_json(obj[k], depth - 1, inner))
+                 for k in sorted(obj)]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    items = [inner + _reference_json(x, depth - 1, inner) for x in obj]
+    return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+
+
+def test_json_bytes_format(split_case):
+    from transpile.outdir import json_bytes
+    _, _, res, _ = split_case
+    for obj in [res.plan] + list(res.runtime.values()):
+        for depth in (0, 1, 2, 3, 5):
+            assert json_bytes(obj, depth) == (_reference_json(obj, depth) + "\n").encode()
+    odd = {"b": [1.5, float("nan"), -float("inf"), None, True, 10 ** 20, "ü\"\n"],
+           "a": {"z": [], "y": {}, "x": [[1, {"k": (1, 2)}], "s"]}, "": 0, "c": ()}
+    for depth in range(5):
+        assert json_bytes(odd, depth) == (_reference_json(odd, depth) + "\n").encode()

@@ -2,9 +2,14 @@
 
 Blocks are compared by index. Within a block, ops are aligned by a longest common subsequence
 on (type, inputs, outputs): the common prefix and suffix are matched first, then difflib's
-SequenceMatcher runs on interned op keys (ints), so memory stays linear on large programs.
+SequenceMatcher alignment of the interned op keys (ints) is taken, so memory stays linear on
+large programs (computed in O(n log n) when no key repeats, see _unique_matching_blocks).
 Inside a replaced run, a deleted and an inserted op of the same type are paired up and reported
 as one changed op. Vars are compared by name.
+
+Attrs are compared without decoding them where that is enough to tell: the same op on both
+sides (a split keeps the ops it does not change), or attrs still as read whose messages are
+equal. Everything else goes through the decoded values.
 
 Debug attrs (op_callstack, op_namescope, op_device, with_quant_attr), empty slots, unset-vs-
 default fields and the vars' graph-building flags (is_parameter, stop_gradient,
@@ -16,14 +21,19 @@ suffix (see control_var_names), so two runs of the same transpilation compare eq
 from __future__ import annotations
 
 import bisect
+import copy
 import difflib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from itertools import chain
+from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
+from .gcpause import paused_gc
 from .program import Block, Op, Program, Var
+from .show import raw_attrs
 
 # where an op came from, not what it does (with_quant_attr: framework bookkeeping, always False)
 DEBUG_ATTRS = frozenset({"op_callstack", "op_namescope", "op_device", "with_quant_attr"})
@@ -77,7 +87,7 @@ class ProgramDiff:
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "same": not self.changed, "details": self.details,
-                "blocks": [asdict(b) for b in self.blocks if b.changed]}
+                "blocks": [_as_plain(b) for b in self.blocks if b.changed]}
 
     def summary(self) -> str:
         ins = sum(1 for b in self.blocks for o in b.ops if o.kind == "insert")
@@ -144,6 +154,8 @@ def control_var_names(prog: Program) -> dict:
         taken.add(n)
         return n
     for b in prog.blocks:
+        if not any(filter(_is_control, _arg_names(b.ops, "outputs"))):
+            continue
         for op in b.ops:
             for args in op.outputs.values():
                 for n in args:
@@ -152,12 +164,19 @@ def control_var_names(prog: Program) -> dict:
                         names[n] = claim("%s%s(%s)" % (_CONTROL, op.type, ",".join(others)))
     k = 0
     for b in prog.blocks:
-        refs = [n for op in b.ops for n in op.input_names()] + list(b.vars)
-        for n in refs:
-            if n.startswith(_CONTROL) and n not in names:
+        for n in filter(_is_control, chain(_arg_names(b.ops, "inputs"), b.vars)):
+            if n not in names:
                 names[n] = claim("%s%d" % (_CONTROL, k))
                 k += 1
     return names
+
+
+_is_control = methodcaller("startswith", _CONTROL)
+
+
+def _arg_names(ops, slots: str):
+    """Every argument name of the ops' inputs or outputs, in order (iterated in C)."""
+    return chain.from_iterable(chain.from_iterable(map(dict.values, map(attrgetter(slots), ops))))
 
 
 def _fmt_value(v) -> str:
@@ -179,32 +198,69 @@ class _Side:
         self.defaults = defaults or {}
         self.rename = control_var_names(prog)
         self.keys = keys
+        # the names this side and the other rename differently (set by diff_programs_and_names)
+        self.differ: frozenset = frozenset()
 
     def name(self, n: str) -> str:
         return self.rename.get(n, n)
 
-    def slots(self, slots: dict) -> tuple:
-        items = ((k, tuple(self.name(a) for a in v)) for k, v in slots.items()
-                 if v or self.strict)
-        return tuple(sorted(items))
+    def op_keys(self, ops, known: Optional[dict] = None) -> list:
+        """Each op's key: (type, inputs, outputs), the slots as sorted (slot, renamed args)
+        pairs, empty slots left out (unless strict). A hot loop, written out.
 
-    def op_key(self, op: Op) -> tuple:
-        return (op.type, self.slots(op.inputs), self.slots(op.outputs))
-
-    def op_ids(self, block) -> list:
+        `known`: {id(op): key} of the other side's ops, whose keys hold here too unless an
+        argument is a name the two sides rename differently (`differ`)."""
+        strict = self.strict
+        rename = self.rename
+        get = rename.get
+        differ = self.differ
         out = []
-        for op in block.ops:
-            k = self.op_key(op)
-            out.append(self.keys.setdefault(k, len(self.keys)))
+        append = out.append
+        for op in ops:
+            if known:
+                key = known.get(id(op))
+                if key is not None and (not differ or (
+                        differ.isdisjoint(chain.from_iterable(op.inputs.values())) and
+                        differ.isdisjoint(chain.from_iterable(op.outputs.values())))):
+                    append(key)
+                    continue
+            key = [op.type]
+            for slots in (op.inputs, op.outputs):
+                if rename:
+                    items = [(k, tuple(map(get, v, v))) for k, v in slots.items() if v or strict]
+                else:
+                    items = [(k, tuple(v)) for k, v in slots.items() if v or strict]
+                if len(items) > 1:
+                    items.sort()        # slot names are unique: sorted by name
+                key.append(tuple(items))
+            append(tuple(key))
         return out
 
-    def attrs(self, op: Op) -> dict:
-        return {k: a for k, a in op.attrs.items() if self.strict or k not in DEBUG_ATTRS}
+    def intern(self, keys: list) -> list:
+        """Op keys as small ints, the same int for equal keys on either side."""
+        table = self.keys
+        out = []
+        for k in keys:
+            i = table.get(k)
+            if i is None:
+                i = table[k] = len(table)
+            out.append(i)
+        return out
 
 
 # attrs Paddle fills from a set or dict: their order changes from run to run
 ORDERLESS_ATTRS = frozenset({"grad_to_block_id", "sparse_grad_to_param",
                              "prefetch_var_name_to_block_id"})
+# the AttrTypes whose values are var names (renamed like slot arguments), and their numbers
+_VAR_ATTR_TYPES = ("VAR", "VARS")
+_VAR_ATTR_CODES = (13, 14)
+_VAR_ATTR_CODE_SET = frozenset(_VAR_ATTR_CODES)
+_type_of = attrgetter("type")
+# AttrTypes whose decoded values can hold a NaN that compares unequal to itself (FLOATS,
+# FLOAT64S, SCALAR, SCALARS): equal messages are not enough to call them equal
+_NAN_ATTR_CODES = (4, 12, 16, 17)
+_NAN_ATTR_CODE_SET = frozenset(_NAN_ATTR_CODES)
+_VAR_OR_NAN_CODES = _VAR_ATTR_CODE_SET | _NAN_ATTR_CODE_SET
 
 
 def _attr_value(side: _Side, a, name: str = "") -> object:
@@ -225,9 +281,9 @@ def _fmt_slots(slots: tuple) -> str:
                      for k, v in slots)
 
 
-def _fmt_op(side: _Side, op: Op) -> str:
-    return "%s(%s) -> (%s)" % (op.type, _fmt_slots(side.slots(op.inputs)),
-                               _fmt_slots(side.slots(op.outputs)))
+def _fmt_key(key: tuple) -> str:
+    """An op, from its key (type, inputs, outputs), on one line."""
+    return "%s(%s) -> (%s)" % (key[0], _fmt_slots(key[1]), _fmt_slots(key[2]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,24 +308,107 @@ def _is_default(side: _Side, op_type: str, name: str, value) -> bool:
     return d is not None and name in d and _same_value(value, d[name])
 
 
+def _names_renamed_differently(op: Op, name: str, differ: frozenset) -> bool:
+    """Whether the value of the op's VAR / VARS attr `name` names a var in `differ`."""
+    v = op.find_attr(name).value
+    return not differ.isdisjoint([v] if isinstance(v, str) else v if isinstance(v, list) else ())
+
+
+def _has_var_attrs(op: Op, differ: frozenset) -> bool:
+    """Whether a VAR / VARS attr of the op (its value is renamed like a slot argument) names
+    a var the two sides rename differently (in `differ`)."""
+    raw = raw_attrs(op)
+    if raw is not None:
+        types = list(map(_type_of, raw.values()))
+        if _VAR_ATTR_CODE_SET.isdisjoint(types):
+            return False
+        names = [n for n, t in zip(raw, types) if t in _VAR_ATTR_CODE_SET]
+    else:
+        names = [n for n in op.attr_names() if op.find_attr(n).type in _VAR_ATTR_TYPES]
+    return any(_names_renamed_differently(op, n, differ) for n in names)
+
+
+def _has_nan(v) -> bool:
+    """A float NaN in the value (which the plain comparison calls different from itself)."""
+    if isinstance(v, float):
+        return v != v
+    if isinstance(v, (list, tuple)):
+        return any(map(_has_nan, v))
+    if isinstance(v, dict):
+        return any(map(_has_nan, v.values()))
+    return False
+
+
+def _same_attrs(sa: _Side, sb: _Side, oa: Op, ob: Op) -> bool:
+    """True when the two ops' attrs certainly compare equal, told without decoding them all:
+    the same op, two ops holding their attrs as read from the same message, or from equal
+    messages."""
+    differ = sa.differ
+    if oa is ob:
+        return not differ or not _has_var_attrs(oa, differ)
+    ra = raw_attrs(oa)
+    if ra is None:
+        return False
+    rb = raw_attrs(ob)
+    if rb is None:
+        return False
+    if oa.source is ob.source:
+        return not differ or not _has_var_attrs(oa, differ)
+    # equal messages, every one of them (debug attrs too: one C loop, no names looked at)
+    if ra.keys() != rb.keys() or not all(map(_eq, ra.values(), map(rb.__getitem__, ra))):
+        return False
+    types = list(map(_type_of, ra.values()))
+    if _VAR_OR_NAN_CODES.isdisjoint(types):
+        return True
+    # equal, unless a NaN (the plain comparison of two values read apart calls NaN different
+    # from itself) or a var name the two sides rename differently: look at those attrs only
+    for n, t in zip(ra, types):
+        if t in _NAN_ATTR_CODE_SET:
+            if _has_nan(oa.find_attr(n).value):
+                return False
+        elif t in _VAR_ATTR_CODE_SET and differ:
+            if _names_renamed_differently(oa, n, differ):
+                return False
+    return True
+
+
 def _attr_changes(sa: _Side, sb: _Side, oa: Op, ob: Op) -> list:
-    aa, ab = sa.attrs(oa), sb.attrs(ob)
+    strict = sa.strict
     out = []
-    for k in list(aa) + [k for k in ab if k not in aa]:
-        if (k not in ab and _is_default(sa, oa.type, k, _attr_value(sa, aa[k]))) or \
-                (k not in aa and _is_default(sb, ob.type, k, _attr_value(sb, ab[k]))):
-            continue        # absent means the registered default
-        if k not in ab:
-            out.append("attr %s: %s -> (absent)" % (k, _fmt_value(_attr_value(sa, aa[k]))))
-        elif k not in aa:
-            out.append("attr %s: (absent) -> %s" % (k, _fmt_value(_attr_value(sb, ab[k]))))
-        else:
-            va, vb = _attr_value(sa, aa[k], k), _attr_value(sb, ab[k], k)
-            if va != vb:
-                out.append("attr %s: %s -> %s" % (k, _fmt_value(va), _fmt_value(vb)))
-            elif sa.strict and aa[k].type != ab[k].type:
-                out.append("attr %s: type %s -> %s" % (k, aa[k].type, ab[k].type))
-    if sa.strict and oa.is_target != ob.is_target:
+    if not _same_attrs(sa, sb, oa, ob):
+        na, nb = oa.attr_names(), ob.attr_names()
+        if not strict:
+            na = [k for k in na if k not in DEBUG_ATTRS]
+            nb = [k for k in nb if k not in DEBUG_ATTRS]
+        in_a, in_b = set(na), set(nb)
+        # attrs still as read: equal messages are equal attrs (unless a renamed var name, or
+        # a NaN in a list, which the plain comparison calls different from itself)
+        ra, rb = raw_attrs(oa), raw_attrs(ob)
+        unsure = _VAR_OR_NAN_CODES if sa.differ else _NAN_ATTR_CODE_SET
+        for k in na + [k for k in nb if k not in in_a]:
+            if ra is not None and rb is not None and k in in_a and k in in_b:
+                ma, mb = ra[k], rb[k]
+                if ma is mb:
+                    if not sa.differ or ma.type not in _VAR_ATTR_CODE_SET:
+                        continue
+                elif ma == mb and ma.type not in unsure:
+                    continue
+            a = oa.find_attr(k) if k in in_a else None
+            b = ob.find_attr(k) if k in in_b else None
+            if (b is None and _is_default(sa, oa.type, k, _attr_value(sa, a))) or \
+                    (a is None and _is_default(sb, ob.type, k, _attr_value(sb, b))):
+                continue        # absent means the registered default
+            if b is None:
+                out.append("attr %s: %s -> (absent)" % (k, _fmt_value(_attr_value(sa, a))))
+            elif a is None:
+                out.append("attr %s: (absent) -> %s" % (k, _fmt_value(_attr_value(sb, b))))
+            else:
+                va, vb = _attr_value(sa, a, k), _attr_value(sb, b, k)
+                if va != vb:
+                    out.append("attr %s: %s -> %s" % (k, _fmt_value(va), _fmt_value(vb)))
+                elif strict and a.type != b.type:
+                    out.append("attr %s: type %s -> %s" % (k, a.type, b.type))
+    if strict and oa.is_target != ob.is_target:
         out.append("is_target: %s -> %s" % (oa.is_target, ob.is_target))
     return out
 
@@ -285,10 +424,86 @@ def _slot_changes(what: str, a: tuple, b: tuple) -> list:
     return out
 
 
-def _op_changes(sa: _Side, sb: _Side, oa: Op, ob: Op) -> list:
-    out = _slot_changes("input", sa.slots(oa.inputs), sb.slots(ob.inputs))
-    out += _slot_changes("output", sa.slots(oa.outputs), sb.slots(ob.outputs))
+def _op_changes(sa: _Side, sb: _Side, oa: Op, ob: Op, key_a: tuple, key_b: tuple) -> list:
+    out = _slot_changes("input", key_a[1], key_b[1])
+    out += _slot_changes("output", key_a[2], key_b[2])
     return out + _attr_changes(sa, sb, oa, ob)
+
+
+def _unique_matching_blocks(a: list, b: list) -> Optional[list]:
+    """What difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() finds
+    (without its closing sentinel), in O(n log n), when every item a and b have in common
+    occurs once in each; None otherwise.
+
+    SequenceMatcher takes the longest common run of the whole range (the leftmost in `a` of the
+    longest), then recurses on what lies before it and after it. With unique items each common
+    item belongs to exactly one maximal run (a diagonal), and a run never straddles the edge of
+    a range the recursion makes (those edges are other runs' ends), so the recursion takes a run
+    exactly when it fits, before and after, with every run taken before it in that order (longest
+    first, then leftmost): one pass over the runs in that order, keeping the taken ones sorted.
+    """
+    where: dict = {}
+    repeated = set()
+    for j, x in enumerate(b):
+        if x in where:
+            repeated.add(x)
+        else:
+            where[x] = j
+    seen = set()
+    partner = []
+    for x in a:
+        j = where.get(x)
+        if j is not None:
+            if x in repeated or x in seen:
+                return None
+            seen.add(x)
+        partner.append(j)
+    runs = []
+    n = len(a)
+    i = 0
+    while i < n:
+        j = partner[i]
+        if j is None:
+            i += 1
+            continue
+        start = i
+        i += 1
+        while i < n and partner[i] == j + (i - start):
+            i += 1
+        runs.append((start, j, i - start))
+    runs.sort(key=lambda r: (-r[2], r[0]))
+    starts: list = []
+    taken: list = []
+    for r in runs:
+        i, j, k = r
+        p = bisect.bisect_left(starts, i)
+        if p and taken[p - 1][1] + taken[p - 1][2] > j:
+            continue
+        if p < len(taken) and taken[p][1] < j + k:
+            continue
+        starts.insert(p, i)
+        taken.insert(p, r)
+    return taken
+
+
+def _difflib_opcodes(a: list, b: list) -> list:
+    blocks = _unique_matching_blocks(a, b)
+    if blocks is None:
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    # SequenceMatcher.get_opcodes, from the matching blocks
+    codes = []
+    i = j = 0
+    for ai, bj, size in blocks + [(len(a), len(b), 0)]:
+        if i < ai and j < bj:
+            codes.append(("replace", i, ai, j, bj))
+        elif i < ai:
+            codes.append(("delete", i, ai, j, bj))
+        elif j < bj:
+            codes.append(("insert", i, ai, j, bj))
+        i, j = ai + size, bj + size
+        if size:
+            codes.append(("equal", ai, i, bj, j))
+    return codes
 
 
 def _opcodes(ka: list, kb: list) -> list:
@@ -310,8 +525,7 @@ def _opcodes(ka: list, kb: list) -> list:
         elif not mid_b:
             codes.append(("delete", pre, n - suf, pre, pre))
         else:
-            sm = difflib.SequenceMatcher(None, mid_a, mid_b, autojunk=False)
-            for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            for tag, i1, i2, j1, j2 in _difflib_opcodes(mid_a, mid_b):
                 codes.append((tag, i1 + pre, i2 + pre, j1 + pre, j2 + pre))
     if suf:
         codes.append(("equal", n - suf, n, m - suf, m))
@@ -322,7 +536,7 @@ def _opcodes(ka: list, kb: list) -> list:
 ORDERLESS_RUNS = frozenset({"fake_init"})
 
 
-def _canonical_order(side: _Side, block: Block) -> list:
+def _canonical_order(side: _Side, block: Block, keys: list) -> list:
     """Op indices, with each run of ORDERLESS_RUNS ops sorted by key (not under strict)."""
     order = list(range(len(block.ops)))
     if side.strict:
@@ -330,25 +544,37 @@ def _canonical_order(side: _Side, block: Block) -> list:
     i = 0
     ops = block.ops
     while i < len(ops):
+        if ops[i].type not in ORDERLESS_RUNS:
+            i += 1
+            continue
         j = i
-        while j < len(ops) and ops[j].type in ORDERLESS_RUNS and ops[j].type == ops[i].type:
+        while j < len(ops) and ops[j].type == ops[i].type:
             j += 1
         if j - i > 1:
-            order[i:j] = sorted(range(i, j), key=lambda k: repr(side.op_key(ops[k])))
-        i = max(j, i + 1)
+            order[i:j] = sorted(range(i, j), key=lambda k: repr(keys[k]))
+        i = j
     return order
 
 
 class _View:
-    """A block seen through a permutation of its ops (positions still report real indices)."""
+    """A block seen through a permutation of its ops (positions still report real indices),
+    with the ops' keys in that order."""
 
-    def __init__(self, block: Block, order: list):
+    def __init__(self, block: Block, order: list, keys: list):
         self.ops = [block.ops[k] for k in order]
+        self.keys = [keys[k] for k in order]
         self.order = order
 
 
+def _view(side: _Side, block: Block, known: Optional[dict] = None) -> _View:
+    keys = side.op_keys(block.ops, known)
+    return _View(block, _canonical_order(side, block, keys), keys)
+
+
 def _diff_ops(sa: _Side, sb: _Side, ba: Block, bb: Block) -> list:
-    va, vb = _View(ba, _canonical_order(sa, ba)), _View(bb, _canonical_order(sb, bb))
+    va = _view(sa, ba)
+    # ops B shares with A (a split keeps the ops it does not change): their keys, computed once
+    vb = _view(sb, bb, {id(op): k for op, k in zip(va.ops, va.keys)})
     out = _diff_op_lists(sa, sb, va, vb)
     for o in out:
         if o.a_index is not None:
@@ -358,16 +584,21 @@ def _diff_ops(sa: _Side, sb: _Side, ba: Block, bb: Block) -> list:
     return out
 
 
-def _diff_op_lists(sa: _Side, sb: _Side, ba, bb) -> list:
-    ka, kb = sa.op_ids(ba), sb.op_ids(bb)
+def _diff_op_lists(sa: _Side, sb: _Side, va: _View, vb: _View) -> list:
+    keys_a, keys_b = va.keys, vb.keys
+    ops_a, ops_b = va.ops, vb.ops
+    # the same op on both sides has the same attrs, unless a VAR attr is renamed differently
+    same_if_shared = not sa.differ
     out = []
-    for tag, i1, i2, j1, j2 in _opcodes(ka, kb):
+    for tag, i1, i2, j1, j2 in _opcodes(sa.intern(keys_a), sb.intern(keys_b)):
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2)):
-                ch = _attr_changes(sa, sb, ba.ops[i], bb.ops[j])
+                oa, ob = ops_a[i], ops_b[j]
+                if oa is ob and (same_if_shared or not _has_var_attrs(oa, sa.differ)):
+                    continue
+                ch = _attr_changes(sa, sb, oa, ob)
                 if ch:
-                    out.append(OpChange("change", ba.ops[i].type, i, j,
-                                        _fmt_op(sa, ba.ops[i]), ch))
+                    out.append(OpChange("change", oa.type, i, j, _fmt_key(keys_a[i]), ch))
             continue
         dels = list(range(i1, i2))
         inss = list(range(j1, j2))
@@ -376,10 +607,10 @@ def _diff_op_lists(sa: _Side, sb: _Side, ba, bb) -> list:
         used = set()
         by_type: dict = {}
         for j in inss:
-            by_type.setdefault(bb.ops[j].type, []).append(j)
+            by_type.setdefault(ops_b[j].type, []).append(j)
         last = -1
         for i in dels:
-            cands = by_type.get(ba.ops[i].type)
+            cands = by_type.get(ops_a[i].type)
             if not cands:
                 continue
             k = bisect.bisect_right(cands, last)
@@ -390,16 +621,17 @@ def _diff_op_lists(sa: _Side, sb: _Side, ba, bb) -> list:
         for i in dels:
             if i in paired:
                 j = paired[i]
-                events.append((j, 1, OpChange("change", ba.ops[i].type, i, j,
-                                              _fmt_op(sa, ba.ops[i]),
-                                              _op_changes(sa, sb, ba.ops[i], bb.ops[j]))))
+                events.append((j, 1, OpChange("change", ops_a[i].type, i, j,
+                                              _fmt_key(keys_a[i]),
+                                              _op_changes(sa, sb, ops_a[i], ops_b[j],
+                                                          keys_a[i], keys_b[j]))))
             else:
-                events.append((j1, 0, OpChange("delete", ba.ops[i].type, i, None,
-                                               _fmt_op(sa, ba.ops[i]))))
+                events.append((j1, 0, OpChange("delete", ops_a[i].type, i, None,
+                                               _fmt_key(keys_a[i]))))
         for j in inss:
             if j not in used:
-                events.append((j, 2, OpChange("insert", bb.ops[j].type, None, j,
-                                              _fmt_op(sb, bb.ops[j]))))
+                events.append((j, 2, OpChange("insert", ops_b[j].type, None, j,
+                                              _fmt_key(keys_b[j]))))
         events.sort(key=lambda e: (e[0], e[1]))
         out.extend(e[2] for e in events)
     return out
@@ -421,17 +653,49 @@ def _var_fields(v: Var, strict: bool) -> dict:
     return d
 
 
-def _diff_vars(sa: _Side, sb: _Side, ba: Block, bb: Block) -> list:
-    va = {sa.name(n): v for n, v in ba.vars.items()}
-    vb = {sb.name(n): v for n, v in bb.vars.items()}
+def _same_var(x: Var, y: Var, strict: bool, same_types: dict) -> bool:
+    """True when _var_fields certainly agree (told cheaply: the same var, or equal types).
+    `same_types` remembers VarType comparisons (vars of one type often share the object)."""
+    if x is y:
+        return True
+    if strict:
+        if (x.persistable, x.need_check_feed, x.is_parameter, x.stop_gradient, x.attrs) != \
+                (y.persistable, y.need_check_feed, y.is_parameter, y.stop_gradient, y.attrs):
+            return False
+    elif bool(x.persistable) != bool(y.persistable):
+        return False
+    tx, ty = x.type, y.type
+    if tx is ty:
+        return True
+    pair = (id(tx), id(ty))
+    same = same_types.get(pair)
+    if same is None:
+        same = same_types[pair] = tx == ty
+    return same
+
+
+def _renamed_vars(side: _Side, block: Block) -> dict:
+    if not side.rename:
+        return block.vars
+    get = side.rename.get
+    return {get(n, n): v for n, v in block.vars.items()}
+
+
+def _diff_vars(sa: _Side, sb: _Side, ba: Block, bb: Block, details: bool = True) -> list:
+    va = _renamed_vars(sa, ba)
+    vb = _renamed_vars(sb, bb)
+    strict = sa.strict
     out = []
-    for n in sorted(set(va) | set(vb)):
-        if n not in vb:
-            out.append(VarChange("removed", n, [_fmt_var(va[n])]))
-        elif n not in va:
-            out.append(VarChange("added", n, [_fmt_var(vb[n])]))
-        else:
-            fa, fb = _var_fields(va[n], sa.strict), _var_fields(vb[n], sb.strict)
+    same_types: dict = {}
+    texts: dict = {}
+    for n in sorted(va.keys() | vb.keys()):
+        x, y = va.get(n), vb.get(n)
+        if y is None:
+            out.append(VarChange("removed", n, [_fmt_var(x, texts)] if details else []))
+        elif x is None:
+            out.append(VarChange("added", n, [_fmt_var(y, texts)] if details else []))
+        elif not _same_var(x, y, strict, same_types):
+            fa, fb = _var_fields(x, strict), _var_fields(y, strict)
             ch = ["%s: %s -> %s" % (k, _fmt_value(fa[k]), _fmt_value(fb[k]))
                   for k in fa if fa[k] != fb[k]]
             if ch:
@@ -439,10 +703,17 @@ def _diff_vars(sa: _Side, sb: _Side, ba: Block, bb: Block) -> list:
     return out
 
 
-def _fmt_var(v: Var) -> str:
-    s = v.kind
-    if v.dtype:
-        s += " %s%s" % (v.dtype, list(v.shape or ()))
+def _fmt_var(v: Var, texts: Optional[dict] = None) -> str:
+    """`LOD_TENSOR FP32[256, 1024] persistable`; `texts` remembers the part a VarType says."""
+    vt = v.type
+    s = texts.get(id(vt)) if texts is not None else None
+    if s is None:
+        s = v.kind
+        dtype = v.dtype
+        if dtype:
+            s += " %s%s" % (dtype, list(v.shape or ()))
+        if texts is not None:
+            texts[id(vt)] = s
     if v.persistable:
         s += " persistable"
     return s
@@ -455,9 +726,20 @@ def diff_programs(a: Program, b: Program, strict: bool = False,
     `op_defaults` ({op type: {attr: value}}, Paddle's registered defaults): an attr one side
     lacks is no difference when the other side has its default value (not under strict).
     """
+    with paused_gc():       # many small objects made, none freed: see gcpause
+        return diff_programs_and_names(a, b, strict, a_name, b_name, op_defaults)[0]
+
+
+def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name: str = "A",
+                   b_name: str = "B", op_defaults=None, var_details: bool = True) -> tuple:
+    """diff_programs, and the control var names of each side: (diff, names in a, names in b).
+    Without `var_details`, added and removed vars come without their details."""
     keys: dict = {}
     defaults = None if strict else op_defaults
     sa, sb = _Side(a, strict, keys, defaults), _Side(b, strict, keys, defaults)
+    ra, rb = sa.rename, sb.rename
+    sa.differ = sb.differ = frozenset(n for n in ra.keys() | rb.keys()
+                                      if ra.get(n, n) != rb.get(n, n))
     result = ProgramDiff(a_name, b_name)
     if strict:
         for f in ("version", "op_version_map"):
@@ -479,11 +761,11 @@ def diff_programs(a: Program, b: Program, strict: bool = False,
             bd.details.append("forward_block_idx: %s -> %s"
                               % (ba.forward_block_idx, bb.forward_block_idx))
         bd.ops = _diff_ops(sa, sb, ba, bb)
-        bd.vars = _diff_vars(sa, sb, ba, bb)
+        bd.vars = _diff_vars(sa, sb, ba, bb, var_details)
         if bd.changed:
             bd.status = "changed"
         result.blocks.append(bd)
-    return result
+    return result, sa.rename, sb.rename
 
 
 # ---------------------------------------------------------------------------------------------
@@ -654,7 +936,86 @@ def render_markdown(d: ProgramDiff, heading: str = "##") -> str:
 
 
 def render_json(d) -> str:
-    return json.dumps(d.to_dict(), indent=1, ensure_ascii=False) + "\n"
+    with paused_gc():
+        return _dumps_indented(d.to_dict()) + "\n"
+
+
+def _as_plain(obj):
+    """dataclasses.asdict(obj) for the result types here, without its generic deep copy (which
+    cost more than the diff on a large program): dataclasses become dicts, lists new lists,
+    strings and numbers stay as they are."""
+    t = type(obj)
+    if t is str or t is int or obj is None or t is bool or t is float:
+        return obj
+    if t is list:
+        if all(type(x) is str for x in obj):
+            return list(obj)
+        return [_as_plain(x) for x in obj]
+    names = _FIELD_NAMES.get(t)
+    if names is None and is_dataclass(obj) and not isinstance(obj, type):
+        names = _FIELD_NAMES[t] = tuple(f.name for f in fields(obj))
+    if names is not None:
+        return {n: _as_plain(getattr(obj, n)) for n in names}
+    if t is tuple:
+        return tuple(_as_plain(x) for x in obj)
+    if t is dict:
+        return {_as_plain(k): _as_plain(v) for k, v in obj.items()}
+    return copy.deepcopy(obj)
+
+
+_FIELD_NAMES: dict = {}
+
+
+def _dumps_indented(obj) -> str:
+    """json.dumps(obj, indent=1, ensure_ascii=False), without the pure-Python encoder's
+    generators (json.dumps runs that one, not the C encoder, when it indents)."""
+    try:
+        return _indented(obj, "\n")
+    except _Unusual:
+        return json.dumps(obj, indent=1, ensure_ascii=False)
+
+
+class _Unusual(Exception):
+    """A value _indented leaves to json.dumps (a non-string key, a custom type...)."""
+
+
+_encode_str = json.encoder.encode_basestring       # what json.dumps(ensure_ascii=False) uses
+
+
+def _indented(o, newline: str) -> str:
+    if isinstance(o, str):
+        return _encode_str(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    if isinstance(o, int):
+        return int.__repr__(o)
+    if isinstance(o, float):
+        if o != o:
+            return "NaN"
+        if o in (math.inf, -math.inf):
+            return "Infinity" if o > 0 else "-Infinity"
+        return float.__repr__(o)
+    inner = newline + " "
+    if isinstance(o, (list, tuple)):
+        if not o:
+            return "[]"
+        if all(type(x) is str for x in o):
+            items = map(_encode_str, o)
+        else:
+            items = [_indented(x, inner) for x in o]
+        return "[" + inner + ("," + inner).join(items) + newline + "]"
+    if isinstance(o, dict):
+        if not o:
+            return "{}"
+        if not all(type(k) is str for k in o):
+            raise _Unusual()
+        return "{" + inner + ("," + inner).join(
+            [_encode_str(k) + ": " + _indented(v, inner) for k, v in o.items()]) + newline + "}"
+    raise _Unusual()
 
 
 def render_tree_text(t: TreeDiff) -> str:

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+from itertools import repeat
 from typing import Callable
 
 from .errors import UserError
@@ -34,10 +35,12 @@ def check_target(out_dir: str, force: bool) -> None:
         raise UserError("%s: parent folder %s does not exist" % (out_dir, parent))
 
 
-def write_tree(out_dir: str, files: dict[str, bytes], force: bool,
+def write_tree(out_dir: str, files: dict, force: bool,
                before_commit: Callable[[], None] | None = None) -> None:
     """Write {relative path: bytes} as the folder `out_dir`, atomically.
 
+    A value may also be a function returning the bytes: it is called when its file is written,
+    so a large split never holds all of its files' bytes at once.
     With force, entries of an existing folder that a split owns are replaced; other entries are
     kept. Nothing outside out_dir is touched except the temporary siblings, which are removed.
     """
@@ -50,8 +53,12 @@ def write_tree(out_dir: str, files: dict[str, bytes], force: bool,
         for rel in sorted(files):
             path = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
+            data = files[rel]
+            if callable(data):
+                data = data()
             with open(path, "wb") as f:
-                f.write(files[rel])
+                f.write(data)
+            del data
         if before_commit:
             before_commit()
         _commit(tmp, out_abs)
@@ -84,8 +91,50 @@ def _commit(tmp: str, out_abs: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _compact(obj) -> str:
+def _slow_compact(obj) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+# What json.dumps(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")) runs, built once:
+# json.dumps builds a JSONEncoder and a C encoder on every call, which costs more than encoding
+# one small item. (No circular-reference check: a plan is a tree.)
+def _make_c_encode():
+    """The C encoder json.dumps would build (None when it cannot be had, or differs)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    encode_str = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or encode_str is None:
+        return None
+    sample = {"b": [1, 2.5, None, True, "\u00e9\n"], "a": {"y": -0.0, "x": []}}
+    try:
+        enc = make(None, json.JSONEncoder().default, encode_str, None, ": ", ", ", True, False,
+                   True)
+        if "".join(enc(sample, 0)) == _slow_compact(sample):
+            return enc
+    except Exception:       # another Python's signature: the plain json.dumps then
+        pass
+    return None
+
+
+_c_encode = _make_c_encode()
+
+
+def _fast_compact(obj) -> str:
+    return "".join(_c_encode(obj, 0))
+
+
+def _fast_compact_all(items) -> list:
+    """[_compact(x) for x in items], the loop run in C."""
+    return list(map("".join, map(_c_encode, items, repeat(0))))
+
+
+def _slow_compact_all(items) -> list:
+    return [_slow_compact(x) for x in items]
+
+
+if _c_encode is not None:
+    _compact, _compact_all = _fast_compact, _fast_compact_all
+else:
+    _compact, _compact_all = _slow_compact, _slow_compact_all
 
 
 def _pretty(obj, depth: int, indent: str) -> str:
@@ -95,15 +144,25 @@ def _pretty(obj, depth: int, indent: str) -> str:
     parameters it cost more than the split. Items below `depth` (a parameter, a send context)
     are written by the C encoder on one line each, which also keeps them grep-able.
     """
-    inner = indent + " "
     if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
         return _compact(obj)
+    inner = indent + " "
     if isinstance(obj, dict):
-        items = ["%s%s: %s" % (inner, _compact(str(k)), _pretty(obj[k], depth - 1, inner))
-                 for k in sorted(obj)]
-        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
-    items = [inner + _pretty(x, depth - 1, inner) for x in obj]
-    return "[\n" + ",\n".join(items) + "\n" + indent + "]"
+        keys = sorted(obj)
+        names = _compact_all([str(k) for k in keys])
+        values = [obj[k] for k in keys]
+        if depth == 1:
+            values = _compact_all(values)
+        else:
+            values = [_pretty(v, depth - 1, inner) for v in values]
+        sep = ",\n" + inner
+        return "{\n" + inner + sep.join([n + ": " + v for n, v in zip(names, values)]) + \
+            "\n" + indent + "}"
+    if depth == 1:
+        items = _compact_all(obj)
+    else:
+        items = [_pretty(x, depth - 1, inner) for x in obj]
+    return "[\n" + inner + (",\n" + inner).join(items) + "\n" + indent + "]"
 
 
 def json_bytes(obj, depth: int = 3) -> bytes:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 from typing import Optional
 
 from .optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
@@ -58,11 +60,13 @@ def _nbytes(shape, dtype) -> int:
 def _state(slot, var, sliced, blocks, name_of) -> dict:
     """An accumulator entry: its blocks follow the param's, sliced or whole."""
     shape = tuple(var.shape or ())
-    return {"slot": slot, "name": var.name, "dtype": var.dtype, "shape": list(shape),
+    dtype = var.dtype
+    whole = _nbytes(shape, dtype)
+    return {"slot": slot, "name": var.name, "dtype": dtype, "shape": list(shape),
             "sliced": sliced,
             "blocks": [{"name": name_of(b), "endpoint": b.endpoint,
                         "shape": list(b.shape if sliced else shape),
-                        "bytes": _nbytes(b.shape if sliced else shape, var.dtype)}
+                        "bytes": _nbytes(b.shape, dtype) if sliced else whole}
                        for b in blocks]}
 
 
@@ -130,6 +134,8 @@ def _classic(plan, main: Program):
 
 def _fleet_params(plan, main: Program) -> list:
     gb = main.global_block
+    gvars = gb.vars
+    geo = plan.is_geo
     params = []
     for pair in plan.pairs:
         blocks = plan.param_slices[pair.param]
@@ -139,11 +145,13 @@ def _fleet_params(plan, main: Program) -> list:
         upd = plan.update_ops.get(pair.param)
         op = gb.ops[upd] if upd is not None else None
         acc = []
-        if op is not None and not plan.is_geo:
+        if op is not None and not geo:
             sliced = FLEET_SLICED_STATE_SLOTS.get(op.type, ())
-            acc = [_state(slot, gb.var(args[0]), slot in sliced, blocks, lambda b, a=args[0]: a)
-                   for slot, args in op.inputs.items()
-                   if args and slot not in FLEET_UNSLICED_SLOTS and gb.var(args[0])]
+            for slot, args in op.inputs.items():
+                var = gvars.get(args[0]) if args and slot not in FLEET_UNSLICED_SLOTS else None
+                if var:
+                    acc.append(_state(slot, var, slot in sliced, blocks,
+                                      lambda b, a=args[0]: a))
         gvar = gb.var(pair.grad)
         table = None
         if pair.sparse:
@@ -255,20 +263,34 @@ def _block_dict(b: VarBlock) -> dict:
 def op_changes(before: Program, after: Program) -> tuple[int, int]:
     """(ops removed, ops inserted) from `before` to `after`: a multiset difference of op types
     over all blocks (a rewritten op counts as one removed and one inserted)."""
-    a = Counter(op.type for _, _, op in before.ops())
-    b = Counter(op.type for _, _, op in after.ops())
+    return _type_changes(_op_types(before), _op_types(after))
+
+
+def _op_types(prog: Program) -> Counter:
+    """How many ops of each type the program has, over all blocks."""
+    return Counter(map(_type_of, chain.from_iterable(b.ops for b in prog.blocks)))
+
+
+_type_of = attrgetter("type")
+
+
+def _type_changes(a: Counter, b: Counter) -> tuple[int, int]:
     return sum((a - b).values()), sum((b - a).values())
 
 
 def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
     out = {}
+    origins: dict = {}           # the original programs' op types, counted once
     for key in sorted(result.programs):
         prog = result.programs[key]
         if key.startswith("trainer_"):
-            origin = main if key.endswith("/main") else startup
+            which = "main" if key.endswith("/main") else "startup"
+            origin = origins.get(which)
+            if origin is None:
+                origin = origins[which] = _op_types(main if which == "main" else startup)
         else:
-            origin = Program.empty()
-        removed, inserted = op_changes(origin, prog)
+            origin = Counter()
+        removed, inserted = _type_changes(origin, _op_types(prog))
         out[key] = {"blocks": len(prog.blocks), "ops": sum(len(b.ops) for b in prog.blocks),
                     "removed": removed, "inserted": inserted}
     return out

@@ -8,16 +8,20 @@ Formatting only: everything here is read off the programs and the plan.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Optional
 
 from . import roles
-from .diff import control_var_names, diff_programs
+from .diff import diff_programs_and_names
 from .program import Op, Program
 from .show import balance_line, format_op, human_bytes
 
 CONTEXT = 2          # ops of context around each change in the trainer listing
 _KEY_ATTRS = ("epmap", "endpoint", "Fanin", "sections", "table_name", "send_varnames",
               "recv_varnames", "trainer_id", "scale", "lr_decay_block_id", "distributed_mode")
+
+
+_op_type = attrgetter("type")
 
 
 def removed_kind(op: Op) -> str:
@@ -33,7 +37,7 @@ def removed_kind(op: Op) -> str:
 def _key_attrs(op: Op) -> str:
     parts = []
     for name in _KEY_ATTRS:
-        if name in op.attrs:
+        if op.has_attr(name):
             v = op.attr(name)
             if v in ([], "", None):
                 continue
@@ -49,7 +53,9 @@ def _op_line(op: Op) -> str:
 
 def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
-    d = diff_programs(original, prog, a_name="original", b_name=name)
+    # (added and removed vars are listed by name only: no need for their details)
+    d, _, control = diff_programs_and_names(original, prog, a_name="original", b_name=name,
+                                   var_details=False)
     a_ops = original.global_block.ops
     b_ops = prog.global_block.ops
     b0 = d.blocks[0] if d.blocks else None
@@ -102,7 +108,7 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         out.append("")
     var_changes = b0.vars if b0 else []
     # the diff names control vars by the op that writes them; show the real names here
-    real = {v: k for k, v in control_var_names(prog).items()}
+    real = {v: k for k, v in control.items()}
     for v in var_changes:
         v.name = real.get(v.name, v.name)
     if var_changes:
@@ -146,14 +152,27 @@ def _sub_block_parents(prog: Program) -> dict:
     for b in prog.blocks:
         for op in b.ops:
             if op.type != "listen_and_serv":
-                for ref in op.block_refs():
+                for ref in _block_refs(op):
                     parent.setdefault(ref, b.idx)
     return parent
 
 
-def _block_role(prog: Program, idx: int, listen: Optional[Op], parents: dict) -> str:
+_BLOCK_TYPES = frozenset({"BLOCK", "BLOCKS"})
+_attr_type = attrgetter("type")
+
+
+def _block_refs(op: Op) -> list:
+    """op.block_refs(), told quickly for the many decoded ops that have no BLOCK attr."""
+    if op.attrs_decoded and _BLOCK_TYPES.isdisjoint(map(_attr_type, op.attrs.values())):
+        return []
+    return op.block_refs()
+
+
+def _block_role(prog: Program, idx: int, listen: Optional[Op], parents: dict,
+                lr_block: Optional[int]) -> str:
+    """What block `idx` serves; `lr_block`: listen_and_serv's lr_decay_block_id."""
     block = prog.blocks[idx]
-    if listen is not None and listen.attr("lr_decay_block_id") == idx:
+    if listen is not None and lr_block == idx:
         return "LR decay (runs once per step)"
     if idx in parents:
         return "sub-block of block %d" % parents[idx]
@@ -181,10 +200,11 @@ def _pserver_section(name: str, prog: Program) -> list[str]:
     out.append("| block | serves | ops |")
     out.append("|---|---|---|")
     parents = _sub_block_parents(prog)
+    lr_block = listen.attr("lr_decay_block_id") if listen is not None else None
     for b in prog.blocks[1:]:
-        ops = " → ".join(op.type for op in b.ops) or "—"
-        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents),
-                                         ops))
+        ops = " → ".join(map(_op_type, b.ops)) or "—"
+        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents,
+                                                              lr_block), ops))
     out.append("")
     return out
 
@@ -192,11 +212,21 @@ def _pserver_section(name: str, prog: Program) -> list[str]:
 def _pserver_startup_section(name: str, prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
     rows = []
+    gvars = prog.global_block.vars
+    shapes: dict = {}            # shape -> its text (a few shapes, many vars)
     for op in prog.global_block.ops:
-        for v in op.output_names():
-            var = prog.global_block.vars.get(v)
-            shape = list(var.shape) if var is not None and var.shape is not None else "?"
-            rows.append("| %s | %s | %s |" % (v, op.type, shape))
+        t = op.type
+        for args in op.outputs.values():
+            for v in args:
+                var = gvars.get(v)
+                shape = var.shape if var is not None else None
+                if shape is None:
+                    text = "?"
+                else:
+                    text = shapes.get(shape)
+                    if text is None:
+                        text = shapes[shape] = str(list(shape))
+                rows.append("| %s | %s | %s |" % (v, t, text))
     if rows:
         out += ["| var | init | shape |", "|---|---|---|"] + rows
     else:
