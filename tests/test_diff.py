@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import diff as diff_mod
+from transpile import diff_render, jsonfmt, seqmatch
 from transpile import programio, textform
 from transpile.program import Attr, Op, Program
 
@@ -29,7 +30,7 @@ def test_same_program_no_differences():
     a = load(TRAINER)
     d = diff_mod.diff_programs(a, load(TRAINER))
     assert not d.changed
-    assert "no differences" in diff_mod.render_text(d)
+    assert "no differences" in diff_render.render_text(d)
 
 
 def test_control_vars_compared_by_position():
@@ -139,13 +140,13 @@ def test_renderers():
     b.blocks[1].ops[1].set_attr("scale", 1.0)
     del b.blocks[2].ops[1]
     d = diff_mod.diff_programs(a, b, a_name="a.pb", b_name="b.pb")
-    text = diff_mod.render_text(d)
+    text = diff_render.render_text(d)
     assert "~ op 1 scale(X=fc_b@GRAD) -> (Out=fc_b@GRAD)" in text
     assert "attr scale: 0.5 -> 1.0" in text
     assert "- op 1 scale(X=fc_w@GRAD.block1)" in text
-    md = diff_mod.render_markdown(d)
+    md = diff_render.render_markdown(d)
     assert "### Block 1" in md and "| ~ | op 1 `scale(" in md
-    js = json.loads(diff_mod.render_json(d))
+    js = json.loads(diff_render.render_json(d))
     assert js["same"] is False and [b["idx"] for b in js["blocks"]] == [1, 2]
     assert js["blocks"][1]["ops"][0]["kind"] == "delete"
 
@@ -321,9 +322,9 @@ def test_alignment_is_difflibs():
         else:                   # repeated keys: difflib itself
             a = [rng.randint(0, 4) for _ in range(rng.randint(0, 30))]
             b = [rng.randint(0, 4) for _ in range(rng.randint(0, 30))]
-        fast += diff_mod._unique_matching_blocks(a, b) is not None
+        fast += seqmatch.unique_matching_blocks(a, b) is not None
         want = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-        assert [tuple(c) for c in diff_mod._difflib_opcodes(a, b)] == \
+        assert [tuple(c) for c in seqmatch.difflib_opcodes(a, b)] == \
             [tuple(c) for c in want], (a, b)
     assert fast > 2000
 
@@ -364,8 +365,8 @@ def test_shared_ops_compare_as_copies(case, strict):
         plain = diff_mod.diff_programs(_decoded_copy(a), _decoded_copy(b), strict)
         assert got.changed
         for d in (read, plain):
-            assert diff_mod.render_text(d) == diff_mod.render_text(got)
-            assert diff_mod.render_json(d) == diff_mod.render_json(got)
+            assert diff_render.render_text(d) == diff_render.render_text(got)
+            assert diff_render.render_json(d) == diff_render.render_json(got)
 
 
 def test_shared_op_with_a_renamed_var_attr():
@@ -397,7 +398,7 @@ def test_json_rendering_is_json_dumps():
     plain = {"a": d.a, "b": d.b, "same": not d.changed, "details": d.details,
              "blocks": [asdict(x) for x in d.blocks if x.changed]}
     assert d.to_dict() == plain
-    assert diff_mod.render_json(d) == json.dumps(plain, indent=1, ensure_ascii=False) + "\n"
+    assert diff_render.render_json(d) == json.dumps(plain, indent=1, ensure_ascii=False) + "\n"
     for v in ({}, [], [[]], {"k": [1, 2.5, None, True, {"x": []}]}, {1: "non-string key"},
               [float("inf"), -float("inf"), 10 ** 30, "", ("t", 1)]):
-        assert diff_mod._dumps_indented(v) == json.dumps(v, indent=1, ensure_ascii=False)
+        assert jsonfmt.dumps_indented(v) == json.dumps(v, indent=1, ensure_ascii=False)

@@ -1,4 +1,5 @@
-"""Structural diff of two programs (and of two split folders), plus its renderers.
+"""Structural diff of two programs (and of two split folders); transpile/diff_render.py renders
+it.
 
 Blocks are compared by index. Within a block, ops are aligned by a longest common subsequence
 on (type, inputs, outputs): the common prefix and suffix are matched first, then difflib's
@@ -21,18 +22,18 @@ suffix (see control_var_names), so two runs of the same transpilation compare eq
 from __future__ import annotations
 
 import bisect
-import copy
-import difflib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import chain
 from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
 from .gcpause import paused_gc
+from .jsonfmt import as_plain
 from .program import Block, Op, Program, Var
+from .seqmatch import opcodes as _opcodes
 from .show import raw_attrs
 
 # where an op came from, not what it does (with_quant_attr: framework bookkeeping, always False)
@@ -87,7 +88,7 @@ class ProgramDiff:
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "same": not self.changed, "details": self.details,
-                "blocks": [_as_plain(b) for b in self.blocks if b.changed]}
+                "blocks": [as_plain(b) for b in self.blocks if b.changed]}
 
     def summary(self) -> str:
         ins = sum(1 for b in self.blocks for o in b.ops if o.kind == "insert")
@@ -430,108 +431,6 @@ def _op_changes(sa: _Side, sb: _Side, oa: Op, ob: Op, key_a: tuple, key_b: tuple
     return out + _attr_changes(sa, sb, oa, ob)
 
 
-def _unique_matching_blocks(a: list, b: list) -> Optional[list]:
-    """What difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() finds
-    (without its closing sentinel), in O(n log n), when every item a and b have in common
-    occurs once in each; None otherwise.
-
-    SequenceMatcher takes the longest common run of the whole range (the leftmost in `a` of the
-    longest), then recurses on what lies before it and after it. With unique items each common
-    item belongs to exactly one maximal run (a diagonal), and a run never straddles the edge of
-    a range the recursion makes (those edges are other runs' ends), so the recursion takes a run
-    exactly when it fits, before and after, with every run taken before it in that order (longest
-    first, then leftmost): one pass over the runs in that order, keeping the taken ones sorted.
-    """
-    where: dict = {}
-    repeated = set()
-    for j, x in enumerate(b):
-        if x in where:
-            repeated.add(x)
-        else:
-            where[x] = j
-    seen = set()
-    partner = []
-    for x in a:
-        j = where.get(x)
-        if j is not None:
-            if x in repeated or x in seen:
-                return None
-            seen.add(x)
-        partner.append(j)
-    runs = []
-    n = len(a)
-    i = 0
-    while i < n:
-        j = partner[i]
-        if j is None:
-            i += 1
-            continue
-        start = i
-        i += 1
-        while i < n and partner[i] == j + (i - start):
-            i += 1
-        runs.append((start, j, i - start))
-    runs.sort(key=lambda r: (-r[2], r[0]))
-    starts: list = []
-    taken: list = []
-    for r in runs:
-        i, j, k = r
-        p = bisect.bisect_left(starts, i)
-        if p and taken[p - 1][1] + taken[p - 1][2] > j:
-            continue
-        if p < len(taken) and taken[p][1] < j + k:
-            continue
-        starts.insert(p, i)
-        taken.insert(p, r)
-    return taken
-
-
-def _difflib_opcodes(a: list, b: list) -> list:
-    blocks = _unique_matching_blocks(a, b)
-    if blocks is None:
-        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    # SequenceMatcher.get_opcodes, from the matching blocks
-    codes = []
-    i = j = 0
-    for ai, bj, size in blocks + [(len(a), len(b), 0)]:
-        if i < ai and j < bj:
-            codes.append(("replace", i, ai, j, bj))
-        elif i < ai:
-            codes.append(("delete", i, ai, j, bj))
-        elif j < bj:
-            codes.append(("insert", i, ai, j, bj))
-        i, j = ai + size, bj + size
-        if size:
-            codes.append(("equal", ai, i, bj, j))
-    return codes
-
-
-def _opcodes(ka: list, kb: list) -> list:
-    """difflib-style opcodes, with the common prefix and suffix matched before LCS."""
-    n, m = len(ka), len(kb)
-    pre = 0
-    while pre < n and pre < m and ka[pre] == kb[pre]:
-        pre += 1
-    suf = 0
-    while suf < n - pre and suf < m - pre and ka[n - 1 - suf] == kb[m - 1 - suf]:
-        suf += 1
-    codes = []
-    if pre:
-        codes.append(("equal", 0, pre, 0, pre))
-    mid_a, mid_b = ka[pre:n - suf], kb[pre:m - suf]
-    if mid_a or mid_b:
-        if not mid_a:
-            codes.append(("insert", pre, pre, pre, m - suf))
-        elif not mid_b:
-            codes.append(("delete", pre, n - suf, pre, pre))
-        else:
-            for tag, i1, i2, j1, j2 in _difflib_opcodes(mid_a, mid_b):
-                codes.append((tag, i1 + pre, i2 + pre, j1 + pre, j2 + pre))
-    if suf:
-        codes.append(("equal", n - suf, n, m - suf, m))
-    return codes
-
-
 # ops Paddle emits in runs whose order comes from a set (one fake_init per table in startup)
 ORDERLESS_RUNS = frozenset({"fake_init"})
 
@@ -865,185 +764,3 @@ def _load_json(path: str):
             return json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError) as e:
         raise UserError("%s: cannot read JSON (%s)" % (path, e)) from None
-
-
-# ---------------------------------------------------------------------------------------------
-# renderers (formatting only)
-
-_MARK = {"insert": "+", "delete": "-", "change": "~"}
-
-
-def _op_where(o: OpChange) -> str:
-    if o.kind == "insert":
-        return "op %d" % o.b_index
-    if o.kind == "delete":
-        return "op %d" % o.a_index
-    return "op %d" % o.a_index if o.a_index == o.b_index else "op %d->%d" % (o.a_index,
-                                                                          o.b_index)
-
-
-def render_text(d: ProgramDiff) -> str:
-    lines = ["--- %s" % d.a, "+++ %s" % d.b]
-    lines += ["  %s" % x for x in d.details]
-    for b in d.blocks:
-        if not b.changed:
-            continue
-        head = "block %d" % b.idx
-        if b.status in ("added", "removed"):
-            head += " (%s)" % ("only in B" if b.status == "added" else "only in A")
-        lines.append(head + ":")
-        lines += ["  %s" % x for x in b.details]
-        for o in b.ops:
-            lines.append("  %s %s %s" % (_MARK[o.kind], _op_where(o), o.op))
-            lines += ["      %s" % x for x in o.details]
-        for v in b.vars:
-            mark = {"added": "+", "removed": "-", "changed": "~"}[v.kind]
-            lines.append("  %s var %s: %s" % (mark, v.name, "; ".join(v.details)))
-    lines.append("summary: " + ("no differences" if not d.changed else d.summary()))
-    return "\n".join(lines) + "\n"
-
-
-def _md(s: str) -> str:
-    return s.replace("|", "\\|")
-
-
-def render_markdown(d: ProgramDiff, heading: str = "##") -> str:
-    lines = ["%s `%s` vs `%s`" % (heading, d.a, d.b), ""]
-    if not d.changed:
-        return "\n".join(lines + ["No differences.", ""])
-    lines += ["- %s" % x for x in d.details]
-    for b in d.blocks:
-        if not b.changed:
-            continue
-        lines += ["", "%s# Block %d%s" % (heading, b.idx,
-                                          "" if b.status in ("same", "changed")
-                                          else " (%s)" % b.status), ""]
-        lines += ["- %s" % x for x in b.details]
-        if b.ops:
-            lines += ["| | op | change |", "|---|---|---|"]
-            for o in b.ops:
-                what = "<br>".join(_md(x) for x in o.details) or o.kind
-                lines.append("| %s | %s `%s` | %s |" % (_MARK[o.kind], _op_where(o),
-                                                       _md(o.op), what))
-        if b.vars:
-            lines += ["", "| | var | change |", "|---|---|---|"]
-            for v in b.vars:
-                mark = {"added": "+", "removed": "-", "changed": "~"}[v.kind]
-                lines.append("| %s | `%s` | %s |" % (mark, _md(v.name),
-                                                    "<br>".join(_md(x) for x in v.details)))
-    lines += ["", "**Summary:** " + d.summary(), ""]
-    return "\n".join(lines)
-
-
-def render_json(d) -> str:
-    with paused_gc():
-        return _dumps_indented(d.to_dict()) + "\n"
-
-
-def _as_plain(obj):
-    """dataclasses.asdict(obj) for the result types here, without its generic deep copy (which
-    cost more than the diff on a large program): dataclasses become dicts, lists new lists,
-    strings and numbers stay as they are."""
-    t = type(obj)
-    if t is str or t is int or obj is None or t is bool or t is float:
-        return obj
-    if t is list:
-        if all(type(x) is str for x in obj):
-            return list(obj)
-        return [_as_plain(x) for x in obj]
-    names = _FIELD_NAMES.get(t)
-    if names is None and is_dataclass(obj) and not isinstance(obj, type):
-        names = _FIELD_NAMES[t] = tuple(f.name for f in fields(obj))
-    if names is not None:
-        return {n: _as_plain(getattr(obj, n)) for n in names}
-    if t is tuple:
-        return tuple(_as_plain(x) for x in obj)
-    if t is dict:
-        return {_as_plain(k): _as_plain(v) for k, v in obj.items()}
-    return copy.deepcopy(obj)
-
-
-_FIELD_NAMES: dict = {}
-
-
-def _dumps_indented(obj) -> str:
-    """json.dumps(obj, indent=1, ensure_ascii=False), without the pure-Python encoder's
-    generators (json.dumps runs that one, not the C encoder, when it indents)."""
-    try:
-        return _indented(obj, "\n")
-    except _Unusual:
-        return json.dumps(obj, indent=1, ensure_ascii=False)
-
-
-class _Unusual(Exception):
-    """A value _indented leaves to json.dumps (a non-string key, a custom type...)."""
-
-
-_encode_str = json.encoder.encode_basestring       # what json.dumps(ensure_ascii=False) uses
-
-
-def _indented(o, newline: str) -> str:
-    if isinstance(o, str):
-        return _encode_str(o)
-    if o is None:
-        return "null"
-    if o is True:
-        return "true"
-    if o is False:
-        return "false"
-    if isinstance(o, int):
-        return int.__repr__(o)
-    if isinstance(o, float):
-        if o != o:
-            return "NaN"
-        if o in (math.inf, -math.inf):
-            return "Infinity" if o > 0 else "-Infinity"
-        return float.__repr__(o)
-    inner = newline + " "
-    if isinstance(o, (list, tuple)):
-        if not o:
-            return "[]"
-        if all(type(x) is str for x in o):
-            items = map(_encode_str, o)
-        else:
-            items = [_indented(x, inner) for x in o]
-        return "[" + inner + ("," + inner).join(items) + newline + "]"
-    if isinstance(o, dict):
-        if not o:
-            return "{}"
-        if not all(type(k) is str for k in o):
-            raise _Unusual()
-        return "{" + inner + ("," + inner).join(
-            [_encode_str(k) + ": " + _indented(v, inner) for k, v in o.items()]) + newline + "}"
-    raise _Unusual()
-
-
-def render_tree_text(t: TreeDiff) -> str:
-    if not t.changed:
-        return "no differences between %s and %s\n" % (t.a, t.b)
-    out = []
-    for f in t.files:
-        if f.program is not None:
-            out.append("== %s\n" % f.path + render_text(f.program))
-        else:
-            out.append("== %s: %s\n" % (f.path, f.status) +
-                       "".join("  %s\n" % x for x in f.details))
-    return "".join(out)
-
-
-def render_tree_markdown(t: TreeDiff) -> str:
-    if not t.changed:
-        return "No differences between `%s` and `%s`.\n" % (t.a, t.b)
-    out = ["# `%s` vs `%s`\n" % (t.a, t.b)]
-    for f in t.files:
-        if f.program is not None:
-            out.append("## `%s`\n\n" % f.path + render_markdown(f.program, heading="###"))
-        else:
-            out.append("## `%s`: %s\n\n" % (f.path, f.status) +
-                       "".join("- %s\n" % _md(x) for x in f.details))
-    return "\n".join(out)
-
-
-RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
-TREE_RENDERERS = {"text": render_tree_text, "markdown": render_tree_markdown,
-                  "json": render_json}

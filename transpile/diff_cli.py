@@ -42,6 +42,7 @@ def register(main_group, handle_errors) -> None:
         Exit status: 0 same, 1 different, 2 bad input.
         """
         from . import diff as diff_mod
+        from . import diff_render
         from . import programio
         defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
                     else diff_mod.builtin_op_defaults())
@@ -50,11 +51,11 @@ def register(main_group, handle_errors) -> None:
             raise UserError("cannot compare a folder with a file: %s and %s" % (a, b))
         if da:
             result = diff_mod.diff_trees(a, b, strict, op_defaults=defaults)
-            out = diff_mod.TREE_RENDERERS[fmt](result)
+            out = diff_render.TREE_RENDERERS[fmt](result)
         else:
             pa, pb = programio.load(a), programio.load(b)
             result = diff_mod.diff_programs(pa, pb, strict, a, b, defaults)
-            out = diff_mod.RENDERERS[fmt](result)
+            out = diff_render.RENDERERS[fmt](result)
         quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
         if not quiet or fmt == "json":
             click.echo(out, nl=False)
