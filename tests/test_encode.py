@@ -12,6 +12,41 @@ from transpile.split import split
 from golden import case_dirs, load_case
 
 
+def _op_message(op: Op):
+    """The op as an OpDesc message built field by field (the attrs still as read copied)."""
+    m = proto._OpDescMsg()
+    src = op.source
+    m.type = op.type
+    for slot, args in op.inputs.items():
+        m.inputs.add(parameter=slot, arguments=args)
+    for slot, args in op.outputs.items():
+        m.outputs.add(parameter=slot, arguments=args)
+    if src is not None and not op.attrs_decoded:
+        patch = dict(op.attr_patch)
+        if not patch:
+            m.attrs.extend(src.msg.attrs)
+        for a in (src.msg.attrs if patch else ()):
+            new = patch.pop(a.name, None)
+            if new is None:
+                m.attrs.add().CopyFrom(a)
+            else:
+                proto._encode_attr(m.attrs.add(), a.name, new)
+        for name, new in patch.items():
+            proto._encode_attr(m.attrs.add(), name, new)
+    else:
+        entries = list(op.attrs.items())
+        for pos, name, attr in op.dup_attrs:
+            entries.insert(min(pos, len(entries)), (name, attr))
+        for name, attr in entries:
+            if src is not None and src.same_attr(name, attr):
+                m.attrs.add().CopyFrom(src.index[name])
+            else:
+                proto._encode_attr(m.attrs.add(), name, attr)
+    if op.is_target is not None:
+        m.is_target = op.is_target
+    return m
+
+
 def _reference(prog) -> bytes:
     """The program serialized by protobuf from messages built for every var and op."""
     msg = proto.ProgramDesc()
@@ -20,7 +55,7 @@ def _reference(prog) -> bytes:
         for v in b.vars.values():
             proto._encode_var(mb.vars.add(), v)
         for op in b.ops:
-            mb.ops.add().CopyFrom(proto._op_message(op))
+            mb.ops.add().CopyFrom(_op_message(op))
         if b.forward_block_idx is not None:
             mb.forward_block_idx = b.forward_block_idx
     if prog.has_version:
@@ -69,6 +104,12 @@ def test_patched_and_renamed_ops_and_new_vars():
         block.vars[name] = w
     block.vars["ünïcode"] = Var.tensor("ünïcode", "INT64", (-1,), kind="SELECTED_ROWS")
     block.ops.append(Op("x", {"X": ["ünïcode"]}, {}, {"a": Attr("INT", -5)}))
+    # values == calls equal but that are written differently must not share cached bytes
+    for value in (0.0, -0.0, float("nan"), 1.0):
+        block.ops.append(Op("y", {}, {}, {"v": Attr("FLOAT", value),
+                                          "w": Attr("FLOATS", [value, -value])}))
+    block.ops.append(Op("y", {}, {}, {"v": Attr("INT", 1), "b": Attr("BOOLEAN", True)}))
+    block.ops.append(Op("y", {}, {}, {"v": Attr("BOOLEAN", True), "b": Attr("INT", 1)}))
     assert proto.encode(prog) == _reference(prog)
     again = proto.decode(proto.encode(prog))
     assert proto.encode(again) == proto.encode(prog)

@@ -694,82 +694,67 @@ def _encode_var(m, v: Var):
         x.ints.extend(a.ints)
 
 
-def _op_message(op: Op):
-    """A new OpDesc message for an op that no longer is what was read (or was never read)."""
-    m = _OpDescMsg()
+def op_bytes(op: Op) -> bytes:
+    """The OpDesc bytes of `op`: the bytes it was read from while it is unchanged; else written
+    field by field in field-number order (inputs 1, outputs 2, type 3, attrs 4, is_target 5),
+    the attrs still as read copied as bytes."""
     src = op.source
-    m.type = op.type
-    for slot, args in op.inputs.items():
-        m.inputs.add(parameter=slot, arguments=args)
-    for slot, args in op.outputs.items():
-        m.outputs.add(parameter=slot, arguments=args)
+    if src is not None and src.unchanged(op):
+        return src.raw()
+    parts = []
+    for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
+        for slot, args in slots.items():
+            body = b"".join([_str_field(b"\x0a", slot)] + [_str_field(b"\x12", a) for a in args])
+            parts += (key, _varint_bytes(len(body)), body)
+    parts.append(_str_field(b"\x1a", op.type))
     if src is not None and not op.attrs_decoded:
-        patch = dict(op.attr_patch)
-        if not patch:
-            m.attrs.extend(src.msg.attrs)
-        for a in (src.msg.attrs if patch else ()):
-            new = patch.pop(a.name, None)
-            if new is None:
-                m.attrs.add().CopyFrom(a)
-            else:
-                _encode_attr(m.attrs.add(), a.name, new)
+        patch = op.attr_patch
+        for name, raw in src.attr_chunks():
+            new = patch.get(name) if patch else None
+            parts.append(raw if new is None else _attr_chunk(name, new))
         for name, new in patch.items():
-            _encode_attr(m.attrs.add(), name, new)
+            if name not in src.index:
+                parts.append(_attr_chunk(name, new))
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
             entries.insert(min(pos, len(entries)), (name, attr))
-        for name, attr in entries:
-            if src is not None and src.same_attr(name, attr):
-                m.attrs.add().CopyFrom(src.index[name])
-            else:
-                _encode_attr(m.attrs.add(), name, attr)
-    if op.is_target is not None:
-        m.is_target = op.is_target
-    return m
-
-
-def op_bytes(op: Op) -> bytes:
-    """The OpDesc bytes of `op`: the bytes it was read from while it is unchanged; else its
-    slots and type written anew and, of its attrs, those still as read copied as bytes."""
-    src = op.source
-    if src is None:
-        return _op_message(op).SerializeToString(deterministic=True)
-    if src.unchanged(op):
-        return src.raw()
-    if op.dup_attrs or op.attrs_decoded:
-        return _op_message(op).SerializeToString(deterministic=True)
-    # fields in number order: inputs 1, outputs 2, type 3, attrs 4, is_target 5
-    parts = []
-    for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
-        for slot, args in slots.items():
-            body = [_str_field(b"\x0a", slot)]
-            body += [_str_field(b"\x12", a) for a in args]
-            body = b"".join(body)
-            parts += (key, _varint_bytes(len(body)), body)
-    parts.append(_str_field(b"\x1a", op.type))
-    patch = op.attr_patch
-    for name, raw in src.attr_chunks():
-        new = patch.get(name) if patch else None
-        parts.append(raw if new is None else _attr_chunk(name, new))
-    for name, new in patch.items():
-        if name not in src.index:
-            parts.append(_attr_chunk(name, new))
+        parts += [_attr_chunk(name, attr) for name, attr in entries]
     if op.is_target is not None:
         parts.append(b"\x28\x01" if op.is_target else b"\x28\x00")
     return b"".join(parts)
 
 
+# Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
+# caches are emptied when they grow large, so memory stays bounded on any program.
+_STR_FIELDS: dict = {}
+_ATTR_CHUNKS: dict = {}
+_CACHE_LIMIT = 1 << 17
+
+
 def _str_field(key: bytes, text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return key + _varint_bytes(len(raw)) + raw
+    k = (key, text)
+    out = _STR_FIELDS.get(k)
+    if out is None:
+        if len(_STR_FIELDS) > _CACHE_LIMIT:
+            _STR_FIELDS.clear()
+        raw = text.encode("utf-8")
+        out = _STR_FIELDS[k] = key + _varint_bytes(len(raw)) + raw
+    return out
 
 
 def _attr_chunk(name: str, attr: Attr) -> bytes:
-    """An OpDesc.attrs entry, key and length included."""
-    m = _OpDescMsg()
-    _encode_attr(m.attrs.add(), name, attr)
-    return m.SerializePartialToString(deterministic=True)
+    """An OpDesc.attrs entry, key and length included. Cached by the repr of the value, which
+    tells apart what == does not (-0.0 and 0.0, NaNs, 1 and True)."""
+    k = (name, attr.type, repr(attr.value), repr(attr.extra))
+    out = _ATTR_CHUNKS.get(k)
+    if out is None:
+        if len(_ATTR_CHUNKS) > _CACHE_LIMIT:
+            _ATTR_CHUNKS.clear()
+        m = _OpDescMsg()
+        _encode_attr(m.attrs.add(), name, attr)
+        out = _ATTR_CHUNKS[k] = m.SerializePartialToString(deterministic=True)
+    return out
 
 
 def var_bytes(v: Var) -> bytes:
