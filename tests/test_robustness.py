@@ -3,12 +3,14 @@ import itertools
 import os
 import random
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli import main
 from transpile import proto, textform
+from transpile.errors import ProgramFormatError
 from transpile.program import Attr, Block, Op, Program, Var
 
 _fresh = itertools.count()
@@ -143,3 +145,25 @@ def test_internal_error_is_one_line_and_exit_3(monkeypatch, tmp_path):
                                 "rerun with --debug and report it")
     r = CliRunner().invoke(main, ["--debug", "show", os.path.join(CASE, "main.pb")])
     assert r.exit_code == 3 and "Traceback" in r.output
+
+
+def test_var_without_its_required_dtype_is_shown_and_refused_on_write(tmp_path):
+    """Found by tests/fuzz_cli.py: a VarType whose tensor lacks the required data_type (protobuf
+    reads it; only a full serialize checks required fields) is shown, and writing it is refused
+    with one line and exit 2, not an internal error."""
+    msg = proto.ProgramDesc()
+    b = msg.blocks.add(idx=0, parent_idx=-1)
+    v = b.vars.add(name="x")
+    v.type.type = proto.VAR_TYPE_NUM["LOD_TENSOR"]
+    v.type.lod_tensor.tensor.dims.extend([2, 3])        # no data_type
+    data = msg.SerializePartialToString()
+    path = tmp_path / "p.pb"
+    path.write_bytes(data)
+    prog = proto.decode(data)
+    with pytest.raises(ProgramFormatError, match="missing required fields"):
+        proto.encode(prog)
+    r = CliRunner().invoke(main, ["show", str(path)])
+    assert r.exit_code == 0 and "x" in r.output
+    r = CliRunner().invoke(main, ["convert", str(path), str(tmp_path / "q.pb")])
+    assert r.exit_code == 2 and "internal error" not in r.output
+    assert not (tmp_path / "q.pb").exists()

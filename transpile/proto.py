@@ -301,7 +301,7 @@ def _decode_var(v, types: dict) -> Var:
     for fd, x in v.ListFields():
         n = fd.name
         if n == "type":
-            key = x.SerializeToString()
+            key = x.SerializePartialToString()
             vt = types.get(key)
             if vt is None:
                 vt = types[key] = _decode_vartype(x)
