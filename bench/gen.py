@@ -782,7 +782,7 @@ def fast_encode(program: Program) -> bytes:
     Attr instances (callstacks, constant attrs), so most attrs are serialized once per program.
     tests/test_bench_gen.py checks the result against programio.to_bytes.
     """
-    from transpile import proto
+    from transpile import proto, protowrite
     prog_cls = proto.ProgramDesc
     block_cls = type(prog_cls().blocks.add())
     op_cls = type(block_cls().ops.add())
@@ -802,7 +802,7 @@ def fast_encode(program: Program) -> bytes:
         c = cache.get(key)
         if c is None:
             m = op_cls()
-            proto._encode_attr(m.attrs.add(), name, attr)
+            protowrite._encode_attr(m.attrs.add(), name, attr)
             c = cache[key] = m.SerializePartialToString()
             keep.append(attr)
         return c
@@ -812,7 +812,7 @@ def fast_encode(program: Program) -> bytes:
         parts = [block_cls(idx=b.idx, parent_idx=b.parent_idx).SerializePartialToString()]
         for v in b.vars.values():
             m = block_cls()
-            proto._encode_var(m.vars.add(), v)
+            protowrite._encode_var(m.vars.add(), v)
             parts.append(m.SerializePartialToString())
         for op in b.ops:
             m = op_cls()

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from transpile import proto
+from transpile import proto, protowrite
 from transpile.program import Attr, Op, Var
 from transpile.split import split
 
@@ -30,9 +30,9 @@ def _op_message(op: Op):
             if new is None:
                 m.attrs.add().CopyFrom(a)
             else:
-                proto._encode_attr(m.attrs.add(), a.name, new)
+                protowrite._encode_attr(m.attrs.add(), a.name, new)
         for name, new in patch.items():
-            proto._encode_attr(m.attrs.add(), name, new)
+            protowrite._encode_attr(m.attrs.add(), name, new)
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
@@ -41,7 +41,7 @@ def _op_message(op: Op):
             if src is not None and src.same_attr(name, attr):
                 m.attrs.add().CopyFrom(src.index[name])
             else:
-                proto._encode_attr(m.attrs.add(), name, attr)
+                protowrite._encode_attr(m.attrs.add(), name, attr)
     if op.is_target is not None:
         m.is_target = op.is_target
     return m
@@ -53,7 +53,7 @@ def _reference(prog) -> bytes:
     for b in prog.blocks:
         mb = msg.blocks.add(idx=b.idx, parent_idx=b.parent_idx)
         for v in b.vars.values():
-            proto._encode_var(mb.vars.add(), v)
+            protowrite._encode_var(mb.vars.add(), v)
         for op in b.ops:
             mb.ops.add().CopyFrom(_op_message(op))
         if b.forward_block_idx is not None:

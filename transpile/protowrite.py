@@ -1,0 +1,284 @@
+"""Writing the model as ProgramDesc bytes (transpile/proto.py reads them; `proto.encode` is this
+module's `encode`).
+
+What is still as it was read is copied as bytes (an op's or var's message serialized again, an
+attr's bytes); everything else is written field by field in field-number order, as protobuf
+writes a message, without building messages: a large split is mostly copies and a few kinds of
+new ops and vars, whose recurring pieces (names, VarTypes, attrs such as op_role) are made once.
+tests/test_encode.py checks the result against protobuf's own serialization.
+"""
+from __future__ import annotations
+
+from .errors import ProgramFormatError
+from .program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
+from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, EncodeError, ProgramDesc,
+                    _BlockDescMsg, _OpDescMsg, _VarDescMsg, fd_is_repeated, var_key)
+
+
+def length_delimited(key: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its key, the payload's length, the payload."""
+    return key + _varint_bytes(len(payload)) + payload
+
+
+def _set_scalar(m, d):
+    m.type = d["type"]
+    for k, v in d.items():
+        if k == "type":
+            continue
+        if k == "c":
+            m.c.r, m.c.i = v
+        else:
+            setattr(m, k, v)
+
+
+def _set_attr_field(m, name, value):
+    if name == "scalar":
+        _set_scalar(m.scalar, value)
+    elif name == "scalars":
+        for d in value:
+            _set_scalar(m.scalars.add(), d)
+    elif fd_is_repeated(name):
+        getattr(m, name).extend(value)
+    else:
+        setattr(m, name, value)
+
+
+def _encode_attr(m, name, attr: Attr):
+    m.name = name
+    m.type = ATTR_TYPE_NUM[attr.type]
+    main = ATTR_FIELD[attr.type]
+    absent = any(k == "__absent__" for k, _ in attr.extra)
+    if not absent:
+        _set_attr_field(m, main, attr.value)
+    for k, v in attr.extra:
+        if k != "__absent__":
+            _set_attr_field(m, k, v)
+
+
+def _encode_tensor(m, t: TensorDesc):
+    m.data_type = VAR_TYPE_NUM[t.dtype] if isinstance(t.dtype, str) else t.dtype
+    m.dims.extend(t.dims)
+
+
+def _encode_var(m, v: Var):
+    m.name = v.name
+    vt = v.type
+    m.type.type = VAR_TYPE_NUM[vt.type]
+    for slot, (t, lod) in vt.descs.items():
+        sub = getattr(m.type, slot)
+        if TENSOR_SLOTS[slot] == "TensorDesc":
+            _encode_tensor(sub, t)
+        else:
+            _encode_tensor(sub.tensor, t)
+            if lod is not None:
+                sub.lod_level = lod
+    if vt.reader is not None:
+        r = m.type.reader
+        r.SetInParent()
+        for t, lod in vt.reader:
+            x = r.lod_tensor.add()
+            _encode_tensor(x.tensor, t)
+            if lod is not None:
+                x.lod_level = lod
+    if vt.tuple_types is not None:
+        m.type.tuple.SetInParent()
+        m.type.tuple.element_type.extend(VAR_TYPE_NUM[x] if isinstance(x, str) else x
+                                         for x in vt.tuple_types)
+    for f in ("persistable", "need_check_feed", "is_parameter", "stop_gradient"):
+        val = getattr(v, f)
+        if val is not None:
+            setattr(m, f, val)
+    for a in v.attrs:
+        x = m.attrs.add(name=a.name, type=ATTR_TYPE_NUM[a.type] if isinstance(a.type, str)
+                        else a.type)
+        if a.i is not None:
+            x.i = a.i
+        if a.s is not None:
+            x.s = a.s
+        x.ints.extend(a.ints)
+
+
+def op_bytes(op: Op) -> bytes:
+    """The OpDesc bytes of `op`: the bytes it was read from while it is unchanged; else written
+    field by field in field-number order (inputs 1, outputs 2, type 3, attrs 4, is_target 5),
+    the attrs still as read copied as bytes."""
+    src = op.source
+    if src is not None and src.unchanged(op):
+        return src.raw()
+    parts = []
+    for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
+        for slot, args in slots.items():
+            body = b"".join([_str_field(b"\x0a", slot)] + [_str_field(b"\x12", a) for a in args])
+            parts += (key, _varint_bytes(len(body)), body)
+    parts.append(_str_field(b"\x1a", op.type))
+    if src is not None and not op.attrs_decoded:
+        patch = op.attr_patch
+        for name, raw in src.attr_chunks():
+            new = patch.get(name) if patch else None
+            parts.append(raw if new is None else _attr_chunk(name, new))
+        for name, new in patch.items():
+            if name not in src.index:
+                parts.append(_attr_chunk(name, new))
+    else:
+        entries = list(op.attrs.items())
+        for pos, name, attr in op.dup_attrs:
+            entries.insert(min(pos, len(entries)), (name, attr))
+        parts += [_attr_chunk(name, attr) for name, attr in entries]
+    if op.is_target is not None:
+        parts.append(b"\x28\x01" if op.is_target else b"\x28\x00")
+    return b"".join(parts)
+
+
+# Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
+# caches are emptied when they grow large, so memory stays bounded on any program.
+_STR_FIELDS: dict = {}
+_ATTR_CHUNKS: dict = {}
+_CACHE_LIMIT = 1 << 17
+
+
+def _str_field(key: bytes, text: str) -> bytes:
+    k = (key, text)
+    out = _STR_FIELDS.get(k)
+    if out is None:
+        if len(_STR_FIELDS) > _CACHE_LIMIT:
+            _STR_FIELDS.clear()
+        raw = text.encode("utf-8")
+        out = _STR_FIELDS[k] = key + _varint_bytes(len(raw)) + raw
+    return out
+
+
+def _attr_chunk(name: str, attr: Attr) -> bytes:
+    """An OpDesc.attrs entry, key and length included. Cached by the repr of the value, which
+    tells apart what == does not (-0.0 and 0.0, NaNs, 1 and True)."""
+    k = (name, attr.type, repr(attr.value), repr(attr.extra))
+    out = _ATTR_CHUNKS.get(k)
+    if out is None:
+        if len(_ATTR_CHUNKS) > _CACHE_LIMIT:
+            _ATTR_CHUNKS.clear()
+        m = _OpDescMsg()
+        _encode_attr(m.attrs.add(), name, attr)
+        out = _ATTR_CHUNKS[k] = m.SerializePartialToString(deterministic=True)
+    return out
+
+
+def var_bytes(v: Var) -> bytes:
+    """The VarDesc bytes of `v`: the bytes it was read from while it is unchanged."""
+    src = v.source
+    if src is not None and src.key == var_key(v):
+        return src.raw()
+    vt = v.type
+    if not v.attrs and vt.reader is None and vt.tuple_types is None and len(vt.descs) == 1:
+        return _plain_var_bytes(v)
+    m = _VarDescMsg()
+    _encode_var(m, v)
+    return m.SerializeToString(deterministic=True)
+
+
+# VarType field keys of the tensor descriptions (field number << 3 | 2)
+_DESC_KEY = {"selected_rows": b"\x12", "lod_tensor": b"\x1a", "tensor_array": b"\x22",
+             "string": b"\x42", "strings": b"\x4a", "vocab": b"\x52", "sparse_coo": b"\x5a",
+             "sparse_csr": b"\x62"}
+_FLAG_KEYS = (b"\x18", b"\x20", b"\x28", b"\x30")  # VarDesc fields 3-6 (varint)
+
+
+# (kind, slot, dtype, dims, lod) -> VarDesc.type field bytes: vars mostly share a few types
+_VARTYPE_BYTES: dict = {}
+
+
+def _vartype_bytes(kind, slot, dtype, dims, lod) -> bytes:
+    """The VarDesc `type` field (key and length included) of a one-tensor VarType."""
+    dtype = VAR_TYPE_NUM[dtype] if isinstance(dtype, str) else dtype
+    tensor = [b"\x08", _varint_bytes(dtype)]
+    for d in dims:
+        tensor += (b"\x10", _varint_bytes(d))
+    tensor = b"".join(tensor)
+    if TENSOR_SLOTS[slot] != "TensorDesc":       # LoDTensorDesc / LoDTensorArrayDesc
+        tensor = b"\x0a" + _varint_bytes(len(tensor)) + tensor
+        if lod is not None:
+            tensor += b"\x10" + _varint_bytes(lod)
+    vtype = b"\x08" + _varint_bytes(VAR_TYPE_NUM[kind]) + _DESC_KEY[slot] + \
+        _varint_bytes(len(tensor)) + tensor
+    return b"\x12" + _varint_bytes(len(vtype)) + vtype
+
+
+def _plain_var_bytes(v: Var) -> bytes:
+    """VarDesc bytes of a var with one tensor description and no attrs (almost every var),
+    written directly in the order protobuf writes them."""
+    vt = v.type
+    (slot, (t, lod)), = vt.descs.items()
+    key = (vt.type, slot, t.dtype, t.dims, lod)
+    vtype = _VARTYPE_BYTES.get(key)
+    if vtype is None:
+        if len(_VARTYPE_BYTES) > 4096:
+            _VARTYPE_BYTES.clear()
+        vtype = _VARTYPE_BYTES[key] = _vartype_bytes(*key)
+    parts = [_str_field(b"\x0a", v.name), vtype]
+    for key, flag in zip(_FLAG_KEYS, (v.persistable, v.need_check_feed, v.is_parameter,
+                                      v.stop_gradient)):
+        if flag is not None:
+            parts += (key, b"\x01" if flag else b"\x00")
+    return b"".join(parts)
+
+
+def _varint_bytes(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _SMALL_VARINTS[n]
+    if n < 0:
+        n += 1 << 64            # int32 / int64 fields: ten bytes of two's complement
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
+# wire keys (field number << 3 | wire type) of the repeated fields written here
+_KEY_BLOCK = b"\x0a"      # ProgramDesc.blocks = 1, length-delimited
+_KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
+_KEY_OP = b"\x22"         # BlockDesc.ops = 4
+
+
+def _block_bytes(b: Block) -> bytes:
+    head = _BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
+    parts = [head.SerializePartialToString(deterministic=True)]
+    add = parts.append
+    for v in b.vars.values():
+        raw = var_bytes(v)
+        add(_KEY_VAR)
+        add(_varint_bytes(len(raw)))
+        add(raw)
+    for op in b.ops:
+        raw = op_bytes(op)
+        add(_KEY_OP)
+        add(_varint_bytes(len(raw)))
+        add(raw)
+    if b.forward_block_idx is not None:
+        add(_BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
+    return b"".join(parts)
+
+
+def encode(program: Program) -> bytes:
+    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same bytes).
+
+    Written field by field in field-number order, as protobuf writes a message, so that the
+    vars and ops still as they were read are copied as bytes instead of being rebuilt."""
+    try:
+        parts = []
+        for b in program.blocks:
+            raw = _block_bytes(b)
+            parts += (_KEY_BLOCK, _varint_bytes(len(raw)), raw)
+        tail = ProgramDesc()
+        if program.has_version:
+            tail.version.SetInParent()
+            if program.version is not None:
+                tail.version.version = program.version
+        if program.op_version_map is not None:
+            tail.op_version_map.SetInParent()
+            for name, ver in program.op_version_map:
+                tail.op_version_map.pair.add(op_name=name).op_version.version = ver
+        parts.append(tail.SerializePartialToString(deterministic=True))
+        return b"".join(parts)
+    except (TypeError, ValueError, KeyError, EncodeError) as e:
+        raise ProgramFormatError("cannot encode program: %s" % e) from None
