@@ -35,7 +35,7 @@ KIND_SLOT = {"LOD_TENSOR": "lod_tensor", "SELECTED_ROWS": "selected_rows",
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
 
 
-@dataclass
+@dataclass(slots=True)
 class Attr:
     """An op attribute: its AttrType name and its value.
 
@@ -214,13 +214,13 @@ class Op:
         return op
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorDesc:
     dtype: str          # a VarType.Type name such as "FP32"
     dims: tuple = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class VarType:
     """VarType: the kind (LOD_TENSOR, SELECTED_ROWS, ...) and its tensor description(s).
 
@@ -255,7 +255,7 @@ class VarType:
         return d[1] if d else None
 
 
-@dataclass
+@dataclass(slots=True)
 class VarAttr:
     name: str
     type: str
@@ -264,7 +264,7 @@ class VarAttr:
     ints: tuple = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class Var:
     """A variable. The bool flags are None when the file did not set them (read as False).
 
