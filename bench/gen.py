@@ -236,14 +236,25 @@ class Callstacks:
                 (P + "base/wrapped_decorator.py", 26, "__impl__",
                  "return wrapped_func(*args, **kwargs)"),
                 (P + "base/framework.py", 617, "__impl__", "return func(*args, **kwargs)")]
-        tail = [(P + "base/layer_helper.py", 44, "append_op",
-                 "return self.main_program.current_block().append_op(*args, **kwargs)"),
-                (P + "base/framework.py", 4467, "append_op", "op = Operator("),
-                (P + "base/framework.py", 3016, "__init__",
-                 "for frame in traceback.extract_stack():")]
         op_init = [(P + "base/framework.py", 4467, "append_op", "op = Operator("),
                    (P + "base/framework.py", 3016, "__init__",
                     "for frame in traceback.extract_stack():")]
+        tail = [(P + "base/layer_helper.py", 44, "append_op",
+                 "return self.main_program.current_block().append_op(*args, **kwargs)")] + op_init
+        # optimizer.minimize() down to the pass that adds the optimizer's ops and vars
+        minimize = [(P + "optimizer/optimizer.py", 1762, "minimize",
+                     "optimize_ops = self._apply_optimize("),
+                    (P + "optimizer/optimizer.py", 1527, "_apply_optimize",
+                     "optimize_ops = self.apply_gradients(params_grads)"),
+                    (P + "optimizer/optimizer.py", 1473, "apply_gradients",
+                     "optimize_ops = self._create_optimization_pass(params_grads)")]
+        # a parameter created by a layer, down to its initializer
+        create_param = [(P + "base/layer_helper_base.py", 431, "create_parameter",
+                         "self.startup_program.global_block().create_parameter("),
+                        (P + "base/framework.py", 4381, "create_parameter",
+                         "initializer(param, self)")]
+        init_call = [(P + "nn/initializer/initializer.py", 40, "__call__",
+                      "return self.forward(param, block)")]
         fc = [(P + "static/nn/common.py", 239, "fc", "return fc_base(")]
         if site in ("fc.mul", "fc.add", "fc.act", "out.mul", "out.add"):
             user = self._user(site, "h = paddle.static.nn.fc(h, size=%s%s)" % (
@@ -290,13 +301,7 @@ class Callstacks:
             name = site[4:]
             return self._user("minimize", "optimizer.minimize(loss)") + deco[:1] + [
                 (P + "base/dygraph/base.py", 352, "_decorate_function",
-                 "return func(*args, **kwargs)"),
-                (P + "optimizer/optimizer.py", 1762, "minimize",
-                 "optimize_ops = self._apply_optimize("),
-                (P + "optimizer/optimizer.py", 1527, "_apply_optimize",
-                 "optimize_ops = self.apply_gradients(params_grads)"),
-                (P + "optimizer/optimizer.py", 1473, "apply_gradients",
-                 "optimize_ops = self._create_optimization_pass(params_grads)"),
+                 "return func(*args, **kwargs)")] + minimize + [
                 (P + "optimizer/optimizer.py", 1239, "_create_optimization_pass",
                  "optimize_op = self._append_optimize_op(")] + deco[:1] + [
                 (P + "base/dygraph/base.py", 340, "__impl__", "return func(*args, **kwargs)"),
@@ -324,36 +329,19 @@ class Callstacks:
                 return user + deco + fc + [
                     (P + "static/nn/common.py", 205, "fc_base",
                      "w = helper.create_parameter(" if what == "param" else
-                     "pre_activation = helper.append_bias_op(pre_bias)"),
-                    (P + "base/layer_helper_base.py", 431, "create_parameter",
-                     "self.startup_program.global_block().create_parameter("),
-                    (P + "base/framework.py", 4381, "create_parameter",
-                     "initializer(param, self)"),
-                    (P + "nn/initializer/initializer.py", 40, "__call__",
-                     "return self.forward(param, block)"),
+                     "pre_activation = helper.append_bias_op(pre_bias)")] + create_param + \
+                    init_call + [
                     (P + "nn/initializer/%s.py" % ("xavier" if what == "param" else "constant"),
                      183 if what == "param" else 87, "forward", "op = block.append_op(")
                 ] + op_init
             if what == "emb":
                 return self._user(site, "emb = paddle.static.nn.embedding(ids, ...)") + deco + [
                     (P + "static/nn/common.py", 3700, "embedding",
-                     "w = helper.create_parameter("),
-                    (P + "base/layer_helper_base.py", 431, "create_parameter",
-                     "self.startup_program.global_block().create_parameter("),
-                    (P + "base/framework.py", 4381, "create_parameter",
-                     "initializer(param, self)"),
-                    (P + "nn/initializer/initializer.py", 40, "__call__",
-                     "return self.forward(param, block)"),
+                     "w = helper.create_parameter(")] + create_param + init_call + [
                     (P + "nn/initializer/xavier.py", 183, "forward", "op = block.append_op(")
                 ] + op_init
             # lr / accumulators / counter: created by the optimizer at minimize()
-            return self._user("minimize", "optimizer.minimize(loss)") + deco[:1] + [
-                (P + "optimizer/optimizer.py", 1762, "minimize",
-                 "optimize_ops = self._apply_optimize("),
-                (P + "optimizer/optimizer.py", 1527, "_apply_optimize",
-                 "optimize_ops = self.apply_gradients(params_grads)"),
-                (P + "optimizer/optimizer.py", 1473, "apply_gradients",
-                 "optimize_ops = self._create_optimization_pass(params_grads)"),
+            return self._user("minimize", "optimizer.minimize(loss)") + deco[:1] + minimize + [
                 (P + "optimizer/optimizer.py", 1213 if what == "acc" else 1190,
                  "_create_optimization_pass",
                  "self._create_accumulators(" if what == "acc" else
@@ -364,9 +352,7 @@ class Callstacks:
                  "self._learning_rate_map[framework.default_main_program()] = "
                  "paddle.static.create_global_var("),
                 (P + "base/layer_helper_base.py", 512, "set_variable_initializer",
-                 "initializer(var, self.startup_program.global_block())"),
-                (P + "nn/initializer/initializer.py", 40, "__call__",
-                 "return self.forward(param, block)"),
+                 "initializer(var, self.startup_program.global_block())")] + init_call + [
                 (P + "nn/initializer/constant.py", 87, "forward", "op = block.append_op(")
             ] + op_init
         raise KeyError(site)
