@@ -168,10 +168,7 @@ class DistributionPlan:
 
     def several_blocks_on(self, p: ParamPlan, endpoint: str) -> bool:
         """The endpoint holds more than one block of `p` (hash_name can do that)."""
-        shared = self._shared_endpoints.get(p.name)
-        if shared is None or self.param(p.name) is not p:
-            return sum(1 for b in p.blocks if b.endpoint == endpoint) > 1
-        return endpoint in shared
+        return endpoint in self._shared_endpoints[p.name]
 
     def state_name(self, p: ParamPlan, name: str, b: VarBlock) -> str:
         """The pserver name of an optimizer state (or other block-local var) of block `b`: its

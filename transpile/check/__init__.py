@@ -26,6 +26,7 @@ read ops and vars, ops.py. Findings are data (findings.py); render.py only forma
 """
 from __future__ import annotations
 
+import itertools
 from typing import Optional
 
 from ..config import ClusterConfig
@@ -50,7 +51,9 @@ __all__ = [
 ]
 
 
-CHECK_STEPS = 5
+# in this order: each check reads what the ones before it put in ctx
+CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers)
+CHECK_STEPS = len(CHECK_ORDER)
 
 
 def check_split(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -58,9 +61,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
     ctx = Ctx(main, startup, config, split)
-    # in this order: each check reads what the ones before it put in ctx
-    for check in (check_structure, check_listen, check_optimize, check_coverage,
-                  check_trainers):
+    for check in CHECK_ORDER:
         check(ctx)
         if step is not None:
             step()
@@ -73,20 +74,18 @@ def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
     """Load a split folder and check it; with expect_dir, also diff it against a golden split.
     `progress(done, total)`: called after each folder read and each group of checks."""
     progress = progress or (lambda done, total: None)
-    state = {"read": 0, "total": CHECK_STEPS, "done": 0}
+    folders = [0]
 
     def read(done, total):
-        state.update(read=done, total=total + CHECK_STEPS)
-        progress(done, state["total"])
-
-    def step():
-        state["done"] += 1
-        progress(state["read"] + state["done"], state["total"])
+        folders[0] = total
+        progress(done, total + CHECK_STEPS)
 
     with paused_gc():       # reading a split allocates millions of objects and frees none
         split = load_split(split_dir, config, read)
         keep_until_exit(split)
-        report = check_split(main, startup, config, split, step)
+        checked = itertools.count(folders[0] + 1)
+        report = check_split(main, startup, config, split,
+                             lambda: progress(next(checked), folders[0] + CHECK_STEPS))
         if expect_dir is not None:
             report.findings.extend(golden_findings(split_dir, expect_dir, op_defaults))
     return report

@@ -22,11 +22,6 @@ def output_names(op: Op) -> list:
     return [a for a in op.output_names() if a]
 
 
-def attr_names(op: Op) -> list:
-    """The names of the op's attrs, in file order, without decoding them (Op.attrs would)."""
-    return op.attr_names()
-
-
 def colon_pairs(values) -> list:
     """"name:value" strings (grad_to_block_id and friends) -> [(name, value)] or None if bad."""
     out = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..program import Op, Program
 from ..validate import EMPTY_VAR
 from .context import Ctx
-from .ops import attr_names, colon_pairs
+from .ops import colon_pairs
 
 # "name:block" string maps whose blocks an op runs
 _BLOCK_MAP_ATTRS = ("grad_to_block_id", "prefetch_var_name_to_block_id")
@@ -19,7 +19,7 @@ _BLOCK_MAP_ATTRS = ("grad_to_block_id", "prefetch_var_name_to_block_id")
 def block_refs(op: Op) -> list:
     """Blocks an op makes run: BLOCK(S) attrs, *block_id ints, name:block string maps."""
     refs = list(op.block_refs())
-    for k in attr_names(op):
+    for k in op.attr_names():
         if not (k.endswith("block_id") or k in _BLOCK_MAP_ATTRS):
             continue
         a = op.find_attr(k)     # only the attrs that can name a block are decoded
