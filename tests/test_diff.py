@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from transpile import diff as diff_mod
 from transpile import diff_render, jsonfmt, seqmatch
-from transpile import programio, textform
+from transpile import programio, proto, textform
 from transpile.program import Attr, Op, Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -402,3 +402,15 @@ def test_json_rendering_is_json_dumps():
     for v in ({}, [], [[]], {"k": [1, 2.5, None, True, {"x": []}]}, {1: "non-string key"},
               [float("inf"), -float("inf"), 10 ** 30, "", ("t", 1)]):
         assert jsonfmt.dumps_indented(v) == json.dumps(v, indent=1, ensure_ascii=False)
+
+
+def test_nan_attrs_compare_equal_to_themselves():
+    """A NaN in an attr (scalar or in a list) is the same value on both sides, not a change."""
+    a = load(PSERVER)
+    a.blocks[1].ops[1].set_attr("scale", float("nan"))
+    a.blocks[1].ops[1].set_attr("w", [float("nan"), 1.0], "FLOATS")
+    b = proto.decode(proto.encode(a))
+    assert not diff_mod.diff_programs(a, b).changed
+    b.blocks[1].ops[1].set_attr("w", [float("nan"), 2.0], "FLOATS")
+    d = diff_mod.diff_programs(a, b)
+    assert [x for o in changes(d) for x in o.details] == ['attr w: ["nan", 1.0] -> ["nan", 2.0]']

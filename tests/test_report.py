@@ -95,13 +95,13 @@ def test_split_expect_golden(tmp_path):
 def test_op_lines_read_attrs_without_decoding_them_all():
     """format_op (the report's and `show`'s op lines) gives the same line before and after an
     op's attrs are decoded, and decodes none of them itself."""
-    from transpile.show import block_attr_names, format_op
+    from transpile.show import format_op
     prog = programio.load(os.path.join(HERE, "corpus", "classic", "lr_decay_conditional",
                                        "main.pb"))
     ops = [op for _, _, op in prog.ops()]
     lines = [(format_op(op), format_op(op, attrs=True)) for op in ops]
     names = [op.attr_names() for op in ops]
-    blocks = [block_attr_names(op) for op in ops]
+    blocks = [op.block_attr_names() for op in ops]
     assert any(blocks) and not any(op.attrs_decoded for op in ops)
     for op in ops:
         op.attrs

@@ -34,7 +34,6 @@ from .gcpause import paused_gc
 from .jsonfmt import as_plain
 from .program import Block, Op, Program, Var
 from .seqmatch import opcodes as _opcodes
-from .show import raw_attrs
 
 # where an op came from, not what it does (with_quant_attr: framework bookkeeping, always False)
 DEBUG_ATTRS = frozenset({"op_callstack", "op_namescope", "op_device", "with_quant_attr"})
@@ -254,14 +253,8 @@ ORDERLESS_ATTRS = frozenset({"grad_to_block_id", "sparse_grad_to_param",
                              "prefetch_var_name_to_block_id"})
 # the AttrTypes whose values are var names (renamed like slot arguments), and their numbers
 _VAR_ATTR_TYPES = ("VAR", "VARS")
-_VAR_ATTR_CODES = (13, 14)
-_VAR_ATTR_CODE_SET = frozenset(_VAR_ATTR_CODES)
+_VAR_ATTR_CODE_SET = frozenset((13, 14))
 _type_of = attrgetter("type")
-# AttrTypes whose decoded values can hold a NaN that compares unequal to itself (FLOATS,
-# FLOAT64S, SCALAR, SCALARS): equal messages are not enough to call them equal
-_NAN_ATTR_CODES = (4, 12, 16, 17)
-_NAN_ATTR_CODE_SET = frozenset(_NAN_ATTR_CODES)
-_VAR_OR_NAN_CODES = _VAR_ATTR_CODE_SET | _NAN_ATTR_CODE_SET
 
 
 def _attr_value(side: _Side, a, name: str = "") -> object:
@@ -272,8 +265,17 @@ def _attr_value(side: _Side, a, name: str = "") -> object:
         return side.name(v)
     if a.type in ("VARS",):
         return [side.name(x) for x in v]
-    if isinstance(v, float) and math.isnan(v):
-        return "nan"
+    return _nan_as_text(v)
+
+
+def _nan_as_text(v):
+    """The value with every float NaN as "nan", so that a NaN compares equal to itself."""
+    if isinstance(v, float):
+        return "nan" if v != v else v
+    if isinstance(v, list) and any(isinstance(x, (float, dict)) for x in v):
+        return [_nan_as_text(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _nan_as_text(x) for k, x in v.items()}
     return v
 
 
@@ -318,7 +320,7 @@ def _names_renamed_differently(op: Op, name: str, differ: frozenset) -> bool:
 def _has_var_attrs(op: Op, differ: frozenset) -> bool:
     """Whether a VAR / VARS attr of the op (its value is renamed like a slot argument) names
     a var the two sides rename differently (in `differ`)."""
-    raw = raw_attrs(op)
+    raw = op.attrs_as_read()
     if raw is not None:
         types = list(map(_type_of, raw.values()))
         if _VAR_ATTR_CODE_SET.isdisjoint(types):
@@ -329,17 +331,6 @@ def _has_var_attrs(op: Op, differ: frozenset) -> bool:
     return any(_names_renamed_differently(op, n, differ) for n in names)
 
 
-def _has_nan(v) -> bool:
-    """A float NaN in the value (which the plain comparison calls different from itself)."""
-    if isinstance(v, float):
-        return v != v
-    if isinstance(v, (list, tuple)):
-        return any(map(_has_nan, v))
-    if isinstance(v, dict):
-        return any(map(_has_nan, v.values()))
-    return False
-
-
 def _same_attrs(sa: _Side, sb: _Side, oa: Op, ob: Op) -> bool:
     """True when the two ops' attrs certainly compare equal, told without decoding them all:
     the same op, two ops holding their attrs as read from the same message, or from equal
@@ -347,30 +338,19 @@ def _same_attrs(sa: _Side, sb: _Side, oa: Op, ob: Op) -> bool:
     differ = sa.differ
     if oa is ob:
         return not differ or not _has_var_attrs(oa, differ)
-    ra = raw_attrs(oa)
+    ra = oa.attrs_as_read()
     if ra is None:
         return False
-    rb = raw_attrs(ob)
+    rb = ob.attrs_as_read()
     if rb is None:
         return False
     if oa.source is ob.source:
         return not differ or not _has_var_attrs(oa, differ)
-    # equal messages, every one of them (debug attrs too: one C loop, no names looked at)
+    # equal messages, every one of them (debug attrs too: one C loop, no names looked at),
+    # unless a var name in them is one the two sides rename differently
     if ra.keys() != rb.keys() or not all(map(_eq, ra.values(), map(rb.__getitem__, ra))):
         return False
-    types = list(map(_type_of, ra.values()))
-    if _VAR_OR_NAN_CODES.isdisjoint(types):
-        return True
-    # equal, unless a NaN (the plain comparison of two values read apart calls NaN different
-    # from itself) or a var name the two sides rename differently: look at those attrs only
-    for n, t in zip(ra, types):
-        if t in _NAN_ATTR_CODE_SET:
-            if _has_nan(oa.find_attr(n).value):
-                return False
-        elif t in _VAR_ATTR_CODE_SET and differ:
-            if _names_renamed_differently(oa, n, differ):
-                return False
-    return True
+    return not differ or not _has_var_attrs(oa, differ)
 
 
 def _attr_changes(sa: _Side, sb: _Side, oa: Op, ob: Op) -> list:
@@ -382,17 +362,14 @@ def _attr_changes(sa: _Side, sb: _Side, oa: Op, ob: Op) -> list:
             na = [k for k in na if k not in DEBUG_ATTRS]
             nb = [k for k in nb if k not in DEBUG_ATTRS]
         in_a, in_b = set(na), set(nb)
-        # attrs still as read: equal messages are equal attrs (unless a renamed var name, or
-        # a NaN in a list, which the plain comparison calls different from itself)
-        ra, rb = raw_attrs(oa), raw_attrs(ob)
-        unsure = _VAR_OR_NAN_CODES if sa.differ else _NAN_ATTR_CODE_SET
+        # attrs still as read: equal messages are equal attrs (unless a var name the two sides
+        # rename differently)
+        ra, rb = oa.attrs_as_read(), ob.attrs_as_read()
         for k in na + [k for k in nb if k not in in_a]:
             if ra is not None and rb is not None and k in in_a and k in in_b:
                 ma, mb = ra[k], rb[k]
-                if ma is mb:
-                    if not sa.differ or ma.type not in _VAR_ATTR_CODE_SET:
-                        continue
-                elif ma == mb and ma.type not in unsure:
+                if (ma is mb or ma == mb) and \
+                        not (sa.differ and ma.type in _VAR_ATTR_CODE_SET):
                     continue
             a = oa.find_attr(k) if k in in_a else None
             b = ob.find_attr(k) if k in in_b else None

@@ -33,6 +33,7 @@ KIND_SLOT = {"LOD_TENSOR": "lod_tensor", "SELECTED_ROWS": "selected_rows",
              "VOCAB": "vocab", "SPARSE_COO": "sparse_coo", "SPARSE_CSR": "sparse_csr"}
 
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
+_BLOCK_TYPES = ("BLOCK", "BLOCKS")
 
 
 @dataclass(slots=True)
@@ -190,16 +191,28 @@ class Op:
     def output_names(self) -> list[str]:
         return [a for args in self.outputs.values() for a in args]
 
+    def attrs_as_read(self) -> Optional[dict]:
+        """{attr name: the attr as it was read} while the attrs are neither decoded nor set
+        since (else None): opaque values, equal exactly when the attrs are equal, compared
+        without decoding them."""
+        if self._attrs is not None or self._patch or self.source is None:
+            return None
+        return self.source.index
+
+    def block_attr_names(self) -> list[str]:
+        """The names of the BLOCK / BLOCKS attrs, without decoding the others."""
+        if self._attrs is not None:
+            return [n for n, a in self._attrs.items() if a.type in _BLOCK_TYPES]
+        if not self._patch:
+            return list(self.source.block_attrs)
+        return [n for n in self.attr_names() if self.find_attr(n).type in _BLOCK_TYPES]
+
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
-        if self._attrs is None and not self._patch:
-            return self.source.block_refs()
         refs = []
-        for a in self.attrs.values():
-            if a.type == "BLOCK":
-                refs.append(a.value)
-            elif a.type == "BLOCKS":
-                refs.extend(a.value)
+        for name in self.block_attr_names():
+            v = self.find_attr(name).value
+            refs.extend(v) if isinstance(v, list) else refs.append(v)
         return refs
 
     def copy(self) -> "Op":

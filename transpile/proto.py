@@ -410,13 +410,6 @@ class OpSource:
             out[name] = Attr(a.type, _copy.copy(a.value), a.extra)
         return out
 
-    def block_refs(self) -> list:
-        refs = []
-        for name in self.block_attrs:
-            v = self.get(name).value
-            refs.extend(v) if isinstance(v, list) else refs.append(v)
-        return refs
-
     def same_attr(self, name: str, attr: Attr) -> bool:
         return name in self.index and self.get(name) == attr
 

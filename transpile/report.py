@@ -152,20 +152,9 @@ def _sub_block_parents(prog: Program) -> dict:
     for b in prog.blocks:
         for op in b.ops:
             if op.type != "listen_and_serv":
-                for ref in _block_refs(op):
+                for ref in op.block_refs():
                     parent.setdefault(ref, b.idx)
     return parent
-
-
-_BLOCK_TYPES = frozenset({"BLOCK", "BLOCKS"})
-_attr_type = attrgetter("type")
-
-
-def _block_refs(op: Op) -> list:
-    """op.block_refs(), told quickly for the many decoded ops that have no BLOCK attr."""
-    if op.attrs_decoded and _BLOCK_TYPES.isdisjoint(map(_attr_type, op.attrs.values())):
-        return []
-    return op.block_refs()
 
 
 def _block_role(prog: Program, idx: int, listen: Optional[Op], parents: dict,

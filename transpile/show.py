@@ -35,37 +35,13 @@ def _short(value, limit=60) -> str:
     return s if len(s) <= limit else s[:limit - 3] + "..."
 
 
-# --- reading an op's attrs without decoding all of them ---------------------------------------
-# An op read from a file decodes its attrs one by one on demand (program.Op); `op.attrs`
-# decodes them all, which on a large program costs more than the rest of a listing or a diff.
-
-def raw_attrs(op: Op) -> Optional[dict]:
-    """{attr name: its message as read} of an op whose attrs are still as read (neither decoded
-    nor set since), else None. Equal messages are equal attrs."""
-    if op.attrs_decoded or op.attr_patch:
-        return None
-    index = getattr(op.source, "index", None)
-    return index if isinstance(index, dict) else None
-
-
-def block_attr_names(op: Op) -> list:
-    """The names of the op's BLOCK / BLOCKS attrs, in `op.attrs` order."""
-    if raw_attrs(op) is not None:
-        names = getattr(op.source, "block_attrs", None)
-        if isinstance(names, tuple):
-            return list(names)
-    if op.attrs_decoded:
-        return [n for n, a in op.attrs.items() if a.type in ("BLOCK", "BLOCKS")]
-    return [n for n in op.attr_names() if op.find_attr(n).type in ("BLOCK", "BLOCKS")]
-
-
 def format_op(op: Op, attrs: bool = False) -> str:
     """`sgd(Param=fc_w, Grad=fc_w@GRAD) -> (ParamOut=fc_w)  op_role=optimize`"""
     s = "%s(%s) -> (%s)" % (op.type, _slots(op.inputs), _slots(op.outputs))
     extras = []
     if op.has_attr("op_role"):
         extras.append("op_role=" + role_name(op.attr("op_role")))
-    for name in (op.attr_names() if attrs else block_attr_names(op)):
+    for name in (op.attr_names() if attrs else op.block_attr_names()):
         a = op.find_attr(name)
         if a.type == "BLOCK":
             extras.append("%s=block %d" % (name, a.value))
