@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import tempfile
-from itertools import repeat
 from typing import Callable
 
 from .errors import UserError
@@ -91,50 +90,13 @@ def _commit(tmp: str, out_abs: str) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _slow_compact(obj) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+# One encoder for every compact item: json.dumps would build a new one per call, which costs
+# more than encoding one small item.
+_compact = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")).encode
 
 
-# What json.dumps(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")) runs, built once:
-# json.dumps builds a JSONEncoder and a C encoder on every call, which costs more than encoding
-# one small item. (No circular-reference check: a plan is a tree.)
-def _make_c_encode():
-    """The C encoder json.dumps would build (None when it cannot be had, or differs)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    encode_str = getattr(json.encoder, "c_encode_basestring", None)
-    if make is None or encode_str is None:
-        return None
-    sample = {"b": [1, 2.5, None, True, "\u00e9\n"], "a": {"y": -0.0, "x": []}}
-    try:
-        enc = make(None, json.JSONEncoder().default, encode_str, None, ": ", ", ", True, False,
-                   True)
-        if "".join(enc(sample, 0)) == _slow_compact(sample):
-            return enc
-    except Exception:       # another Python's signature: the plain json.dumps then
-        pass
-    return None
-
-
-_c_encode = _make_c_encode()
-
-
-def _fast_compact(obj) -> str:
-    return "".join(_c_encode(obj, 0))
-
-
-def _fast_compact_all(items) -> list:
-    """[_compact(x) for x in items], the loop run in C."""
-    return list(map("".join, map(_c_encode, items, repeat(0))))
-
-
-def _slow_compact_all(items) -> list:
-    return [_slow_compact(x) for x in items]
-
-
-if _c_encode is not None:
-    _compact, _compact_all = _fast_compact, _fast_compact_all
-else:
-    _compact, _compact_all = _slow_compact, _slow_compact_all
+def _compact_all(items) -> list:
+    return list(map(_compact, items))
 
 
 def _pretty(obj, depth: int, indent: str) -> str:
