@@ -41,6 +41,18 @@ def load_case(family: str, name: str):
             load_config(os.path.join(case, "cluster.yaml")))
 
 
+def tree_files(folder: str) -> dict:
+    """{path relative to `folder`: bytes} of every file under it (two splits compare equal
+    exactly when they wrote the same files with the same bytes)."""
+    files = {}
+    for dirpath, _, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, folder)] = f.read()
+    return files
+
+
 def case_dirs(family: str) -> list[str]:
     root = os.path.join(CORPUS, family)
     return sorted(os.path.join(root, d) for d in os.listdir(root)

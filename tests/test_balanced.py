@@ -3,7 +3,6 @@ summary and report.md, and `pstranspile plan` (every split method side by side).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import subprocess
@@ -29,6 +28,8 @@ from transpile.report import render_report
 from transpile.show import human_bytes, split_summary_lines
 from transpile.simulate import simulate
 from transpile.slicing import balanced_dispatch
+
+from golden import tree_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "tests", "corpus")
@@ -240,16 +241,6 @@ def test_balanced_split_checks_clean_and_trains_like_the_original(case, tmp_path
 
 
 # --- determinism ---------------------------------------------------------------------------------
-def _tree_digest(root):
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            path = os.path.join(dirpath, f)
-            with open(path, "rb") as fh:
-                out[os.path.relpath(path, root)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
-
-
 def test_balanced_splits_are_byte_identical_across_processes(tmp_path):
     sample = os.path.join(SAMPLES, "lrdecay_momentum")
     cluster = tmp_path / "c.yaml"
@@ -263,7 +254,7 @@ def test_balanced_splits_are_byte_identical_across_processes(tmp_path):
                         os.path.join(sample, "main.pb"), "--startup",
                         os.path.join(sample, "startup.pb"), "--cluster", str(cluster),
                         "--out", str(out), "--quiet"], check=True, env=env, cwd=ROOT)
-        digests.append(_tree_digest(str(out)))
+        digests.append(tree_files(str(out)))
     assert digests[0] == digests[1]
     assert "plan.json" in digests[0]
 

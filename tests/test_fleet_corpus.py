@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import case_dirs, compare_case, is_refused, load_case, split_args
+from golden import case_dirs, compare_case, is_refused, load_case, split_args, tree_files
 from transpile import split
 from transpile.passes.fleet_plan import make_plan
 from transpile.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
@@ -48,16 +48,6 @@ def test_geo_refusal_messages_say_why():
         split(m, s, c)
 
 
-def _tree(folder):
-    files = {}
-    for dirpath, _, names in os.walk(folder):
-        for n in names:
-            p = os.path.join(dirpath, n)
-            with open(p, "rb") as f:
-                files[os.path.relpath(p, folder)] = f.read()
-    return files
-
-
 @pytest.mark.parametrize("name", ["ctr_sparse_adam_sync", "large_scale_adam_async",
                                   "lrdecay_momentum_half_async", "ctr_sparse_adam_geo"])
 def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
@@ -69,7 +59,7 @@ def test_output_is_byte_identical_whatever_the_hash_seed(name, tmp_path):
         subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "-q"]
                        + split_args(case, out) + ["--trainer-id", "all"],
                        check=True, env=env, cwd=ROOT)
-        trees.append(_tree(out))
+        trees.append(tree_files(out))
     assert trees[0].keys() == trees[1].keys() and "trainer_1/runtime.json" in trees[0]
     assert trees[0] == trees[1]
 
