@@ -256,26 +256,29 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     if startup:
         startup_prog = _load(startup)
         validate_for_split(startup_prog, startup)
+    from transpile.gcpause import keep_until_exit, paused_gc
     from transpile.progress import progress_bar
-    with progress_bar("split", quiet=obj.quiet or quiet) as update:
-        result = do_split(main_prog, startup_prog, cfg, progress=update)
-    from transpile.gcpause import keep_until_exit
-    keep_until_exit(main_prog, startup_prog, result)
-    from transpile.gcpause import paused_gc
-    with paused_gc():
-        files = {}
-        for key, prog in result.programs.items():
-            # encoded as it is written: the split's bytes are never all held at once
-            files[key + ".pb"] = functools.partial(programio.to_bytes, prog)
-        for key, rt in result.runtime.items():
-            files[key + "/runtime.json"] = outdir.json_bytes(rt)
-        if result.plan:
-            files["plan.json"] = outdir.json_bytes(result.plan)
-        from transpile.report import render_report
-        files["report.md"] = render_report(main_prog, result.programs, result.plan,
-                                           title=main_program, config=cfg).encode("utf-8")
+    from transpile.report import program_section, render_report
+    keep_until_exit(main_prog, startup_prog)
+    sections = {}
+
+    def emit(key, prog):
+        # each program is written as soon as it is built and then let go: a split to many
+        # pservers is many times larger than its input
+        stage.write(key + ".pb", programio.to_chunks(prog))
+        sections[key] = program_section(key, main_prog, prog)
+
     try:
-        outdir.write_tree(out_dir, files, force)
+        with outdir.staged(out_dir, force) as stage, paused_gc():
+            with progress_bar("split", quiet=obj.quiet or quiet) as update:
+                result = do_split(main_prog, startup_prog, cfg, progress=update, emit=emit)
+            for key, rt in result.runtime.items():
+                stage.write(key + "/runtime.json", outdir.json_bytes(rt))
+            if result.plan:
+                stage.write("plan.json", outdir.json_bytes(result.plan))
+            stage.write("report.md", render_report(main_prog, {}, result.plan,
+                                                   title=main_program, config=cfg,
+                                                   sections=sections).encode("utf-8"))
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
     if not (obj.quiet or quiet):

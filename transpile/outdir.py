@@ -5,6 +5,7 @@ moved into place. A failure (or Ctrl-C) leaves the previous folder as it was.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -34,36 +35,58 @@ def check_target(out_dir: str, force: bool) -> None:
         raise UserError("%s: parent folder %s does not exist" % (out_dir, parent))
 
 
-def write_tree(out_dir: str, files: dict, force: bool,
-               before_commit: Callable[[], None] | None = None) -> None:
-    """Write {relative path: bytes} as the folder `out_dir`, atomically.
+class Staging:
+    """An output folder being written (see staged): files go to a temporary sibling folder."""
 
-    A value may also be a function returning the bytes: it is called when its file is written,
-    so a large split never holds all of its files' bytes at once.
-    With force, entries of an existing folder that a split owns are replaced; other entries are
-    kept. Nothing outside out_dir is touched except the temporary siblings, which are removed.
-    """
+    def __init__(self, tmp: str):
+        self.root = tmp
+
+    def write(self, rel: str, data) -> None:
+        """Write the file `rel`: `data` is bytes, an iterable of byte strings (written one after
+        the other: see protowrite.encode_chunks), or a function returning either."""
+        path = os.path.join(self.root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if callable(data):
+            data = data()
+        with open(path, "wb") as f:
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                f.write(data)
+            else:
+                f.writelines(data)
+
+
+@contextlib.contextmanager
+def staged(out_dir: str, force: bool, before_commit: Callable[[], None] | None = None):
+    """Write the folder `out_dir` atomically: yields a Staging to write files into; when the
+    body ends without an exception, the staged folder replaces `out_dir` (with force, entries
+    of an existing folder that a split owns are replaced and other entries kept). Any error or
+    Ctrl-C removes what was staged and leaves `out_dir` as it was. Nothing outside `out_dir` is
+    touched except the temporary siblings, which are removed."""
     check_target(out_dir, force)
     out_abs = os.path.abspath(out_dir)
     parent = os.path.dirname(out_abs)
     base = os.path.basename(out_abs)
     tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % base, dir=parent)
     try:
-        for rel in sorted(files):
-            path = os.path.join(tmp, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            data = files[rel]
-            if callable(data):
-                data = data()
-            with open(path, "wb") as f:
-                f.write(data)
-            del data
+        yield Staging(tmp)
         if before_commit:
             before_commit()
         _commit(tmp, out_abs)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_tree(out_dir: str, files: dict, force: bool,
+               before_commit: Callable[[], None] | None = None) -> None:
+    """Write {relative path: bytes} as the folder `out_dir`, atomically (see staged).
+
+    A value may also be a function returning the bytes (or an iterable of byte strings): it is
+    called when its file is written, so a large split never holds all of its files' bytes at
+    once."""
+    with staged(out_dir, force, before_commit) as stage:
+        for rel in sorted(files):
+            stage.write(rel, files[rel])
 
 
 def _commit(tmp: str, out_abs: str) -> None:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain
-from operator import attrgetter
 from typing import Optional
 
 from .optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
 from .program import DTYPE_BYTES, Program
-from .result import SplitResult, endpoint_dir
+from .result import SplitResult, endpoint_dir, op_type_counts
 from .slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
 
 SCHEMA = "pstranspile-plan"
@@ -241,16 +239,8 @@ def _pserver_blocks(result: SplitResult, endpoints) -> dict:
     """Per endpoint: {grad name: optimize block index} and the LR-decay block index."""
     out = {}
     for ep in endpoints:
-        prog = result.programs.get(endpoint_dir(ep) + "/main")
-        g2b, lr = {}, -1
-        las = next((op for op in prog.global_block.ops if op.type == "listen_and_serv"),
-                   None) if prog else None
-        if las is not None:
-            for entry in las.attr("grad_to_block_id") or []:
-                name, idx = entry.rsplit(":", 1)
-                g2b[name] = int(idx)
-            lr = las.attr("lr_decay_block_id", -1)
-        out[ep] = (g2b, lr)
+        summary = result.summaries.get(endpoint_dir(ep) + "/main")
+        out[ep] = (summary.grad_to_block, summary.lr_block) if summary else ({}, -1)
     return out
 
 
@@ -263,15 +253,7 @@ def _block_dict(b: VarBlock) -> dict:
 def op_changes(before: Program, after: Program) -> tuple[int, int]:
     """(ops removed, ops inserted) from `before` to `after`: a multiset difference of op types
     over all blocks (a rewritten op counts as one removed and one inserted)."""
-    return _type_changes(_op_types(before), _op_types(after))
-
-
-def _op_types(prog: Program) -> Counter:
-    """How many ops of each type the program has, over all blocks."""
-    return Counter(map(_type_of, chain.from_iterable(b.ops for b in prog.blocks)))
-
-
-_type_of = attrgetter("type")
+    return _type_changes(op_type_counts(before), op_type_counts(after))
 
 
 def _type_changes(a: Counter, b: Counter) -> tuple[int, int]:
@@ -281,17 +263,17 @@ def _type_changes(a: Counter, b: Counter) -> tuple[int, int]:
 def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
     out = {}
     origins: dict = {}           # the original programs' op types, counted once
-    for key in sorted(result.programs):
-        prog = result.programs[key]
+    for key in sorted(result.summaries):
+        summary = result.summaries[key]
         if key.startswith("trainer_"):
             which = "main" if key.endswith("/main") else "startup"
             origin = origins.get(which)
             if origin is None:
-                origin = origins[which] = _op_types(main if which == "main" else startup)
+                origin = origins[which] = op_type_counts(main if which == "main" else startup)
         else:
             origin = Counter()
-        removed, inserted = _type_changes(origin, _op_types(prog))
-        out[key] = {"blocks": len(prog.blocks), "ops": sum(len(b.ops) for b in prog.blocks),
+        removed, inserted = _type_changes(origin, summary.op_types)
+        out[key] = {"blocks": summary.blocks, "ops": summary.ops,
                     "removed": removed, "inserted": inserted}
     return out
 

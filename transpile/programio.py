@@ -32,6 +32,13 @@ def to_bytes(program: Program) -> bytes:
         return proto.encode(program)
 
 
+def to_chunks(program: Program):
+    """The ProgramDesc bytes as byte strings to write one after the other (never joined:
+    see protowrite.encode_chunks)."""
+    with paused_gc():
+        yield from proto.encode_chunks(program)
+
+
 def read_file_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as f:

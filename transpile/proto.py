@@ -610,4 +610,4 @@ def _varint(data, i, end):
 
 
 # writing lives in transpile/protowrite.py; these are part of this module's API
-from .protowrite import encode, op_bytes, var_bytes  # noqa: E402,F401
+from .protowrite import encode, encode_chunks, op_bytes, var_bytes  # noqa: E402,F401

@@ -240,45 +240,63 @@ _KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
 _KEY_OP = b"\x22"         # BlockDesc.ops = 4
 
 
-def _block_bytes(b: Block) -> bytes:
+def _block_chunks(b: Block) -> tuple[list, int]:
+    """The BlockDesc of `b` as a list of byte strings and their total length."""
     head = _BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
     parts = [head.SerializePartialToString(deterministic=True)]
     add = parts.append
-    for v in b.vars.values():
-        raw = var_bytes(v)
-        add(_KEY_VAR)
-        add(_varint_bytes(len(raw)))
-        add(raw)
-    for op in b.ops:
-        raw = op_bytes(op)
-        add(_KEY_OP)
-        add(_varint_bytes(len(raw)))
-        add(raw)
+    size = len(parts[0])
+    for key, items, to_bytes in ((_KEY_VAR, b.vars.values(), var_bytes),
+                                 (_KEY_OP, b.ops, op_bytes)):
+        for item in items:
+            raw = to_bytes(item)
+            n = len(raw)
+            length = _varint_bytes(n)
+            add(key)
+            add(length)
+            add(raw)
+            size += 1 + len(length) + n
     if b.forward_block_idx is not None:
         add(_BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
-    return b"".join(parts)
+        size += len(parts[-1])
+    return parts, size
+
+
+def _tail_bytes(program: Program) -> bytes:
+    """The ProgramDesc fields after the blocks: version and op_version_map."""
+    tail = ProgramDesc()
+    if program.has_version:
+        tail.version.SetInParent()
+        if program.version is not None:
+            tail.version.version = program.version
+    if program.op_version_map is not None:
+        tail.op_version_map.SetInParent()
+        for name, ver in program.op_version_map:
+            tail.op_version_map.pair.add(op_name=name).op_version.version = ver
+    return tail.SerializePartialToString(deterministic=True)
+
+
+def encode_chunks(program: Program):
+    """The ProgramDesc bytes of `program` as an iterator of byte strings, block by block, to
+    be written one after the other (f.writelines): the program's bytes are never all held at
+    once, only one block's.
+
+    Written field by field in field-number order, as protobuf writes a message, so that the
+    vars and ops still as they were read are copied as bytes instead of being rebuilt.
+    Raises ProgramFormatError (while iterating) on a model that cannot be written."""
+    try:
+        for b in program.blocks:
+            parts, size = _block_chunks(b)
+            yield _KEY_BLOCK + _varint_bytes(size)
+            # one write per block: writing ops piece by piece costs more than this copy
+            yield b"".join(parts)
+            del parts
+        yield _tail_bytes(program)
+    except (TypeError, ValueError, KeyError, EncodeError) as e:
+        raise ProgramFormatError("cannot encode program: %s" % e) from None
 
 
 def encode(program: Program) -> bytes:
-    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same bytes).
-
-    Written field by field in field-number order, as protobuf writes a message, so that the
-    vars and ops still as they were read are copied as bytes instead of being rebuilt."""
-    try:
-        parts = []
-        for b in program.blocks:
-            raw = _block_bytes(b)
-            parts += (_KEY_BLOCK, _varint_bytes(len(raw)), raw)
-        tail = ProgramDesc()
-        if program.has_version:
-            tail.version.SetInParent()
-            if program.version is not None:
-                tail.version.version = program.version
-        if program.op_version_map is not None:
-            tail.op_version_map.SetInParent()
-            for name, ver in program.op_version_map:
-                tail.op_version_map.pair.add(op_name=name).op_version.version = ver
-        parts.append(tail.SerializePartialToString(deterministic=True))
-        return b"".join(parts)
-    except (TypeError, ValueError, KeyError, EncodeError) as e:
-        raise ProgramFormatError("cannot encode program: %s" % e) from None
+    """Serialize a Program to ProgramDesc bytes (deterministic: the same model, the same
+    bytes); see encode_chunks."""
+    return b"".join(encode_chunks(program))

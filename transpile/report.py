@@ -293,9 +293,29 @@ def _placement(plan: dict) -> list[str]:
     return out
 
 
+def program_section(key: str, main: Program, prog: Program) -> list[str]:
+    """The report's lines on one program of a split, by its key ("trainer_0/main",
+    "pserver_<ep>/startup" ...); `main`: the original main program."""
+    if key.startswith("trainer_"):
+        if key.endswith("/main"):
+            return _trainer_section(key + ".pb", main, prog)
+        if key.endswith("/startup"):
+            return _startup_section(key + ".pb", None, prog)
+    elif key.startswith("pserver_"):
+        if key.endswith("/main"):
+            return _pserver_section(key + ".pb", prog)
+        if key.endswith("/startup"):
+            return _pserver_startup_section(key + ".pb", prog)
+    return []
+
+
 def render_report(main: Program, programs: dict, plan: dict, title: str = "split",
-                  config=None) -> str:
-    """The report as markdown. `programs` maps "trainer_0/main" etc. to Programs."""
+                  config=None, sections: Optional[dict] = None) -> str:
+    """The report as markdown. `programs` maps "trainer_0/main" etc. to Programs; `sections`
+    the same keys to program_section's lines, made before (for programs no longer held)."""
+    sections = dict(sections or {})
+    for key, prog in programs.items():
+        sections[key] = program_section(key, main, prog)
     out = ["# Split report: %s" % title, ""]
     if config is not None:
         out.append("Style **%s**, mode **%s**, %d trainer(s), %d pserver(s): %s."
@@ -307,14 +327,7 @@ def render_report(main: Program, programs: dict, plan: dict, title: str = "split
     out.append("")
     if plan:
         out += _placement(plan)
-    for key in sorted(k for k in programs if k.startswith("trainer_")):
-        if key.endswith("/main"):
-            out += _trainer_section(key + ".pb", main, programs[key])
-        elif key.endswith("/startup"):
-            out += _startup_section(key + ".pb", None, programs[key])
-    for key in sorted(k for k in programs if k.startswith("pserver_")):
-        if key.endswith("/main"):
-            out += _pserver_section(key + ".pb", programs[key])
-        elif key.endswith("/startup"):
-            out += _pserver_startup_section(key + ".pb", programs[key])
+    for prefix in ("trainer_", "pserver_"):
+        for key in sorted(k for k in sections if k.startswith(prefix)):
+            out += sections[key]
     return "\n".join(out).rstrip() + "\n"

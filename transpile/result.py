@@ -1,9 +1,46 @@
 """What a split produces, before anything is written."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
+from typing import Callable, Optional
 
 from .program import Program
+
+
+@dataclass
+class ProgramSummary:
+    """What plan.json says of one program of a split, taken when the program is built so that
+    the program itself need not be kept: its size, its op types, and for a pserver main what
+    its listen_and_serv says (grad -> optimize block, the LR-decay block)."""
+    blocks: int
+    ops: int
+    op_types: Counter
+    grad_to_block: dict = field(default_factory=dict)
+    lr_block: int = -1
+
+    @classmethod
+    def of(cls, prog: Program) -> "ProgramSummary":
+        types = op_type_counts(prog)
+        out = cls(len(prog.blocks), sum(types.values()), types)
+        las = next((op for op in prog.global_block.ops if op.type == "listen_and_serv"),
+                   None) if types.get("listen_and_serv") else None
+        if las is not None:
+            for entry in las.attr("grad_to_block_id") or []:
+                name, idx = entry.rsplit(":", 1)
+                out.grad_to_block[name] = int(idx)
+            out.lr_block = las.attr("lr_decay_block_id", -1)
+        return out
+
+
+def op_type_counts(prog: Program) -> Counter:
+    """How many ops of each type the program has, over all blocks."""
+    return Counter(map(_type_of, chain.from_iterable(b.ops for b in prog.blocks)))
+
+
+_type_of = attrgetter("type")
 
 
 @dataclass
@@ -12,11 +49,26 @@ class SplitResult:
     "trainer_0/main", "trainer_0/startup", "pserver_127.0.0.1_6174/main", ...
 
     `runtime` holds the fleet style's communicator settings per trainer folder ("trainer_0" ->
-    the runtime.json dict); `plan` is the JSON-able plan (plan.json).
+    the runtime.json dict); `plan` is the JSON-able plan (plan.json); `summaries` what the
+    plan says of each program.
+
+    With `emit` set, each program is handed to emit(key, program) as soon as it is built and
+    not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
+    larger than its input many times over).
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
     plan: dict = field(default_factory=dict)
+    summaries: dict[str, ProgramSummary] = field(default_factory=dict)
+    emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
+
+    def add(self, key: str, prog: Program) -> None:
+        """A program of the split is built: summarize it, then keep or emit it."""
+        self.summaries[key] = ProgramSummary.of(prog)
+        if self.emit is None:
+            self.programs[key] = prog
+        else:
+            self.emit(key, prog)
 
 
 def endpoint_dir(endpoint: str) -> str:

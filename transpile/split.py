@@ -13,12 +13,14 @@ from .roles import is_optimize_op
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
           trainer_ids: Optional[list[int]] = None, *,
-          progress: Optional[Callable[[int, int], None]] = None) -> SplitResult:
+          progress: Optional[Callable[[int, int], None]] = None,
+          emit: Optional[Callable[[str, Program], None]] = None) -> SplitResult:
     """Split a training program for a parameter-server cluster.
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
     `progress(done, total)` is called as the programs are built (transpile/progress.py draws
-    it). Raises UserError (RefusedError) for programs that cannot be split.
+    it). With `emit`, each program is handed to emit(key, program) when built instead of being
+    kept in the result (SplitResult.add). Raises UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()
@@ -29,6 +31,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     with paused_gc():
         if config.style == "classic":
             from .passes.classic import transpile_classic
-            return transpile_classic(main, startup, config, ids, progress=progress)
+            return transpile_classic(main, startup, config, ids, progress=progress,
+                                     emit=emit)
         from .passes.fleet import transpile_fleet
-        return transpile_fleet(main, startup, config, ids, progress=progress)
+        return transpile_fleet(main, startup, config, ids, progress=progress, emit=emit)

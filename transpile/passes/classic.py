@@ -52,27 +52,28 @@ def merge_lr_counter(main: Program, startup: Program, plan: DistributionPlan):
 
 
 def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
-                      trainer_ids: list[int], *, progress=None) -> SplitResult:
+                      trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
     """Split `main` / `startup` the way Paddle's DistributeTranspiler does (see the module doc).
-    `progress(done, total)`: called after each trainer and each pserver."""
+    `progress(done, total)`: called after each trainer and each pserver; `emit`: see
+    SplitResult."""
     plan = make_plan(main, config)
     origin_main, origin_startup = main, startup
     main, startup = merge_lr_counter(main, startup, plan)
-    result = SplitResult()
+    result = SplitResult(emit=emit)
     total = len(trainer_ids) + len(plan.endpoints)
     progress = progress or (lambda done, total: None)
     for done, tid in enumerate(trainer_ids, 1):
-        result.programs["trainer_%d/main" % tid] = build_trainer_main(main, plan, tid)
-        result.programs["trainer_%d/startup" % tid] = build_trainer_startup(startup, main, plan,
-                                                                            tid)
+        result.add("trainer_%d/main" % tid, build_trainer_main(main, plan, tid))
+        result.add("trainer_%d/startup" % tid, build_trainer_startup(startup, main, plan, tid))
         progress(done, total)
     writers = startup_writers(startup)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
         pmain, aliases = build_pserver_main(main, plan, ep,
                                             trainer_ids[0] if trainer_ids else 0)
-        result.programs[endpoint_dir(ep) + "/main"] = pmain
-        result.programs[endpoint_dir(ep) + "/startup"] = build_pserver_startup(
-            startup, pmain, aliases, writers)
+        pstartup = build_pserver_startup(startup, pmain, aliases, writers)
+        result.add(endpoint_dir(ep) + "/main", pmain)
+        result.add(endpoint_dir(ep) + "/startup", pstartup)
+        del pmain, pstartup, aliases         # emitted: written and let go
         progress(done, total)
     result.plan = plan_json(plan, origin_main, origin_startup, config, result, trainer_ids)
     return result

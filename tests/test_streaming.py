@@ -1,0 +1,97 @@
+"""`split` writes each program as soon as it is built and lets it go (SplitResult.emit): the
+folder it writes must be exactly what the programs kept in memory would give, and a failure
+while writing must still leave no output behind."""
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main
+from transpile import outdir, programio
+from transpile.report import render_report
+from transpile.split import split
+
+from golden import CORPUS, load_case, split_args, tree_files
+
+CASES = [("classic", "l2decay_piecewise"), ("classic", "dist_lookup_table"),
+         ("fleet", "ctr_sparse_adam_sync"), ("fleet", "lrdecay_momentum_async")]
+
+
+@pytest.mark.parametrize("family,name", CASES)
+def test_written_split_equals_the_split_kept_in_memory(tmp_path, family, name):
+    case = os.path.join(CORPUS, family, name)
+    out = str(tmp_path / "out")
+    r = CliRunner().invoke(main, split_args(case, out) + ["--quiet"])
+    assert r.exit_code == 0, r.output
+    written = tree_files(out)
+
+    main_prog, startup, config = load_case(family, name)
+    kept = split(main_prog, startup, config)
+    assert kept.programs and not kept.emit
+    expected = {k + ".pb": programio.to_bytes(p) for k, p in kept.programs.items()}
+    expected.update({k + "/runtime.json": outdir.json_bytes(rt) for k, rt in kept.runtime.items()})
+    expected["plan.json"] = outdir.json_bytes(kept.plan)
+    expected["report.md"] = render_report(main_prog, kept.programs, kept.plan,
+                                          title=os.path.join(case, "main.pb"),
+                                          config=config).encode("utf-8")
+    assert sorted(written) == sorted(expected)
+    for rel in expected:
+        assert written[rel] == expected[rel], rel
+
+
+def test_emit_hands_over_every_program_once_and_keeps_none():
+    main_prog, startup, config = load_case("classic", "l2decay_piecewise")
+    seen = []
+    result = split(main_prog, startup, config, emit=lambda key, prog: seen.append(key))
+    assert result.programs == {}
+    assert len(seen) == len(set(seen)) == len(result.summaries)
+    assert set(seen) == set(result.summaries)
+    assert any(k.startswith("pserver_") and k.endswith("/main") for k in seen)
+    # the plan is the same whether the programs were kept or handed over
+    assert result.plan == split(main_prog, startup, config).plan
+
+
+def test_chunks_join_to_the_encoded_program():
+    main_prog, _, _ = load_case("fleet", "ctr_sparse_adam_sync")
+    chunks = list(programio.to_chunks(main_prog))
+    assert len(chunks) > 1
+    assert b"".join(chunks) == programio.to_bytes(main_prog)
+
+
+def test_a_write_failing_mid_split_leaves_nothing(tmp_path, monkeypatch):
+    """The disk fills up after the first pserver program was written: exit 2 with one line,
+    no output folder, no temporary folder left beside it."""
+    case = os.path.join(CORPUS, "classic", "l2decay_piecewise")
+    real_write = outdir.Staging.write
+    written = []
+
+    def write(self, rel, data):
+        if rel.startswith("pserver_") and written:
+            raise OSError(28, "No space left on device")
+        real_write(self, rel, data)
+        if rel.startswith("pserver_"):
+            written.append(rel)
+
+    monkeypatch.setattr(outdir.Staging, "write", write)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, split_args(str(case), str(out)))
+    assert r.exit_code == 2
+    assert "cannot write" in r.output and "No space left" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert written and os.listdir(tmp_path) == []
+
+
+def test_a_write_failing_mid_split_keeps_the_previous_split(tmp_path, monkeypatch):
+    case = os.path.join(CORPUS, "classic", "l2decay_piecewise")
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, split_args(case, str(out))).exit_code == 0
+    before = tree_files(str(out))
+
+    def write(self, rel, data):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(outdir.Staging, "write", write)
+    r = CliRunner().invoke(main, split_args(case, str(out)) + ["--force"])
+    assert r.exit_code == 2
+    assert tree_files(str(out)) == before
+    assert os.listdir(tmp_path) == ["out"]
