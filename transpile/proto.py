@@ -12,6 +12,7 @@ here); it uses this module's schema, so protobuf is still imported here only.
 from __future__ import annotations
 
 import copy as _copy
+from operator import attrgetter
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, EncodeError
@@ -295,34 +296,46 @@ _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_g
 
 
 def _decode_var(v, types: dict) -> Var:
-    """`types`: VarType bytes -> VarType decoded from them, shared by the vars of one program
-    that have the same type (a VarType is never changed in place: Var.copy() copies it)."""
+    """`types`: VarType bytes -> (VarType decoded from them, its part of var_key), shared by
+    the vars of one program that have the same type (a VarType is never changed in place:
+    Var.copy() copies it), so each distinct type is decoded and keyed once."""
     flags = [None, None, None, None]
     attrs = ()
-    vt = None
+    typed = None
     for fd, x in v.ListFields():
         n = fd.name
         if n == "type":
-            key = x.SerializePartialToString()
-            vt = types.get(key)
-            if vt is None:
-                vt = types[key] = _decode_vartype(x)
+            raw = x.SerializePartialToString()
+            typed = types.get(raw)
+            if typed is None:
+                vt = _decode_vartype(x)
+                typed = types[raw] = (vt, _vartype_key(vt))
         elif n == "attrs":
             attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
                                   _opt(a, "s"), tuple(a.ints)) for a in x)
         elif n != "name":
             flags[_VAR_FLAGS[n]] = x
-    var = Var(v.name, vt if vt is not None else _decode_vartype(v.type), flags[0], flags[1],
-              flags[2], flags[3], attrs)
-    var.source = VarSource(v, var_key(var))
+    if typed is None:           # no type field: decoded from the (empty) default message
+        vt = _decode_vartype(v.type)
+        typed = (vt, _vartype_key(vt))
+    name = v.name
+    p, c, i, s = flags
+    var = Var(name, typed[0], p, c, i, s, attrs)
+    var.source = VarSource(v, (name, p, c, i, s, attrs, typed[1]))
     return var
 
 
 def var_key(v: Var) -> tuple:
-    """Everything the VarDesc of `v` says, as one comparable value."""
-    vt = v.type
+    """Everything the VarDesc of `v` says, as one comparable value (_decode_var builds the
+    same tuple from what it read)."""
     return (v.name, v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient,
-            v.attrs, vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
+            v.attrs, _vartype_key(v.type))
+
+
+def _vartype_key(vt: VarType) -> tuple:
+    """Everything a VarType says, as one comparable value (descs in their order: the order
+    they are written in)."""
+    return (vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
             vt.reader, vt.tuple_types)
 
 
@@ -348,32 +361,50 @@ def _slots_of(o, vars_, check_text: bool):
         for x in vars_:
             if type(x.parameter) is not str or not all(type(a) is str for a in x.arguments):
                 raise _not_text("a slot or argument name of op %r" % (o.type,))
-    return {x.parameter: list(x.arguments) for x in vars_}
+    # a slice of a repeated field is a plain list made in one call (list() goes through
+    # the container's iterator, a third slower)
+    return {x.parameter: x.arguments[:] for x in vars_}
 
 
 # AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
 _TEXT_ATTRS = {ATTR_TYPE_NUM["STRING"]: "s", ATTR_TYPE_NUM["VAR"]: "var_name"}
 _TEXTS_ATTRS = {ATTR_TYPE_NUM["STRINGS"]: "strings", ATTR_TYPE_NUM["VARS"]: "vars_name"}
 _BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
+_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
+_name_of = attrgetter("name")
+_type_of = attrgetter("type")
 
 
 class OpSource:
     """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
-    one by one on demand (see program.Op). The message is never modified."""
-    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "index", "block_attrs",
-                 "_decoded", "_chunks")
+    one by one on demand (see program.Op). The message is never modified.
 
-    def __init__(self, msg, inputs: dict, outputs: dict, is_target, index: dict,
-                 block_attrs: tuple):
+    Only the attr names are read eagerly, as a tuple shared by the ops with the same names
+    (with the name -> position map), so an op holds no object per attr until one is asked
+    for: `index` (name -> Attr message) is built on first use only."""
+    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "names", "_positions",
+                 "block_attrs", "_index", "_decoded", "_chunks")
+
+    def __init__(self, msg, op_type: str, inputs: dict, outputs: dict, is_target, names: tuple,
+                 positions: dict, block_attrs: tuple):
         self.msg = msg
-        self.type = msg.type
-        self.inputs = {k: list(v) for k, v in inputs.items()}
-        self.outputs = {k: list(v) for k, v in outputs.items()}
+        self.type = op_type             # the Op's own string (msg.type would make another)
+        self.inputs = {k: v[:] for k, v in inputs.items()}
+        self.outputs = {k: v[:] for k, v in outputs.items()}
         self.is_target = is_target
-        self.index = index              # attr name -> its Attr message, in file order
+        self.names = names              # the attr names in file order (no name twice)
+        self._positions = positions     # attr name -> its position in msg.attrs
         self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
+        self._index = None
         self._decoded: dict = {}
         self._chunks = None
+
+    @property
+    def index(self) -> dict:
+        """attr name -> its Attr message, in file order (made on first use, then kept)."""
+        if self._index is None:
+            self._index = dict(zip(self.names, self.msg.attrs))
+        return self._index
 
     def attr_chunks(self) -> list:
         """[(name, the attr's OpDesc.attrs entry as bytes)] in file order (made once)."""
@@ -393,25 +424,25 @@ class OpSource:
         """The Attr `name` (shared: callers must not change it), or None."""
         a = self._decoded.get(name)
         if a is None:
-            m = self.index.get(name)
-            if m is None:
+            pos = self._positions.get(name)
+            if pos is None:
                 return None
-            a = self._decoded[name] = _decode_attr(m)[1]
+            a = self._decoded[name] = _decode_attr(self.msg.attrs[pos])[1]
         return a
 
     def has(self, name: str) -> bool:
-        return name in self.index
+        return name in self._positions
 
     def decode_all(self) -> dict:
         """Every attr, as new Attr objects the op owns."""
         out = {}
-        for name in self.index:
+        for name in self.names:
             a = self.get(name)
             out[name] = Attr(a.type, _copy.copy(a.value), a.extra)
         return out
 
     def same_attr(self, name: str, attr: Attr) -> bool:
-        return name in self.index and self.get(name) == attr
+        return name in self._positions and self.get(name) == attr
 
     def unchanged(self, op: Op) -> bool:
         """`op` still is what was read (its message can be written as it is)."""
@@ -421,8 +452,7 @@ class OpSource:
         if not op.attrs_decoded:
             return True
         attrs = op.attrs
-        return list(attrs) == list(self.index) and \
-            all(self.get(n) == a for n, a in attrs.items())
+        return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
 
 
 def _bad_text(a, t: int) -> bool:
@@ -430,7 +460,33 @@ def _bad_text(a, t: int) -> bool:
         or t in _TEXTS_ATTRS and any(type(x) is bytes for x in getattr(a, _TEXTS_ATTRS[t]))
 
 
-def _decode_op(o, check_text: bool) -> Op:
+def _check_op_text(o, attrs: list, types: list) -> None:
+    """Raise on the first text field of op `o` that is not UTF-8 (the slow path, taken only
+    when the one C pass over the whole program found some)."""
+    if type(o.type) is not str:
+        raise _not_text("an op type")
+    for a, t in zip(attrs, types):
+        if type(a.name) is not str:
+            raise _not_text("an attr name of op %r" % (o.type,))
+        if _bad_text(a, t):
+            raise _not_text("attr %r of op %r" % (a.name, o.type))
+
+
+def _shared_names(names: tuple, shared: dict):
+    """(names, {name: position}) for a tuple of attr names, both shared with the earlier ops
+    of the program that have the same names (most ops of a type do): `shared` holds them.
+    The map is shorter than the tuple when a name is repeated."""
+    found = shared.get(names)
+    if found is None:
+        found = shared[names] = (names, {n: i for i, n in enumerate(names)})
+    return found
+
+
+def _decode_op(o, check_text: bool, shared: dict) -> Op:
+    """An Op whose attrs stay in the message until asked for. `shared`: see _shared_names.
+
+    The attr wrappers are sliced once (one C call) and read twice (names, types), then
+    dropped: keeping one wrapper object per attr would cost memory for the whole run."""
     if check_text and type(o.type) is not str:
         raise _not_text("an op type")
     msg_inputs, msg_outputs = o.inputs, o.outputs
@@ -438,30 +494,25 @@ def _decode_op(o, check_text: bool) -> Op:
     outputs = _slots_of(o, msg_outputs, check_text)
     if len(inputs) != len(msg_inputs) or len(outputs) != len(msg_outputs):
         raise ProgramFormatError("op %r repeats a slot name" % o.type)
-    attrs = o.attrs
-    index = {a.name: a for a in attrs}
-    types = [a.type for a in attrs]
+    attrs = o.attrs[:]
+    types = list(map(_type_of, attrs))
     if check_text:
-        for a, t in zip(attrs, types):
-            if type(a.name) is not str:
-                raise _not_text("an attr name of op %r" % (o.type,))
-            if _bad_text(a, t):
-                raise _not_text("attr %r of op %r" % (a.name, o.type))
+        _check_op_text(o, attrs, types)
+    names, positions = _shared_names(tuple(map(_name_of, attrs)), shared)
     block_attrs = ()
     if not _KNOWN_ATTR_TYPES.issuperset(types):
         for a, t in zip(attrs, types):
             if t not in ATTR_TYPE_NAME:
                 raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, t))
     if not _BLOCK_ATTRS.isdisjoint(types):
-        block_attrs = tuple(a.name for a, t in zip(attrs, types) if t in _BLOCK_ATTRS)
-    if len(index) != len(types):
+        block_attrs = tuple(n for n, t in zip(names, types) if t in _BLOCK_ATTRS)
+    if len(positions) != len(names):
         return _decode_op_eagerly(o, inputs, outputs)
     is_target = o.is_target if o.HasField("is_target") else None
-    return Op(o.type, inputs, outputs, None, is_target,
-              source=OpSource(o, inputs, outputs, is_target, index, block_attrs))
-
-
-_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
+    op_type = o.type
+    return Op(op_type, inputs, outputs, None, is_target,
+              source=OpSource(o, op_type, inputs, outputs, is_target, names, positions,
+                              block_attrs))
 
 
 def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
@@ -482,7 +533,8 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
               dup_attrs=tuple(dups))
 
 
-def _decode_block(b, check_text: bool, types: dict) -> Block:
+def _decode_block(b, check_text: bool, types: dict, shared: dict) -> Block:
+    """`types`: see _decode_var; `shared`: see _shared_names (both for the whole program)."""
     vars_ = {}
     for v in b.vars:
         if check_text and (type(v.name) is not str or any(
@@ -492,7 +544,7 @@ def _decode_block(b, check_text: bool, types: dict) -> Block:
         if var.name in vars_:
             raise ProgramFormatError("block %d declares var %r twice" % (b.idx, var.name))
         vars_[var.name] = var
-    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o, check_text) for o in b.ops],
+    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o, check_text, shared) for o in b.ops],
                  forward_block_idx=_opt(b, "forward_block_idx"))
 
 
@@ -533,7 +585,8 @@ def decode(data: bytes) -> Program:
     # all text is checked by one C parse; field by field only to say where it fails
     check_text = not _text_is_utf8(data)
     types: dict = {}
-    blocks = [_decode_block(b, check_text, types) for b in msg.blocks]
+    shared: dict = {}
+    blocks = [_decode_block(b, check_text, types, shared) for b in msg.blocks]
     if check_text:
         raise _not_text("a text field")
     return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
