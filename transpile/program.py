@@ -141,9 +141,9 @@ class Op:
         """The attr names in file order (set ones last), without decoding the attrs."""
         if self._attrs is not None:
             return list(self._attrs)
-        names = list(self.source.index)
+        names = list(self.source.names)
         if self._patch:
-            names += [n for n in self._patch if n not in self.source.index]
+            names += [n for n in self._patch if not self.source.has(n)]
         return names
 
     def find_attr(self, name: str) -> Optional[Attr]:

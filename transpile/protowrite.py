@@ -108,7 +108,7 @@ def op_bytes(op: Op) -> bytes:
     parts = []
     for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
         for slot, args in slots.items():
-            body = b"".join([_str_field(b"\x0a", slot)] + [_str_field(b"\x12", a) for a in args])
+            body = _field1(slot) + _fields2(args)
             parts += (key, _varint_bytes(len(body)), body)
     parts.append(_str_field(b"\x1a", op.type))
     if src is not None and not op.attrs_decoded:
@@ -117,7 +117,7 @@ def op_bytes(op: Op) -> bytes:
             new = patch.get(name) if patch else None
             parts.append(raw if new is None else _attr_chunk(name, new))
         for name, new in patch.items():
-            if name not in src.index:
+            if not src.has(name):
                 parts.append(_attr_chunk(name, new))
     else:
         entries = list(op.attrs.items())
@@ -134,6 +134,10 @@ def op_bytes(op: Op) -> bytes:
 _STR_FIELDS: dict = {}
 _ATTR_CHUNKS: dict = {}
 _CACHE_LIMIT = 1 << 17
+# text field 1 (a slot's name, a var's name) and field 2 (a slot's arguments) by their text:
+# the most frequent fields of all, looked up without building a key
+_FIELD1: dict = {}
+_FIELD2: dict = {}
 
 
 def _str_field(key: bytes, text: str) -> bytes:
@@ -142,9 +146,35 @@ def _str_field(key: bytes, text: str) -> bytes:
     if out is None:
         if len(_STR_FIELDS) > _CACHE_LIMIT:
             _STR_FIELDS.clear()
-        raw = text.encode("utf-8")
-        out = _STR_FIELDS[k] = key + _varint_bytes(len(raw)) + raw
+        out = _STR_FIELDS[k] = _text_field(key, text)
     return out
+
+
+def _text_field(key: bytes, text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return key + _varint_bytes(len(raw)) + raw
+
+
+def _field1(text: str) -> bytes:
+    out = _FIELD1.get(text)
+    if out is None:
+        if len(_FIELD1) > _CACHE_LIMIT:
+            _FIELD1.clear()
+        out = _FIELD1[text] = _text_field(b"\x0a", text)
+    return out
+
+
+def _fields2(texts: list) -> bytes:
+    """Each of `texts` as text field 2, one after the other."""
+    try:
+        return b"".join(map(_FIELD2.__getitem__, texts))
+    except KeyError:
+        if len(_FIELD2) + len(texts) > _CACHE_LIMIT:
+            _FIELD2.clear()
+        for t in texts:
+            if t not in _FIELD2:
+                _FIELD2[t] = _text_field(b"\x12", t)
+        return b"".join(map(_FIELD2.__getitem__, texts))
 
 
 def _attr_chunk(name: str, attr: Attr) -> bytes:
@@ -212,7 +242,7 @@ def _plain_var_bytes(v: Var) -> bytes:
         if len(_VARTYPE_BYTES) > 4096:
             _VARTYPE_BYTES.clear()
         vtype = _VARTYPE_BYTES[key] = _vartype_bytes(*key)
-    parts = [_str_field(b"\x0a", v.name), vtype]
+    parts = [_field1(v.name), vtype]
     for key, flag in zip(_FLAG_KEYS, (v.persistable, v.need_check_feed, v.is_parameter,
                                       v.stop_gradient)):
         if flag is not None:
