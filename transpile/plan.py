@@ -58,6 +58,11 @@ class ParamPlan:
     def sliced(self) -> bool:
         return len(self.blocks) > 1
 
+    @cached_property
+    def state_by_slot(self) -> dict:
+        """{slot: OptState}: made once, read by every pserver for each block of the param."""
+        return {s.slot: s for s in self.states}
+
 
 @dataclass(frozen=True)
 class DistributedTable:

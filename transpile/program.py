@@ -173,11 +173,19 @@ class Op:
             self._patch[name] = attr
 
     def set_attr(self, name: str, value: Any, type: Optional[str] = None) -> None:
-        """Set an attr; the AttrType is kept when the attr exists, else given or inferred."""
+        """Set an attr; the AttrType is kept when the attr exists, else given or inferred.
+        (replace_attr's work done here with the one lookup of the old attr: the pserver
+        passes set a shape on hundreds of thousands of init ops.)"""
         old = self.find_attr(name)
         if type is None and old is not None:
             type = old.type
-        self.replace_attr(name, Attr(type, value) if type else Attr.infer(value))
+        attr = Attr(type, value) if type else Attr.infer(value)
+        if self._attrs is not None:
+            self._attrs[name] = attr
+        elif old != attr:                       # setting what the op says changes nothing
+            if self._patch is None:
+                self._patch = {}
+            self._patch[name] = attr
 
     def input(self, slot: str) -> list[str]:
         return self.inputs.get(slot, [])
@@ -215,12 +223,18 @@ class Op:
             refs.extend(v) if isinstance(v, list) else refs.append(v)
         return refs
 
-    def copy(self) -> "Op":
+    def copy(self, inputs: Optional[dict] = None, outputs: Optional[dict] = None) -> "Op":
+        """A copy that can be edited. `inputs` / `outputs`, when given, are the copy's slots
+        as they are (the copy owns them): a pass that replaces an op's slots saves copying
+        the old ones."""
         attrs = None if self._attrs is None else \
             {k: Attr(a.type, _copy.copy(a.value), a.extra) for k, a in self._attrs.items()}
-        op = Op(self.type, {k: list(v) for k, v in self.inputs.items()},
-                {k: list(v) for k, v in self.outputs.items()}, attrs, self.is_target,
-                self.dup_attrs, source=self.source)
+        if inputs is None:
+            inputs = {k: list(v) for k, v in self.inputs.items()}
+        if outputs is None:
+            outputs = {k: list(v) for k, v in self.outputs.items()}
+        op = Op(self.type, inputs, outputs, attrs, self.is_target, self.dup_attrs,
+                source=self.source)
         if self._patch:
             op._patch = {k: Attr(a.type, _copy.copy(a.value), a.extra)
                          for k, a in self._patch.items()}
@@ -268,6 +282,34 @@ class VarType:
         return d[1] if d else None
 
 
+# Kinds whose tensor description has no lod_level.
+_NO_LOD_SLOTS = ("selected_rows", "string", "strings", "vocab", "sparse_coo", "sparse_csr")
+
+# tensor_type's shared VarTypes by (kind, dtype, shape, lod_level); emptied when it grows
+# large, so memory stays bounded on any program.
+_TENSOR_TYPES: dict = {}
+_TENSOR_TYPES_LIMIT = 1 << 16
+
+
+def tensor_type(kind: str, dtype: Optional[str], shape, lod_level: Optional[int]) -> VarType:
+    """The VarType of a `kind` tensor (LOD_TENSOR, SELECTED_ROWS, ...) of that dtype and shape.
+
+    VarTypes are never changed in place (Var.copy shares them, with_shape makes a new one), so
+    equal ones are one shared object: building a new VarType and TensorDesc for each var was
+    a large part of building the pserver programs of a big cluster (a million vars).
+    """
+    key = (kind, dtype, shape if type(shape) is tuple else tuple(shape), lod_level)
+    vt = _TENSOR_TYPES.get(key)
+    if vt is None:
+        slot = KIND_SLOT[kind]
+        lod = None if slot in _NO_LOD_SLOTS else lod_level
+        vt = VarType(kind, {slot: (TensorDesc(dtype, tuple(int(d) for d in key[2])), lod)})
+        if len(_TENSOR_TYPES) >= _TENSOR_TYPES_LIMIT:
+            _TENSOR_TYPES.clear()
+        _TENSOR_TYPES[key] = vt
+    return vt
+
+
 @dataclass(slots=True)
 class VarAttr:
     name: str
@@ -297,11 +339,7 @@ class Var:
                lod_level: Optional[int] = 0, persistable: Optional[bool] = None,
                **flags) -> "Var":
         """A new tensor var (LOD_TENSOR, SELECTED_ROWS, LOD_TENSOR_ARRAY ...)."""
-        slot = KIND_SLOT[kind]
-        lod = None if slot in ("selected_rows", "string", "strings", "vocab", "sparse_coo",
-                               "sparse_csr") else lod_level
-        vt = VarType(kind, {slot: (TensorDesc(dtype, tuple(int(d) for d in shape)), lod)})
-        return Var(name, vt, persistable=persistable, **flags)
+        return Var(name, tensor_type(kind, dtype, shape, lod_level), persistable, **flags)
 
     @property
     def kind(self) -> str:

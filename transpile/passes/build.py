@@ -58,6 +58,24 @@ def make_op(type_: str, inputs: dict, outputs: dict, attrs: dict) -> Op:
     return op
 
 
+class OpTemplate:
+    """Ops of one type and one set of attrs, made many times with different slots (the sum and
+    scale merging each grad block: a pair per block on every pserver). make_op's typing of
+    the attrs is done once; each op still gets its own Attr objects (and lists), as from
+    make_op, since an op's attrs may be edited once it is copied."""
+
+    def __init__(self, type_: str, attrs: dict):
+        self.type = type_
+        self._attrs = tuple((name, a.type, a.value, a.extra, type(a.value) is list)
+                            for name, a in make_op(type_, {}, {}, attrs).attrs.items())
+
+    def make(self, inputs: dict, outputs: dict) -> Op:
+        """The op with these slots, taken as they are (the op owns them)."""
+        return Op(self.type, inputs, outputs,
+                  {name: Attr(t, list(v) if is_list else v, extra)
+                   for name, t, v, extra, is_list in self._attrs})
+
+
 def role_attrs(role: int) -> dict:
     """op_role with an empty op_role_var, as Paddle's op maker appends them."""
     return {roles.ROLE_ATTR: Attr("INT", role), roles.ROLE_VAR_ATTR: Attr("STRINGS", [])}

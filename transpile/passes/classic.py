@@ -18,7 +18,8 @@ from .build import DTYPE_CODES, make_op, tensor_like
 from ..planjson import plan_json
 from ..program import Program
 from ..result import SplitResult, endpoint_dir
-from .classic_pserver import build_pserver_main, build_pserver_startup, startup_writers
+from .classic_pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
+                              startup_writers)
 from .classic_trainer import build_trainer_main, build_trainer_startup
 
 
@@ -67,13 +68,13 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
         result.add("trainer_%d/startup" % tid, build_trainer_startup(startup, main, plan, tid))
         progress(done, total)
     writers = startup_writers(startup)
+    index = OriginIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
-        pmain, aliases = build_pserver_main(main, plan, ep,
-                                            trainer_ids[0] if trainer_ids else 0)
+        pmain, aliases = build_pserver_main(main, plan, ep, index.trainer_id, index)
         pstartup = build_pserver_startup(startup, pmain, aliases, writers)
         result.add(endpoint_dir(ep) + "/main", pmain)
         result.add(endpoint_dir(ep) + "/startup", pstartup)
-        del pmain, pstartup, aliases         # emitted: written and let go
+        del pmain, pstartup, aliases         # with emit set, nothing holds them now
         progress(done, total)
     result.plan = plan_json(plan, origin_main, origin_startup, config, result, trainer_ids)
     return result

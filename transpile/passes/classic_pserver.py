@@ -15,26 +15,82 @@ from typing import Optional
 
 from ..optimizers import is_optimizer_update
 from ..plan import DistributionPlan, ParamPlan, VarBlock
-from ..program import Attr, Block, Op, Program, Var, VarType
+from ..program import Attr, Block, Op, Program, Var, VarType, tensor_type
 from ..slicing import trainer_copy_name
 from ..tables import LOOKUP_TABLE_TYPES
 from .. import roles
-from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, clone_var, make_op,
-                    new_block, tensor_like)
+from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
+                    make_op, new_block, tensor_like)
+
+
+# What append_update does with each input slot of an optimizer update (OriginIndex.slots).
+_GRAD, _PARAM, _LR, _STATE = "grad", "param", "lr", "state"
+
+
+class OriginIndex:
+    """What every endpoint's pass looks up in the origin program and the plan, made once per
+    split (transpile_classic passes it to each endpoint's build_pserver_main) so that building
+    one more pserver costs what it holds, not another walk over every optimize op and
+    parameter."""
+
+    def __init__(self, main: Program, plan: DistributionPlan, trainer_id: int):
+        self.trainer_id = trainer_id
+        ops = main.global_block.ops
+        self.ovars = main.global_block.vars
+        self.plan = plan
+        indices = set(plan.optimize_ops).union(*(p.ops for p in plan.params))
+        # the optimizer updates (by op index), and the param each one updates in program order
+        self.updates = frozenset(i for i in indices if is_optimizer_update(ops[i]))
+        self.update_params = [ops[i].input("Param")[0] for i in plan.optimize_ops
+                              if i in self.updates]
+        self.lr_ops = frozenset(plan.lr_ops)
+        # Paddle renamed the trainer's unsliced grads in the origin program before cloning the
+        # optimize ops, so their op_role_var names the transpiling trainer's copy.
+        self.role_var_rename = {p.grad: plan.sent_grad_name(p.grad, trainer_id)
+                                for p in plan.params if not p.sliced}
+        self._slots: dict = {}
+
+    def slots(self, op_index: int, op: Op, p: ParamPlan) -> list:
+        """[(slot, what, origin name, origin var, shape, (kind, dtype, persistable))] for the
+        inputs of an update of `p`, in slot order: what append_update does with each (_GRAD,
+        _PARAM, _LR, _STATE); a state's shape is None when it is sliced with the block. Made
+        on first use, as append_update looked the vars up (a missing one fails the same way)."""
+        out = self._slots.get(op_index)
+        if out is None:
+            out = []
+            states = p.state_by_slot
+            for slot, args in op.inputs.items():
+                if not args or slot in ("Beta1Tensor", "Beta2Tensor"):
+                    continue
+                name = args[0]
+                what = {"Grad": _GRAD, "Param": _PARAM, "LearningRate": _LR}.get(slot, _STATE)
+                v = self.ovars.get(name) if what in (_LR, _STATE) else None
+                shape = make = None
+                if what is _STATE:
+                    s = states.get(slot)
+                    if s is None or not s.sliced:
+                        shape = tuple(v.shape)
+                    if v is not None:
+                        make = (v.kind, v.dtype, v.persistable)
+                out.append((slot, what, name, v, shape, make))
+            self._slots[op_index] = out
+        return out
 
 
 class _PserverBuilder:
     """Builds one endpoint's main program; the mutable state of a single pass run."""
 
     def __init__(self, main: Program, plan: DistributionPlan, endpoint: str,
-                 trainer_id: int = 0):
+                 trainer_id: int = 0, index: Optional[OriginIndex] = None):
         self.origin = main
         self.ob = main.global_block
         self.plan = plan
         self.ep = endpoint
+        self.index = index or OriginIndex(main, plan, trainer_id)
         self.prog = Program([Block(0, -1)], main.version, main.has_version,
                             None if main.op_version_map is None else list(main.op_version_map))
         self.gb = self.prog.global_block
+        self.gvars = self.gb.vars
         self.local = plan.blocks_on(endpoint)
         self.local_params = {p.name for p, _ in self.local}
         self.local_blocks: dict[str, list] = {}
@@ -47,37 +103,42 @@ class _PserverBuilder:
         # param / grad name -> its first block on this endpoint (Paddle's lookup for ops that
         # reference a param outside its own optimize block)
         self.first_block: dict[str, str] = {}
-        # Paddle renamed the trainer's unsliced grads in the origin program before cloning the
-        # optimize ops, so their op_role_var names the transpiling trainer's copy.
-        self.role_var_rename = {p.grad: plan.sent_grad_name(p.grad, trainer_id)
-                                for p in plan.params if not p.sliced}
+        self.role_var_rename = self.index.role_var_rename
+        # merged grad block -> the trainers' copies of it (sync)
+        self.trainer_copies: dict[str, list[str]] = {}
+        self._merge_templates: Optional[tuple] = None
 
     # -- vars ------------------------------------------------------------------------------
     def _alias(self, origin: str, name: str, shape) -> None:
-        lst = self.aliases.setdefault(origin, [])
-        if all(n != name for n, _ in lst):
+        lst = self.aliases.get(origin)
+        if lst is None:
+            self.aliases[origin] = [(name, tuple(shape))]
+        elif all(n != name for n, _ in lst):
             lst.append((name, tuple(shape)))
 
     def declare_block_vars(self) -> list[str]:
         """Param blocks, merged grads and the per-trainer grads; returns listen_and_serv's X."""
         recv_inputs = []
+        gvars, ovars = self.gvars, self.ob.vars
         for p, b in self.local:
-            pvar = self.ob.var(p.name)
-            self.gb.add_var(tensor_like(pvar, b.name, b.shape, True, lod_level=0))
+            gvars[b.name] = tensor_like(ovars.get(p.name), b.name, b.shape, True, lod_level=0)
             self._alias(p.name, b.name, b.shape)
             self.first_block.setdefault(p.name, b.name)
+        trainers = range(self.plan.trainers) if self.plan.sync else None
         for p, b in self.local:
-            gvar = self.ob.var(p.grad)
+            gvar = ovars.get(p.grad)
             merged = p.grad_blocks[b.index]
-            self.gb.add_var(tensor_like(gvar, merged, b.shape, True))
+            # the merged grad and the trainers' copies: one VarType (tensor_like's)
+            vt = tensor_type(gvar.kind, gvar.dtype, b.shape, None)
+            gvars[merged] = Var(merged, vt, True)
             self.first_block.setdefault(p.grad, merged)
-            if self.plan.sync:
-                for t in range(self.plan.trainers):
-                    name = trainer_copy_name(merged, t)
-                    self.gb.add_var(tensor_like(gvar, name, b.shape, False))
-                    recv_inputs.append(name)
-            else:
+            if trainers is None:
                 recv_inputs.append(merged)
+                continue
+            names = self.trainer_copies[merged] = [trainer_copy_name(merged, t) for t in trainers]
+            for name in names:
+                gvars[name] = Var(name, vt, False)
+            recv_inputs += names
         return recv_inputs
 
     def _pserver_var(self, name: str, block: Block, rename: dict, shape_map: dict) -> str:
@@ -95,8 +156,11 @@ class _PserverBuilder:
         return local
 
     # -- ops ---------------------------------------------------------------------------------
-    def _copy_op(self, op: Op) -> Op:
-        new = op.copy()
+    def _copy_op(self, op: Op, inputs: Optional[dict] = None,
+                 outputs: Optional[dict] = None) -> Op:
+        """A copy of an origin op (with these slots when given) whose op_role_var names the
+        grads the pserver's trainer copy of the program would."""
+        new = op.copy(inputs, outputs)
         rv = new.attr(roles.ROLE_VAR_ATTR)
         if rv:
             renamed = [self.role_var_rename.get(a, a) for a in rv]
@@ -147,47 +211,40 @@ class _PserverBuilder:
             self.clone_sub_block(cop, sub)
         op.replace_attr("sub_block", Attr(a.type, sub.idx, a.extra))
 
-    def append_update(self, op: Op, block: Block, p: ParamPlan, b: VarBlock, merged: str,
-                      rename: dict) -> None:
+    def append_update(self, op: Op, op_index: int, block: Block, p: ParamPlan, b: VarBlock,
+                      merged: str, rename: dict) -> None:
         """The optimizer update on the param block, its accumulators sliced to the block."""
-        states = {s.slot: s for s in p.states}
-        new_op = self._copy_op(op)
+        gvars = self.gvars
         new_in = {}
-        for slot, args in op.inputs.items():
-            if not args:
-                continue
-            name = args[0]
-            if slot == "Grad":
+        for slot, what, name, v, shape, make in self.index.slots(op_index, op, p):
+            if what is _GRAD:
                 # The update reads the merged grad, or the clip/regularization chain's output
                 # when that chain was cloned into this block (Paddle wired the merged grad
                 # here, dropping the chain: see the l2decay corrections).
                 local = rename.get(name, name)
-                new_in[slot] = [local if name != p.grad and self.gb.var(local) is not None
-                                else merged]
-            elif slot == "Param":
+                new_in[slot] = [local if name != p.grad and local in gvars else merged]
+            elif what is _PARAM:
                 new_in[slot] = [b.name]
-            elif slot == "LearningRate":
-                if self.gb.var(name) is None:
-                    v = self.ob.var(name)
-                    self.gb.add_var(tensor_like(v, name, v.shape, v.persistable))
+            elif what is _LR:
+                if name not in gvars:
+                    gvars[name] = tensor_like(v, name, v.shape, v.persistable)
                 new_in[slot] = [name]
-            elif slot in ("Beta1Tensor", "Beta2Tensor"):
-                continue
             else:
-                v = self.ob.var(name)
-                s = states.get(slot)
-                shape = b.shape if s is not None and s.sliced else tuple(v.shape)
-                local = rename.setdefault(name, self.plan.state_name(p, name, b))
-                if self.gb.var(local) is None:
-                    self.gb.add_var(tensor_like(v, local, shape, v.persistable))
+                if shape is None:
+                    shape = b.shape
+                local = rename.get(name)
+                if local is None:
+                    local = rename[name] = self.plan.state_name(p, name, b)
+                if local not in gvars:
+                    # tensor_like(v, local, shape, v.persistable), its lookups made once
+                    gvars[local] = tensor_like(v, local, shape, v.persistable) if make is None \
+                        else Var(local, tensor_type(make[0], make[1], shape, None), make[2])
                 self._alias(name, local, shape)
                 new_in[slot] = [local]
-        new_op.inputs = new_in
-        for slot, args in new_op.outputs.items():
-            new_op.outputs[slot] = [b.name] if slot == "ParamOut" else \
-                [rename.get(a, a) for a in args]
-        block.ops.append(new_op)
-        if self.gb.var(new_in["Grad"][0]).kind == "SELECTED_ROWS":
+        new_out = {slot: [b.name] if slot == "ParamOut" else [rename.get(a, a) for a in args]
+                   for slot, args in op.outputs.items()}
+        block.ops.append(self._copy_op(op, new_in, new_out))
+        if gvars.get(new_in["Grad"][0]).kind == "SELECTED_ROWS":
             self.sparse_grad_to_param.append("%s:%s" % (new_in["Grad"][0], b.name))
 
     def merge_grads(self, block: Block, merged: str) -> None:
@@ -196,11 +253,14 @@ class _PserverBuilder:
         if not self.plan.sync:
             return
         n = self.plan.trainers
-        block.ops.append(make_op("sum", {"X": [trainer_copy_name(merged, t) for t in range(n)]},
-                                 {"Out": [merged]},
-                                 {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}))
-        block.ops.append(make_op("scale", {"X": [merged]}, {"Out": [merged]},
-                                 {"scale": 1.0 / float(n), roles.ROLE_ATTR: roles.FORWARD}))
+        if self._merge_templates is None:
+            self._merge_templates = (
+                OpTemplate("sum", {"use_mkldnn": False, roles.ROLE_ATTR: roles.FORWARD}),
+                OpTemplate("scale", {"scale": 1.0 / float(n), roles.ROLE_ATTR: roles.FORWARD}))
+        sum_op, scale_op = self._merge_templates
+        block.ops.append(sum_op.make({"X": list(self.trainer_copies[merged])},
+                                     {"Out": [merged]}))
+        block.ops.append(scale_op.make({"X": [merged]}, {"Out": [merged]}))
 
     # -- the program ---------------------------------------------------------------------------
     def build(self) -> Program:
@@ -217,9 +277,8 @@ class _PserverBuilder:
             lr_block_id = lr_block.idx
 
         pre = len(self.prog.blocks) - 1
-        ordered = [i for i in plan.optimize_ops if is_optimizer_update(self.ob.ops[i])]
-        for i in ordered:
-            pname = self.ob.ops[i].input("Param")[0]
+        index = self.index
+        for pname in index.update_params:
             for p, b in self.local_blocks.get(pname, ()):
                 block = new_block(self.prog, pre)
                 optimize_blocks.append(block.idx)
@@ -230,9 +289,9 @@ class _PserverBuilder:
                 rename = {p.name: b.name, p.grad: merged}
                 for j in p.ops:
                     op = self.ob.ops[j]
-                    if is_optimizer_update(op):
-                        self.append_update(op, block, p, b, merged, rename)
-                    elif j not in plan.lr_ops:
+                    if j in index.updates:
+                        self.append_update(op, j, block, p, b, merged, rename)
+                    elif j not in index.lr_ops:
                         if plan.several_blocks_on(p, self.ep):
                             for a in op.output_names():
                                 if a not in rename and self.gb.var(a) is None:
@@ -327,11 +386,13 @@ class _PserverBuilder:
 
 
 def build_pserver_main(main: Program, plan: DistributionPlan, endpoint: str,
-                       trainer_id: int = 0):
+                       trainer_id: int = 0, index: Optional[OriginIndex] = None):
     """The pserver main program of `endpoint`, and the origin->pserver var aliases the
     startup pass needs. `trainer_id` is the trainer the split was asked for: Paddle's
-    op_role_var on the pserver names that trainer's copy of an unsliced grad."""
-    b = _PserverBuilder(main, plan, endpoint, trainer_id)
+    op_role_var on the pserver names that trainer's copy of an unsliced grad. `index`: the
+    OriginIndex(main, plan, trainer_id) shared by the endpoints of a split (made when not
+    given)."""
+    b = _PserverBuilder(main, plan, endpoint, trainer_id, index)
     prog = b.build()
     return prog, b.aliases
 
@@ -351,42 +412,51 @@ def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict
     """Initialise exactly the vars the pserver holds: each init op of the origin startup whose
     output lives here, renamed to the block and reshaped to it (once per local block).
     `writers`: startup_writers(startup), built once and shared by every endpoint."""
-    gb = pserver_main.global_block
+    gvars = pserver_main.global_block.vars
     prog = Program([Block(0, -1)], startup.version, startup.has_version,
                    None if startup.op_version_map is None else list(startup.op_version_map))
     block = prog.global_block
-    for v in gb.vars.values():
-        block.add_var(clone_var(v))
+    block.vars = {v.name: clone_var(v) for v in gvars.values()}
     if writers is None:
         writers = startup_writers(startup)
-    # only the ops that write a var held here, or one that has blocks here, can init one
-    candidates = set()
-    for name in list(gb.vars) + list(aliases):
-        candidates.update(writers.get(name, ()))
     ops = startup.global_block.ops
-    for op in (ops[i] for i in sorted(candidates)):
+    for i in _startup_candidates(writers, gvars, aliases):
+        op = ops[i]
         if op.type in TRAINER_STARTUP_OPS:
             continue
-        targets = None
-        for slot, args in op.outputs.items():
-            if not args:
-                continue
-            first = args[0]
-            names = [n for n, _ in aliases.get(first, []) if n != first or gb.var(n)]
-            if not names and gb.var(first) is not None:
-                names = [first]
-            if names:
-                targets = (slot, names)
-                break
+        targets = _startup_targets(op, gvars, aliases)
         if targets is None:
             continue
         slot, names = targets
+        reshape = op.type in INITIALIZER_ATTRS
         for name in names:
-            new = op.copy()
-            new.outputs = {slot: [name]}
-            new.inputs = {k: [a for a in args if gb.var(a) is not None]
-                          for k, args in op.inputs.items()}
-            if op.type in INITIALIZER_ATTRS:
-                new.set_attr("shape", list(gb.var(name).shape))
+            new = op.copy({k: [a for a in args if a in gvars] for k, args in op.inputs.items()},
+                          {slot: [name]})
+            if reshape:
+                new.set_attr("shape", list(gvars.get(name).shape))
             block.ops.append(new)
     return prog
+
+
+def _startup_candidates(writers: dict, gvars: dict, aliases: dict) -> list:
+    """Indices (in program order) of the startup ops that can init a var held here: those
+    writing a var of the pserver, or a var that has blocks here."""
+    get = writers.get
+    found = [i for name in gvars if (ops := get(name)) for i in ops]
+    found += [i for name in aliases if (ops := get(name)) for i in ops]
+    return sorted(set(found))
+
+
+def _startup_targets(op: Op, gvars: dict, aliases: dict) -> Optional[tuple]:
+    """(slot, pserver vars) a startup op initialises here: the pserver names of the first
+    output slot's var that has any (its blocks, or itself when held whole), else None."""
+    for slot, args in op.outputs.items():
+        if not args:
+            continue
+        first = args[0]
+        names = [n for n, _ in aliases.get(first, ()) if n != first or n in gvars]
+        if not names and first in gvars:
+            names = [first]
+        if names:
+            return slot, names
+    return None

@@ -39,7 +39,7 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
         ps_main, ps_startup = pserver_programs(main, startup, plan, ep, index)
         result.add(endpoint_dir(ep) + "/main", ps_main)
         result.add(endpoint_dir(ep) + "/startup", ps_startup)
-        del ps_main, ps_startup              # emitted: written and let go
+        del ps_main, ps_startup              # with emit set, nothing holds them now
         progress(done, total)
     result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
     return result

@@ -12,13 +12,16 @@ lookup_sparse_table_init with the large-scale table metas.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..errors import UserError
 from ..optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
-from ..program import Attr, Block, Op, Program, Var
+from ..program import Attr, Block, Op, Program, Var, tensor_type
 from ..slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..tables import is_distributed_lookup
-from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, initializer_signature,
-                    make_op, new_block, new_tensor, persistable_copy, role_attrs)
+from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
+                    initializer_signature, make_op, new_block, new_tensor, persistable_copy,
+                    role_attrs)
 from .fleet_plan import FleetPlan, delta_name
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
@@ -37,13 +40,26 @@ class OriginIndex:
         for op in self.opt_ops:
             self.by_target.setdefault(op.attr("op_role_var")[0], []).append(op)
         self.updates = [op for op in self.opt_ops if is_optimizer_update(op)]
+        # (update op, the param it names): every endpoint picks the ones it holds
+        self.update_params = [(op, op.input("Param")[0]) for op in self.updates]
+        self._origin_names: dict[str, str] = {}
+        self._update_slots: dict[int, tuple] = {}
+        self.merge_templates: Optional[tuple] = None
         # startup op indices by the first argument of each of their output slots
         self.startup_writers: dict[str, list[int]] = {}
         self.initializer: dict[str, Op] = {}
+        # per startup op: None for the trainers' own, else ([(slot, its first argument, its
+        # arguments)] of the output slots that have any, whether it is an initializer whose
+        # shape attr follows the var)
+        self.startup_outputs: list = []
         for i, op in enumerate(startup.global_block.ops):
             for args in op.outputs.values():
                 if args:
                     self.startup_writers.setdefault(args[0], []).append(i)
+            self.startup_outputs.append(
+                None if op.type in TRAINER_STARTUP_OPS else
+                ([(slot, args[0], args) for slot, args in op.outputs.items() if args],
+                 op.type in INITIALIZER_ATTRS and op.has_attr("shape")))
             if op.type in INITIALIZER_ATTRS and op.output("Out"):
                 self.initializer.setdefault(op.output("Out")[0], op)
         self.entry: dict[str, object] = {}
@@ -51,6 +67,39 @@ class OriginIndex:
             for op in ops:
                 if is_distributed_lookup(op) and op.input("W"):
                     self.entry.setdefault(op.input("W")[0], op.attr("entry"))
+
+    def origin_name(self, name: str) -> str:
+        """origin_varname(name), worked out once per name for every endpoint."""
+        origin = self._origin_names.get(name)
+        if origin is None:
+            origin = self._origin_names[name] = origin_varname(name)
+        return origin
+
+    def update_slots(self, s: "_Server", op: Op) -> tuple:
+        """What _append_optimizer_op declares for an update, worked out once per op: ([(slot,
+        origin var or None for Grad / Param)] of the Grad, Param and LearningRate inputs,
+        [(slot, origin var, sliced, dtype, persistable)] of its state). Made on first use as
+        the pass looked them up, so an undeclared var or an unsupported optimizer fails the
+        same way."""
+        out = self._update_slots.get(id(op))
+        if out is None:
+            firsts, states = [], []
+            for slot, args in op.inputs.items():
+                if args and slot in ("Grad", "Param"):
+                    firsts.append((slot, None))
+                elif args and slot == "LearningRate":
+                    firsts.append((slot, s.origin_var(args[0])))
+            for slot, args in op.inputs.items():
+                if not args or slot in FLEET_UNSLICED_SLOTS:
+                    continue
+                if op.type not in FLEET_SLICED_STATE_SLOTS:
+                    raise UserError("optimizer %s is not supported for distributed training"
+                                    % op.type)
+                v = s.origin_var(args[0])
+                states.append((slot, v, slot in FLEET_SLICED_STATE_SLOTS[op.type],
+                               v.dtype or "FP32", v.is_persistable))
+            out = self._update_slots[id(op)] = (firsts, states)
+        return out
 
 
 def _block_keys(name: str):
@@ -86,7 +135,7 @@ class _Server:
                     self.sliced_block.setdefault(key, p)
         self.grad_by_origin: dict[str, VarBlock] = {}
         for g in self.grads:
-            self.grad_by_origin.setdefault(origin_varname(g.name), g)
+            self.grad_by_origin.setdefault(index.origin_name(g.name), g)
 
     def new_block(self, parent: int) -> Block:
         return new_block(self.prog, parent)
@@ -140,24 +189,37 @@ def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
 def _merge_grad(s: _Server, block: Block, grad_name: str):
     """The merged grad var this endpoint optimizes with (sum + scale over the trainers' copies in
     sync mode), or None when this endpoint holds no block of that grad."""
-    g = s.grad_by_origin.get(origin_varname(grad_name))
+    g = s.grad_by_origin.get(s.index.origin_name(grad_name))
     if g is None:
         return None
     plan = s.plan
-    s.ensure(new_tensor(g.name, g.shape, g.dtype, kind=g.kind, persistable=True))
+    gvars = s.gvars
+    # the merged grad and the trainers' copies share new_tensor's VarType
+    vt = tensor_type(g.kind, g.dtype or "FP32", g.shape, None)
+    if g.name not in gvars:
+        gvars[g.name] = Var(g.name, vt, True)
     s.grad_to_block_id.append("%s:%d" % (g.name, block.idx))
     if plan.is_sync and plan.trainers > 1:
-        per_trainer = []
-        for i in range(plan.trainers):
-            name = trainer_copy_name(g.name, i)
-            s.ensure(new_tensor(name, g.shape, g.dtype, kind=g.kind, persistable=False))
-            per_trainer.append(name)
-        block.ops.append(make_op("sum", {"X": per_trainer}, {"Out": [g.name]}, {
-            "use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}))
-        block.ops.append(make_op("scale", {"X": [g.name]}, {"Out": [g.name]}, {
-            "bias": Attr("FLOAT", 0.0), "bias_after_scale": Attr("BOOLEAN", True),
-            "scale": Attr("FLOAT", 1.0 / float(plan.trainers)), **role_attrs(0)}))
+        per_trainer = [trainer_copy_name(g.name, i) for i in range(plan.trainers)]
+        for name in per_trainer:
+            if name not in gvars:
+                gvars[name] = Var(name, vt, False)
+        sum_op, scale_op = _merge_templates(s)
+        block.ops.append(sum_op.make({"X": per_trainer}, {"Out": [g.name]}))
+        block.ops.append(scale_op.make({"X": [g.name]}, {"Out": [g.name]}))
     return g
+
+
+def _merge_templates(s: _Server) -> tuple:
+    """The sum and scale ops averaging the trainers' grads, typed once per split."""
+    index = s.index
+    if index.merge_templates is None:
+        index.merge_templates = (
+            OpTemplate("sum", {"use_mkldnn": Attr("BOOLEAN", False), **role_attrs(0)}),
+            OpTemplate("scale", {
+                "bias": Attr("FLOAT", 0.0), "bias_after_scale": Attr("BOOLEAN", True),
+                "scale": Attr("FLOAT", 1.0 / float(s.plan.trainers)), **role_attrs(0)}))
+    return index.merge_templates
 
 
 def _param_block(s: _Server, param: str):
@@ -169,31 +231,30 @@ def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: VarBlock) -> 
     p = _param_block(s, op.input("Param")[0])
     if p is None:
         return
+    gvars = s.gvars
+    firsts, states = s.index.update_slots(s, op)
     inputs = {}
-    for slot, args in op.inputs.items():
-        if not args:
-            continue
+    for slot, v in firsts:
         if slot == "Grad":
             inputs[slot] = [merged.name]
         elif slot == "Param":
-            inputs[slot] = [s.ensure(new_tensor(p.name, p.shape, p.dtype, persistable=True))]
-        elif slot == "LearningRate":
-            v = s.origin_var(args[0])
-            inputs[slot] = [s.ensure(new_tensor(v.name, v.shape or (), v.dtype,
-                                                persistable=v.is_persistable))]
-    for slot, args in op.inputs.items():
-        if not args or slot in FLEET_UNSLICED_SLOTS:
-            continue
-        if op.type not in FLEET_SLICED_STATE_SLOTS:
-            raise UserError("optimizer %s is not supported for distributed training" % op.type)
-        v = s.origin_var(args[0])
-        shape = p.shape if slot in FLEET_SLICED_STATE_SLOTS[op.type] else (v.shape or ())
-        inputs[slot] = [s.ensure(new_tensor(v.name, shape, v.dtype,
-                                            persistable=v.is_persistable))]
-    new = op.copy()
-    new.inputs = {k: inputs[k] for k in op.inputs if k in inputs}
-    new.outputs = {k: list(v) for k, v in op.outputs.items()}
-    new.outputs["ParamOut"] = [p.name]
+            if p.name not in gvars:
+                gvars[p.name] = new_tensor(p.name, p.shape, p.dtype, persistable=True)
+            inputs[slot] = [p.name]
+        else:
+            if v.name not in gvars:
+                gvars[v.name] = new_tensor(v.name, v.shape or (), v.dtype,
+                                           persistable=v.is_persistable)
+            inputs[slot] = [v.name]
+    for slot, v, sliced, dtype, persistable in states:
+        name = v.name
+        if name not in gvars:       # s.ensure(new_tensor(...)), its lookups made once
+            vt = tensor_type("LOD_TENSOR", dtype, p.shape if sliced else (v.shape or ()), None)
+            gvars[name] = Var(name, vt, persistable)
+        inputs[slot] = [name]
+    outputs = {k: list(v) for k, v in op.outputs.items()}
+    outputs["ParamOut"] = [p.name]
+    new = op.copy({k: inputs[k] for k in op.inputs if k in inputs}, outputs)
     block.ops.append(new)
     if merged.kind == "SELECTED_ROWS":
         s.sparse_grad_to_param.append("%s:%s" % (merged.name, p.name))
@@ -213,8 +274,8 @@ def _lr_decay_block(s: _Server) -> int:
 
 def build_optimize_blocks(s: _Server) -> tuple:
     """(optimize block indices, lr_decay_block_id) of add_optimizer_pass."""
-    held = {origin_varname(p.name) for p in s.params}
-    on_here = [op for op in s.index.updates if op.input("Param")[0] in held]
+    held = {s.index.origin_name(p.name) for p in s.params}
+    on_here = [op for op, param in s.index.update_params if param in held]
     blocks = []
     lr_block = _lr_decay_block(s)
     if lr_block >= 0:
@@ -253,7 +314,7 @@ def build_geo_blocks(s: _Server) -> list:
         block = s.new_block(0)
         blocks.append(block.idx)
         delta = delta_name(p.name)
-        if origin_varname(p.name) in sparse:
+        if s.index.origin_name(p.name) in sparse:
             s.sparse_grad_to_param.append("%s:%s" % (delta, p.name))
         s.ensure(new_tensor(delta, p.shape, p.dtype, kind=p.kind, persistable=False))
         block.ops.append(make_op("sum", {"X": [p.name, delta]}, {"Out": [p.name]}, {
@@ -270,7 +331,7 @@ def _table_params(s: _Server) -> list:
     out = []
     for entry in s.sparse_grad_to_param:
         grad, param = entry.split(":")
-        if origin_varname(param) in sparse:
+        if s.index.origin_name(param) in sparse:
             continue
         out.append((param, grad, int(block_of[grad])))
     return out
@@ -294,13 +355,13 @@ def _table_values(s: _Server, block: Block):
 
 
 def _entry(s: _Server, param: str):
-    return s.index.entry.get(origin_varname(param))
+    return s.index.entry.get(s.index.origin_name(param))
 
 
 def _init_attrs(s: _Server, names: list) -> str:
     out = []
     for name in names:
-        op = s.index.initializer.get(origin_varname(name))
+        op = s.index.initializer.get(s.index.origin_name(name))
         if op is not None:
             out.append(initializer_signature(op))
     return ",".join(out)
@@ -363,46 +424,45 @@ def _table_param_slices(s: _Server) -> list:
     """Param blocks of the large-scale tables held here: they live in the table, not as vars."""
     dist = set(s.plan.distributed_tables)
     return [e.split(":")[1] for e in s.sparse_grad_to_param
-            if origin_varname(e.split(":")[1]) in dist]
+            if s.index.origin_name(e.split(":")[1]) in dist]
 
 
 # --- startup ---------------------------------------------------------------------------------
 def build_startup(s: _Server, startup: Program, metas: list) -> Program:
     """The origin inits of what this endpoint holds (sliced shapes), then the table init."""
     prog = Program([Block(0, -1)])
-    svars = prog.global_block.vars
-    for name, v in s.gvars.items():
-        svars[name] = persistable_copy(v)
+    svars = prog.global_block.vars = {name: persistable_copy(v) for name, v in s.gvars.items()}
     # only the startup ops writing a var held here (visited in program order)
-    writers = s.index.startup_writers
-    candidates = set()
-    for name in list(s.gvars) + list(s.sliced_block):
-        candidates.update(writers.get(name, ()))
+    get = s.index.startup_writers.get
+    found = [i for name in s.gvars if (ops := get(name)) for i in ops]
+    found += [i for name in s.sliced_block if (ops := get(name)) for i in ops]
     ops = startup.global_block.ops
-    for op in (ops[i] for i in sorted(candidates)):
-        if op.type in TRAINER_STARTUP_OPS:
+    new_ops = prog.global_block.ops
+    gvars, sliced_block = s.gvars, s.sliced_block
+    for i in sorted(set(found)):
+        info = s.index.startup_outputs[i]
+        if info is None:
             continue
-        outputs, on_here = {}, False
-        for slot, args in op.outputs.items():
-            if not args:
-                continue
-            sliced = s.sliced_block.get(args[0])
+        slots, reshape = info
+        outputs = {}
+        for slot, first, args in slots:
+            sliced = sliced_block.get(first)
             if sliced is not None:
-                outputs[slot], on_here = [sliced.name], True
-            elif args[0] in s.gvars:
-                outputs[slot], on_here = list(args), True
-        if not on_here:
+                outputs[slot] = [sliced.name]
+            elif first in gvars:
+                outputs[slot] = list(args)
+        if not outputs:
             continue
-        new = op.copy()
-        new.outputs = outputs
-        if op.type in INITIALIZER_ATTRS and "Out" in outputs and new.has_attr("shape") \
-                and outputs["Out"][0] in svars:
+        new = ops[i].copy(outputs=outputs)
+        if reshape and "Out" in outputs and outputs["Out"][0] in svars:
             shape = svars[outputs["Out"][0]].shape or ()
             new.set_attr("shape", [int(d) for d in shape])
-        prog.global_block.ops.append(new)
+        new_ops.append(new)
     prog.global_block.ops.append(make_op("lookup_sparse_table_init", {}, {}, {
         "large_scale_metas": Attr("STRINGS", metas), "op_role": Attr("INT", 0)}))
     doomed = set(_table_param_slices(s))
+    if not doomed:          # (the filter below would keep every op)
+        return prog
     prog.global_block.ops = [
         op for op in prog.global_block.ops
         if op.type in TRAINER_STARTUP_OPS or not any(args[:1] and args[0] in doomed
