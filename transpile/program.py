@@ -254,11 +254,15 @@ class VarType:
     `descs` maps the VarType field that was set ("lod_tensor", "selected_rows", ...) to
     (TensorDesc, lod_level or None when unset). Usually one entry, none for kinds such as
     FEED_MINIBATCH.
+
+    A VarType is never changed once a var has it (Var.copy shares it, with_shape makes a new
+    one), so the writer keeps its encoded bytes in `encoded`.
     """
     type: str
     descs: dict = field(default_factory=dict)
     reader: Optional[tuple] = None          # READER: ((TensorDesc, lod_level), ...)
     tuple_types: Optional[tuple] = None     # TUPLE: element type names
+    encoded: Optional[bytes] = field(default=None, init=False, compare=False, repr=False)
 
     def _main(self):
         slot = KIND_SLOT.get(self.type)

@@ -211,10 +211,6 @@ _DESC_KEY = {"selected_rows": b"\x12", "lod_tensor": b"\x1a", "tensor_array": b"
 _FLAG_KEYS = (b"\x18", b"\x20", b"\x28", b"\x30")  # VarDesc fields 3-6 (varint)
 
 
-# (kind, slot, dtype, dims, lod) -> VarDesc.type field bytes: vars mostly share a few types
-_VARTYPE_BYTES: dict = {}
-
-
 def _vartype_bytes(kind, slot, dtype, dims, lod) -> bytes:
     """The VarDesc `type` field (key and length included) of a one-tensor VarType."""
     dtype = VAR_TYPE_NUM[dtype] if isinstance(dtype, str) else dtype
@@ -233,21 +229,24 @@ def _vartype_bytes(kind, slot, dtype, dims, lod) -> bytes:
 
 def _plain_var_bytes(v: Var) -> bytes:
     """VarDesc bytes of a var with one tensor description and no attrs (almost every var),
-    written directly in the order protobuf writes them."""
+    written directly in the order protobuf writes them. Vars mostly share a few VarType
+    objects: each keeps its encoded bytes (VarType.encoded)."""
     vt = v.type
-    (slot, (t, lod)), = vt.descs.items()
-    key = (vt.type, slot, t.dtype, t.dims, lod)
-    vtype = _VARTYPE_BYTES.get(key)
+    vtype = vt.encoded
     if vtype is None:
-        if len(_VARTYPE_BYTES) > 4096:
-            _VARTYPE_BYTES.clear()
-        vtype = _VARTYPE_BYTES[key] = _vartype_bytes(*key)
-    parts = [_field1(v.name), vtype]
-    for key, flag in zip(_FLAG_KEYS, (v.persistable, v.need_check_feed, v.is_parameter,
-                                      v.stop_gradient)):
-        if flag is not None:
-            parts += (key, b"\x01" if flag else b"\x00")
-    return b"".join(parts)
+        (slot, (t, lod)), = vt.descs.items()
+        vtype = vt.encoded = _vartype_bytes(vt.type, slot, t.dtype, t.dims, lod)
+    flags = (v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient)
+    tail = _FLAG_BYTES.get(flags)
+    if tail is None:
+        tail = _FLAG_BYTES[flags] = b"".join(
+            key + (b"\x01" if flag else b"\x00")
+            for key, flag in zip(_FLAG_KEYS, flags) if flag is not None)
+    return _field1(v.name) + vtype + tail
+
+
+# (persistable, need_check_feed, is_parameter, stop_gradient) -> their fields' bytes
+_FLAG_BYTES: dict = {}
 
 
 def _varint_bytes(n: int) -> bytes:
