@@ -21,11 +21,13 @@ def _op_message(op: Op):
         m.inputs.add(parameter=slot, arguments=args)
     for slot, args in op.outputs.items():
         m.outputs.add(parameter=slot, arguments=args)
+    # the attrs as read, from the op's bytes parsed here (not the reader's own parse)
+    read = proto._OpDescMsg.FromString(src.raw()).attrs if src is not None else ()
     if src is not None and not op.attrs_decoded:
         patch = dict(op.attr_patch)
         if not patch:
-            m.attrs.extend(src.msg.attrs)
-        for a in (src.msg.attrs if patch else ()):
+            m.attrs.extend(read)
+        for a in (read if patch else ()):
             new = patch.pop(a.name, None)
             if new is None:
                 m.attrs.add().CopyFrom(a)
@@ -39,7 +41,7 @@ def _op_message(op: Op):
             entries.insert(min(pos, len(entries)), (name, attr))
         for name, attr in entries:
             if src is not None and src.same_attr(name, attr):
-                m.attrs.add().CopyFrom(src.index[name])
+                m.attrs.add().CopyFrom(read[src.names.index(name)])
             else:
                 protowrite._encode_attr(m.attrs.add(), name, attr)
     if op.is_target is not None:

@@ -1,6 +1,6 @@
 """Reading a program holds little per op: attr names shared between ops, no attr object until an
 attr is asked for, and the same model and bytes as before."""
-from transpile import proto
+from transpile import opsource, proto
 from transpile.program import Attr
 
 
@@ -70,11 +70,11 @@ def test_an_unchanged_op_and_var_are_written_from_what_was_read():
     prog = proto.decode(data)
     op, var = prog.global_block.ops[0], prog.global_block.vars["x"]
     assert op.source.unchanged(op)
-    assert var.source.key == proto.var_key(var)
+    assert var.source.key == opsource.var_key(var)
     op.attrs                                  # decoded, still equal
     assert op.source.unchanged(op)
     op.inputs["X"].append("x")
     assert not op.source.unchanged(op)
     resized = var.with_shape([4, 9])         # keeps the source, no longer says the same
-    assert resized.source is var.source and resized.source.key != proto.var_key(resized)
+    assert resized.source is var.source and resized.source.key != opsource.var_key(resized)
     assert proto.encode(proto.decode(data)) == data

@@ -1,24 +1,23 @@
-"""The Paddle ProgramDesc wire format: schema, decode to the model, encode from it.
+"""The Paddle ProgramDesc wire format: the schema, decoding attrs and var types, and the few
+wire-level helpers the reader and the writer share.
 
-This is the only module that imports protobuf. The schema of
+This module and its two halves are the only ones that use protobuf. The schema of
 `paddle/fluid/framework/framework.proto` (package `paddle.framework.proto`, Paddle 2.6) is built
 here in Python with descriptor_pb2, so nothing needs protoc at install or run time.
 
 Decoding is lossless: every field that is set in the input (including optional fields that are set
 to their default value) is remembered, so `encode(decode(b)) == b` for bytes that Paddle wrote.
-Writing is in transpile/protowrite.py (`encode`, `op_bytes` and `var_bytes` are re-exported
-here); it uses this module's schema, so protobuf is still imported here only.
+Reading is in transpile/protoread.py (the program is never held as one message tree: each op
+and var keeps its own bytes, transpile/opsource.py), writing in transpile/protowrite.py;
+`decode`, `encode`, `op_bytes` and `var_bytes` are re-exported here.
 """
 from __future__ import annotations
 
-import copy as _copy
-from operator import attrgetter
-
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError, EncodeError
+from google.protobuf.message import DecodeError, EncodeError  # noqa: F401 (EncodeError: API)
 
 from .errors import ProgramFormatError
-from .program import (ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var, VarAttr, VarType)
+from .program import ATTR_FIELD, Attr, TensorDesc, VarType
 
 _PKG = "paddle.framework.proto"
 
@@ -292,306 +291,6 @@ def _opt(msg, name):
     return getattr(msg, name) if msg.HasField(name) else None
 
 
-_VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
-
-
-def _decode_var(v, types: dict) -> Var:
-    """`types`: VarType bytes -> (VarType decoded from them, its part of var_key), shared by
-    the vars of one program that have the same type (a VarType is never changed in place:
-    Var.copy() copies it), so each distinct type is decoded and keyed once."""
-    flags = [None, None, None, None]
-    attrs = ()
-    typed = None
-    for fd, x in v.ListFields():
-        n = fd.name
-        if n == "type":
-            raw = x.SerializePartialToString()
-            typed = types.get(raw)
-            if typed is None:
-                vt = _decode_vartype(x)
-                typed = types[raw] = (vt, _vartype_key(vt))
-        elif n == "attrs":
-            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
-                                  _opt(a, "s"), tuple(a.ints)) for a in x)
-        elif n != "name":
-            flags[_VAR_FLAGS[n]] = x
-    if typed is None:           # no type field: decoded from the (empty) default message
-        vt = _decode_vartype(v.type)
-        typed = (vt, _vartype_key(vt))
-    name = v.name
-    p, c, i, s = flags
-    var = Var(name, typed[0], p, c, i, s, attrs)
-    var.source = VarSource(v, (name, p, c, i, s, attrs, typed[1]))
-    return var
-
-
-def var_key(v: Var) -> tuple:
-    """Everything the VarDesc of `v` says, as one comparable value (_decode_var builds the
-    same tuple from what it read)."""
-    return (v.name, v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient,
-            v.attrs, _vartype_key(v.type))
-
-
-def _vartype_key(vt: VarType) -> tuple:
-    """Everything a VarType says, as one comparable value (descs in their order: the order
-    they are written in)."""
-    return (vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
-            vt.reader, vt.tuple_types)
-
-
-class VarSource:
-    """A var as it was read: its VarDesc message and what it said (var_key), to tell whether
-    the var is still the same and its bytes can be copied."""
-    __slots__ = ("msg", "key")
-
-    def __init__(self, msg, key: tuple):
-        self.msg = msg
-        self.key = key
-
-    def raw(self) -> bytes:
-        return self.msg.SerializeToString(deterministic=True)
-
-
-def _not_text(what):
-    return ProgramFormatError("%s is not valid UTF-8 text" % what)
-
-
-def _slots_of(o, vars_, check_text: bool):
-    if check_text:
-        for x in vars_:
-            if type(x.parameter) is not str or not all(type(a) is str for a in x.arguments):
-                raise _not_text("a slot or argument name of op %r" % (o.type,))
-    # a slice of a repeated field is a plain list made in one call (list() goes through
-    # the container's iterator, a third slower)
-    return {x.parameter: x.arguments[:] for x in vars_}
-
-
-# AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
-_TEXT_ATTRS = {ATTR_TYPE_NUM["STRING"]: "s", ATTR_TYPE_NUM["VAR"]: "var_name"}
-_TEXTS_ATTRS = {ATTR_TYPE_NUM["STRINGS"]: "strings", ATTR_TYPE_NUM["VARS"]: "vars_name"}
-_BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
-_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
-_name_of = attrgetter("name")
-_type_of = attrgetter("type")
-
-
-class OpSource:
-    """An op as it was read: its OpDesc message, its slots as decoded, and its attrs, decoded
-    one by one on demand (see program.Op). The message is never modified.
-
-    Only the attr names are read eagerly, as a tuple shared by the ops with the same names
-    (with the name -> position map), so an op holds no object per attr until one is asked
-    for: `index` (name -> Attr message) is built on first use only."""
-    __slots__ = ("msg", "type", "inputs", "outputs", "is_target", "names", "_positions",
-                 "block_attrs", "_index", "_decoded", "_chunks")
-
-    def __init__(self, msg, op_type: str, inputs: dict, outputs: dict, is_target, names: tuple,
-                 positions: dict, block_attrs: tuple):
-        self.msg = msg
-        self.type = op_type             # the Op's own string (msg.type would make another)
-        self.inputs = {k: v[:] for k, v in inputs.items()}
-        self.outputs = {k: v[:] for k, v in outputs.items()}
-        self.is_target = is_target
-        self.names = names              # the attr names in file order (no name twice)
-        self._positions = positions     # attr name -> its position in msg.attrs
-        self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
-        self._index = None
-        self._decoded: dict = {}
-        self._chunks = None
-
-    @property
-    def index(self) -> dict:
-        """attr name -> its Attr message, in file order (made on first use, then kept)."""
-        if self._index is None:
-            self._index = dict(zip(self.names, self.msg.attrs))
-        return self._index
-
-    def attr_chunks(self) -> list:
-        """[(name, the attr's OpDesc.attrs entry as bytes)] in file order (made once)."""
-        if self._chunks is None:
-            from .protowrite import length_delimited
-            self._chunks = [(a.name, length_delimited(b"\x22",
-                                                      a.SerializeToString(deterministic=True)))
-                            for a in self.msg.attrs]
-        return self._chunks
-
-    def raw(self) -> bytes:
-        """The OpDesc bytes as read (written again from the message each time: keeping them
-        would hold a second copy of the program)."""
-        return self.msg.SerializeToString(deterministic=True)
-
-    def get(self, name: str):
-        """The Attr `name` (shared: callers must not change it), or None."""
-        a = self._decoded.get(name)
-        if a is None:
-            pos = self._positions.get(name)
-            if pos is None:
-                return None
-            a = self._decoded[name] = _decode_attr(self.msg.attrs[pos])[1]
-        return a
-
-    def has(self, name: str) -> bool:
-        return name in self._positions
-
-    def decode_all(self) -> dict:
-        """Every attr, as new Attr objects the op owns."""
-        out = {}
-        for name in self.names:
-            a = self.get(name)
-            out[name] = Attr(a.type, _copy.copy(a.value), a.extra)
-        return out
-
-    def same_attr(self, name: str, attr: Attr) -> bool:
-        return name in self._positions and self.get(name) == attr
-
-    def unchanged(self, op: Op) -> bool:
-        """`op` still is what was read (its message can be written as it is)."""
-        if op.type != self.type or op.is_target != self.is_target or op.dup_attrs \
-                or op.attr_patch or op.inputs != self.inputs or op.outputs != self.outputs:
-            return False
-        if not op.attrs_decoded:
-            return True
-        attrs = op.attrs
-        return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
-
-
-def _bad_text(a, t: int) -> bool:
-    return t in _TEXT_ATTRS and type(getattr(a, _TEXT_ATTRS[t])) is bytes \
-        or t in _TEXTS_ATTRS and any(type(x) is bytes for x in getattr(a, _TEXTS_ATTRS[t]))
-
-
-def _check_op_text(o, attrs: list, types: list) -> None:
-    """Raise on the first text field of op `o` that is not UTF-8 (the slow path, taken only
-    when the one C pass over the whole program found some)."""
-    if type(o.type) is not str:
-        raise _not_text("an op type")
-    for a, t in zip(attrs, types):
-        if type(a.name) is not str:
-            raise _not_text("an attr name of op %r" % (o.type,))
-        if _bad_text(a, t):
-            raise _not_text("attr %r of op %r" % (a.name, o.type))
-
-
-def _shared_names(names: tuple, shared: dict):
-    """(names, {name: position}) for a tuple of attr names, both shared with the earlier ops
-    of the program that have the same names (most ops of a type do): `shared` holds them.
-    The map is shorter than the tuple when a name is repeated."""
-    found = shared.get(names)
-    if found is None:
-        found = shared[names] = (names, {n: i for i, n in enumerate(names)})
-    return found
-
-
-def _decode_op(o, check_text: bool, shared: dict) -> Op:
-    """An Op whose attrs stay in the message until asked for. `shared`: see _shared_names.
-
-    The attr wrappers are sliced once (one C call) and read twice (names, types), then
-    dropped: keeping one wrapper object per attr would cost memory for the whole run."""
-    if check_text and type(o.type) is not str:
-        raise _not_text("an op type")
-    msg_inputs, msg_outputs = o.inputs, o.outputs
-    inputs = _slots_of(o, msg_inputs, check_text)
-    outputs = _slots_of(o, msg_outputs, check_text)
-    if len(inputs) != len(msg_inputs) or len(outputs) != len(msg_outputs):
-        raise ProgramFormatError("op %r repeats a slot name" % o.type)
-    attrs = o.attrs[:]
-    types = list(map(_type_of, attrs))
-    if check_text:
-        _check_op_text(o, attrs, types)
-    names, positions = _shared_names(tuple(map(_name_of, attrs)), shared)
-    block_attrs = ()
-    if not _KNOWN_ATTR_TYPES.issuperset(types):
-        for a, t in zip(attrs, types):
-            if t not in ATTR_TYPE_NAME:
-                raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, t))
-    if not _BLOCK_ATTRS.isdisjoint(types):
-        block_attrs = tuple(n for n, t in zip(names, types) if t in _BLOCK_ATTRS)
-    if len(positions) != len(names):
-        return _decode_op_eagerly(o, inputs, outputs)
-    is_target = o.is_target if o.HasField("is_target") else None
-    op_type = o.type
-    return Op(op_type, inputs, outputs, None, is_target,
-              source=OpSource(o, op_type, inputs, outputs, is_target, names, positions,
-                              block_attrs))
-
-
-def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
-    """An op whose attrs are all decoded now (the rare op that repeats an attr name)."""
-    attrs = {}
-    dups = []
-    where = {}
-    for pos, a in enumerate(o.attrs):
-        name, attr = _decode_attr(a)
-        if name in attrs:
-            # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
-            # earlier ones are kept with their position only to write the same bytes back
-            dups.append((where[name], name, attrs.pop(name)))
-        attrs[name] = attr
-        where[name] = pos
-    dups.sort(key=lambda d: d[0])
-    return Op(o.type, inputs, outputs, attrs, is_target=_opt(o, "is_target"),
-              dup_attrs=tuple(dups))
-
-
-def _decode_block(b, check_text: bool, types: dict, shared: dict) -> Block:
-    """`types`: see _decode_var; `shared`: see _shared_names (both for the whole program)."""
-    vars_ = {}
-    for v in b.vars:
-        if check_text and (type(v.name) is not str or any(
-                type(a.name) is not str or type(a.s) is bytes for a in v.attrs)):
-            raise _not_text("a var name in block %d" % b.idx)
-        var = _decode_var(v, types)
-        if var.name in vars_:
-            raise ProgramFormatError("block %d declares var %r twice" % (b.idx, var.name))
-        vars_[var.name] = var
-    return Block(b.idx, b.parent_idx, vars_, [_decode_op(o, check_text, shared) for o in b.ops],
-                 forward_block_idx=_opt(b, "forward_block_idx"))
-
-
-def _has_unknown_fields(msg) -> bool:
-    try:
-        from google.protobuf import unknown_fields
-        return len(unknown_fields.UnknownFieldSet(msg)) > 0
-    except Exception:  # pragma: no cover - older runtimes
-        return False
-
-
-def decode(data: bytes) -> Program:
-    """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable."""
-    if not data:
-        raise ProgramFormatError("empty file: no ProgramDesc bytes")
-    msg = ProgramDesc()
-    try:
-        msg.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as e:
-        where = _where(data)
-        if not where:
-            where = " (%s)" % (str(e).split(": ")[-1] or type(e).__name__)
-        raise ProgramFormatError("not a valid ProgramDesc%s" % where) from None
-    if _has_unknown_fields(msg):
-        raise ProgramFormatError("not a ProgramDesc: it holds fields that framework.proto "
-                                 "does not define")
-    if not msg.blocks:
-        raise ProgramFormatError("not a ProgramDesc: it has no blocks")
-    version = None
-    has_version = msg.HasField("version")
-    if has_version:
-        version = _opt(msg.version, "version")
-    ovm = None
-    if msg.HasField("op_version_map"):
-        ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
-        if any(type(name) is not str for name, _ in ovm):
-            raise _not_text("an op name in op_version_map")
-    # all text is checked by one C parse; field by field only to say where it fails
-    check_text = not _text_is_utf8(data)
-    types: dict = {}
-    shared: dict = {}
-    blocks = [_decode_block(b, check_text, types, shared) for b in msg.blocks]
-    if check_text:
-        raise _not_text("a text field")
-    return Program(blocks, version=version, has_version=has_version, op_version_map=ovm)
-
-
 def _text_is_utf8(data: bytes) -> bool:
     try:
         _TextView().ParseFromString(data)
@@ -662,5 +361,37 @@ def _varint(data, i, end):
     return None, i
 
 
-# writing lives in transpile/protowrite.py; these are part of this module's API
+_KEY_ATTRS = 0x22           # OpDesc.attrs = 4, length-delimited
+
+
+class _NotPlain(Exception):
+    """The bytes are not as Paddle writes them (malformed, groups, unknown fields, text that
+    is not UTF-8...): left to _decode_tree."""
+
+
+def _field_end(data: bytes, key, i: int, end: int) -> int:
+    """Where the field with `key` whose payload starts at i ends; _NotPlain on malformed
+    bytes and on groups (which Paddle never writes)."""
+    wtype = key & 7 if key is not None else -1
+    if wtype == 0:
+        value, i = _varint(data, i, end)
+        if value is None:
+            raise _NotPlain()
+        return i
+    if wtype == 2:
+        n, i = _varint(data, i, end)
+        if n is None or i + n > end:
+            raise _NotPlain()
+        return i + n
+    if wtype in (1, 5):
+        i += 8 if wtype == 1 else 4
+        if i > end:
+            raise _NotPlain()
+        return i
+    raise _NotPlain()
+
+
+# reading lives in transpile/protoread.py (ops and vars keep their bytes: opsource.py), writing
+# in transpile/protowrite.py; these are part of this module's API
 from .protowrite import encode, encode_chunks, op_bytes, var_bytes  # noqa: E402,F401
+from .protoread import decode  # noqa: E402,F401

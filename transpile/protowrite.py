@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .errors import ProgramFormatError
 from .program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
+from .opsource import var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, EncodeError, ProgramDesc,
-                    _BlockDescMsg, _OpDescMsg, _VarDescMsg, fd_is_repeated, var_key)
+                    _BlockDescMsg, _OpDescMsg, _VarDescMsg, fd_is_repeated)
 
 
 def length_delimited(key: bytes, payload: bytes) -> bytes:

@@ -20,7 +20,8 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
     `progress(done, total)` is called as the programs are built (transpile/progress.py draws
     it). With `emit`, each program is handed to emit(key, program) when built instead of being
-    kept in the result (SplitResult.add). Raises UserError (RefusedError) for programs that cannot be split.
+    kept in the result (SplitResult.add). Raises UserError (RefusedError) for programs that
+    cannot be split.
     """
     if startup is None:
         startup = Program.empty()

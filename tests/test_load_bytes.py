@@ -1,0 +1,197 @@
+"""A program is read piece by piece from its bytes (protoread._decode_pieces): ops and vars keep
+their own bytes, not a message tree. Whatever it leaves alone is read as one tree
+(protoread._decode_tree, the way every program used to be read): both must give the same model, the same bytes written
+back and the same errors."""
+import glob
+import os
+import random
+
+import pytest
+
+from transpile import opsource, proto, protoread, protowrite
+from transpile.errors import ProgramFormatError
+from transpile.program import Attr
+
+from fuzz_cli import mutate
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PB_FILES = sorted(glob.glob(os.path.join(HERE, "corpus", "*", "*", "*.pb")))
+BASIC = os.path.join(HERE, "corpus", "classic", "basic", "main.pb")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _outcome(read, data: bytes):
+    """What reading `data` with `read` gives: the error, or the model and its bytes."""
+    try:
+        prog = read(data)
+    except ProgramFormatError as e:
+        return "error", str(e)
+    try:
+        out = proto.encode(prog)
+    except ProgramFormatError as e:
+        out = "cannot write: %s" % e
+    model = [(b.idx, b.parent_idx, b.forward_block_idx, list(b.vars.values()), b.ops)
+             for b in prog.blocks]
+    return "read", repr(model), (prog.version, prog.has_version, prog.op_version_map), out
+
+
+def _no_tree(monkeypatch):
+    """Make reading fail if it falls back to one message tree."""
+    def refuse(data):
+        raise AssertionError("read as one tree")
+    monkeypatch.setattr(protoread, "_decode_tree", refuse)
+
+
+def _program(ops=(), vars_=("x",)) -> proto.ProgramDesc:
+    """A one-block ProgramDesc message: `ops` is [(type, [(attr name, AttrType, field, value)])]."""
+    p = proto.ProgramDesc()
+    b = p.blocks.add(idx=0, parent_idx=-1)
+    for name in vars_:
+        v = b.vars.add(name=name, persistable=False)
+        v.type.type = proto.VAR_TYPE_NUM["LOD_TENSOR"]
+        v.type.lod_tensor.tensor.data_type = proto.VAR_TYPE_NUM["FP32"]
+        v.type.lod_tensor.tensor.dims.extend([4, 8])
+    for op_type, attrs in ops:
+        o = b.ops.add(type=op_type)
+        o.inputs.add(parameter="X", arguments=["x"])
+        o.outputs.add(parameter="Out", arguments=["x"])
+        for name, atype, field, value in attrs:
+            a = o.attrs.add(name=name, type=proto.ATTR_TYPE_NUM[atype])
+            if isinstance(value, list):
+                getattr(a, field).extend(value)
+            else:
+                setattr(a, field, value)
+    return p
+
+
+_ATTRS = [("op_role", "INT", "i", 0), ("op_callstack", "STRINGS", "strings", ["a", "b"]),
+          ("scale", "FLOAT", "f", 2.0)]
+
+
+@pytest.mark.parametrize("path", PB_FILES, ids=lambda p: os.path.relpath(p, HERE))
+def test_corpus_files_are_read_from_their_bytes_alone(path, monkeypatch):
+    data = _read(path)
+    expected = _outcome(protoread._decode_tree, data)
+    _no_tree(monkeypatch)
+    assert _outcome(proto.decode, data) == expected
+    assert proto.encode(proto.decode(data)) == data
+    for b in proto.decode(data).blocks:
+        for op in b.ops:
+            if op.source is not None:
+                assert type(op.source.wire) is bytes and op.source.wire in data
+        for v in b.vars.values():
+            assert type(v.source.wire) is bytes and v.source.wire in data
+
+
+def test_runs_of_any_size_read_the_same(monkeypatch):
+    data = _read(BASIC)
+    expected = _outcome(proto.decode, data)
+    _no_tree(monkeypatch)
+    for size in (0, 1, 300, 5000):
+        monkeypatch.setattr(protoread, "_RUN_BYTES", size)
+        assert _outcome(proto.decode, data) == expected
+
+
+def test_mangled_bytes_read_and_fail_exactly_as_one_tree():
+    files = [_read(p) for p in PB_FILES[:6]]
+    rnd = random.Random(7)
+    for _ in range(300):
+        data = mutate(rnd.choice(files), rnd, rnd.choice(files))
+        if data:
+            assert _outcome(proto.decode, data) == _outcome(protoread._decode_tree, data)
+
+
+def _field(key: bytes, payload: bytes) -> bytes:
+    return protowrite.length_delimited(key, payload)
+
+
+def _op_type_first(p) -> bytes:
+    """The bytes of `p` (one block, one op) with the op's type written before its slots:
+    valid, but not the order protobuf writes."""
+    block = proto._BlockDescMsg()
+    block.CopyFrom(p.blocks[0])
+    op = block.ops[0]
+    body = proto._OpDescMsg(type=op.type).SerializeToString()
+    op.ClearField("type")
+    body += op.SerializePartialToString(deterministic=True)
+    block.ClearField("ops")
+    return _field(b"\x0a", block.SerializeToString(deterministic=True) + _field(b"\x22", body))
+
+
+def test_bytes_not_in_protobufs_order_are_written_as_protobuf_writes_them(monkeypatch):
+    p = _program([("scale", _ATTRS)])
+    canonical = p.SerializeToString(deterministic=True)
+    data = _op_type_first(p)
+    assert data != canonical and proto.ProgramDesc.FromString(data) == \
+        proto.ProgramDesc.FromString(canonical)
+    expected = _outcome(protoread._decode_tree, data)
+    _no_tree(monkeypatch)
+    prog = proto.decode(data)
+    op = prog.global_block.ops[0]
+    assert op.source.raw() == p.blocks[0].ops[0].SerializeToString(deterministic=True)
+    assert proto.encode(prog) == canonical
+    assert _outcome(proto.decode, data) == expected
+
+
+def test_a_required_field_missing_is_refused_when_written_as_before():
+    p = _program([("scale", _ATTRS)])
+    p.blocks[0].vars[0].type.lod_tensor.tensor.ClearField("data_type")
+    p.blocks[0].ops[0].attrs[2].ClearField("type")
+    data = p.SerializePartialToString(deterministic=True)
+    got = _outcome(proto.decode, data)
+    assert got == _outcome(protoread._decode_tree, data)
+    assert got[-1].startswith("cannot write: ") and "missing required fields" in got[-1]
+
+
+def test_text_that_is_not_utf8_is_reported_where_it_is():
+    p = _program([("scale", _ATTRS + [("op_device", "STRING", "s", "gpu")])])
+    data = p.SerializeToString(deterministic=True).replace(b"gpu", b"g\xffu")
+    with pytest.raises(ProgramFormatError, match="attr 'op_device' of op 'scale' is not valid"):
+        proto.decode(data)
+    assert _outcome(proto.decode, data) == _outcome(protoread._decode_tree, data)
+
+
+def test_unknown_fields_are_refused_as_before():
+    data = _program([("scale", _ATTRS)]).SerializeToString() + b"\x78\x01"
+    with pytest.raises(ProgramFormatError, match="fields that framework.proto does not define"):
+        proto.decode(data)
+
+
+def test_attrs_are_parsed_from_the_op_bytes_only_when_asked_and_not_kept(monkeypatch):
+    prog = proto.decode(_program([("scale", _ATTRS)] * 10).SerializeToString())
+    ops = prog.global_block.ops
+    parsed = []
+    real = proto._OpDescMsg.FromString
+    monkeypatch.setattr(proto._OpDescMsg, "FromString",
+                        staticmethod(lambda b: parsed.append(b) or real(b)))
+    assert [op.attr("op_role") for op in ops] == [0] * 10      # decoded while reading
+    assert ops[0].find_attr("op_role") is ops[9].find_attr("op_role")
+    assert not parsed
+    assert ops[0].attr("scale") == 2.0 and ops[0].attr("op_callstack") == ["a", "b"]
+    assert len(parsed) == 1                                  # one parse for both
+    for op in ops:
+        assert op.attrs_as_read()["op_callstack"].strings == ["a", "b"]
+    assert len(opsource._PARSED) <= opsource._PARSED_KEPT
+
+
+def test_attr_chunks_are_the_attrs_as_protobuf_writes_them():
+    data = _program([("scale", _ATTRS)]).SerializeToString()
+    src = proto.decode(data).global_block.ops[0].source
+    msg = proto._OpDescMsg.FromString(src.raw())
+    assert src.attr_chunks() == [
+        (a.name, protowrite.length_delimited(b"\x22", a.SerializeToString()))
+        for a in msg.attrs]
+
+
+def test_a_patched_op_is_written_with_its_other_attrs_copied():
+    data = _program([("scale", _ATTRS)]).SerializeToString()
+    prog = proto.decode(data)
+    op = prog.global_block.ops[0]
+    op.set_attr("scale", 3.0)
+    again = proto.decode(proto.encode(prog)).global_block.ops[0]
+    assert again.attrs == {"op_role": Attr("INT", 0), "op_callstack": Attr("STRINGS", ["a", "b"]),
+                           "scale": Attr("FLOAT", 3.0)}

@@ -1,0 +1,220 @@
+"""An op or var as it was read: its bytes, and what the passes read of it without parsing it
+again (see transpile/protoread.py, which makes them, and transpile/protowrite.py, which copies
+the bytes of what is unchanged).
+
+No message tree is kept: a program's bytes are its smallest form (protobuf's tree is about three
+times as large). An op's other attrs are decoded on demand from its bytes parsed again.
+"""
+from __future__ import annotations
+
+import copy as _copy
+from collections.abc import Mapping
+
+from .program import Attr, Op, Var, VarType
+from .proto import _KEY_ATTRS, _OpDescMsg, _VarDescMsg, _decode_attr, _field_end, _varint
+
+# the attrs a split reads on nearly every op, decoded while reading (not later from the op's
+# bytes): op_role (roles.role, every op of a main program) and shape (every op of a startup
+# program that has one)
+_ROLE = "op_role"
+_SHAPE = "shape"
+
+
+def var_key(v: Var) -> tuple:
+    """Everything the VarDesc of `v` says, as one comparable value (_decode_var builds the
+    same tuple from what it read)."""
+    return (v.name, v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient,
+            v.attrs, _vartype_key(v.type))
+
+
+def _vartype_key(vt: VarType) -> tuple:
+    """Everything a VarType says, as one comparable value (descs in their order: the order
+    they are written in)."""
+    return (vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
+            vt.reader, vt.tuple_types)
+
+
+class VarSource:
+    """A var as it was read: its VarDesc bytes (protobuf's deterministic serialization of
+    what was read) and what they say (var_key), to tell whether the var is still the same and
+    its bytes can be copied. No message is kept: bytes are the smallest form of a var."""
+    __slots__ = ("wire", "key")
+
+    def __init__(self, wire: bytes, key: tuple):
+        self.wire = wire
+        self.key = key
+
+    def raw(self) -> bytes:
+        return self.wire
+
+
+class _IncompleteVarSource(VarSource):
+    """A var read without a field framework.proto requires: written as it is, protobuf
+    refuses it (EncodeError), as it always was."""
+    __slots__ = ()
+
+    def raw(self) -> bytes:
+        return _VarDescMsg.FromString(self.wire).SerializeToString(deterministic=True)
+
+
+def _serialized(msg) -> bytes:
+    """Protobuf's deterministic serialization of `msg`, even when a required field is
+    missing (the writer is the one to refuse it)."""
+    return msg.SerializePartialToString(deterministic=True)
+
+
+class OpSource:
+    """An op as it was read: its OpDesc bytes, its slots as decoded, and its attrs, decoded
+    one by one on demand (see program.Op) from a message parsed again from the bytes.
+
+    The bytes are protobuf's deterministic serialization of what was read (the file's own
+    bytes when they are that, as Paddle writes them), so the writer copies them as they are.
+    Only what the passes read on nearly every op is decoded while reading: type, slots, the
+    attr names (a tuple shared by the ops with the same names, with the name -> position map),
+    op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
+    (and kept decoded)."""
+    __slots__ = ("wire", "type", "inputs", "outputs", "is_target", "names", "_positions",
+                 "block_attrs", "_role", "_index", "_decoded")
+
+    def __init__(self, wire: bytes, op_type: str, inputs: dict, outputs: dict, is_target,
+                 names: tuple, positions: dict, block_attrs: tuple, role: Attr | None,
+                 decoded: dict | None):
+        self.wire = wire
+        self.type = op_type             # the Op's own string (msg.type would make another)
+        self.inputs = {k: v[:] for k, v in inputs.items()}
+        self.outputs = {k: v[:] for k, v in outputs.items()}
+        self.is_target = is_target
+        self.names = names              # the attr names in file order (no name twice)
+        self._positions = positions     # attr name -> its position in the OpDesc's attrs
+        self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
+        self._role = role               # the op_role Attr (shared), None when absent
+        self._index = None
+        self._decoded = decoded         # attr name -> Attr, made on first use
+
+    def _message(self):
+        """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
+        they: a pass reads the attrs it wants of one op (a diff: of two) one after the
+        other."""
+        msg = _PARSED.get(self)
+        if msg is None:
+            if len(_PARSED) >= _PARSED_KEPT:
+                del _PARSED[next(iter(_PARSED))]
+            msg = _PARSED[self] = _OpDescMsg.FromString(self.wire)
+        return msg
+
+    @property
+    def index(self) -> "_AttrIndex":
+        """attr name -> its Attr message, in file order (made on first use, then kept: a view
+        that holds no message, see _AttrIndex)."""
+        if self._index is None:
+            self._index = _AttrIndex(self)
+        return self._index
+
+    def attr_chunks(self) -> list:
+        """[(name, the attr's OpDesc.attrs entry as bytes)] in file order, cut out of the op's
+        bytes (each entry is protobuf's serialization of the attr, as the op's bytes are)."""
+        return list(zip(self.names, _attr_entries(self.wire)))
+
+    def raw(self) -> bytes:
+        """The OpDesc bytes as read."""
+        return self.wire
+
+    def get(self, name: str):
+        """The Attr `name` (shared: callers must not change it), or None."""
+        if name == _ROLE:
+            return self._role
+        decoded = self._decoded
+        if decoded is None:
+            decoded = self._decoded = {}
+        a = decoded.get(name)
+        if a is None:
+            pos = self._positions.get(name)
+            if pos is None:
+                return None
+            a = decoded[name] = _decode_attr(self._message().attrs[pos])[1]
+        return a
+
+    def has(self, name: str) -> bool:
+        return name in self._positions
+
+    def decode_all(self) -> dict:
+        """Every attr, as new Attr objects the op owns."""
+        out = {}
+        for name in self.names:
+            a = self.get(name)
+            out[name] = Attr(a.type, _copy.copy(a.value), a.extra)
+        return out
+
+    def same_attr(self, name: str, attr: Attr) -> bool:
+        return name in self._positions and self.get(name) == attr
+
+    def unchanged(self, op: Op) -> bool:
+        """`op` still is what was read (its bytes can be written as they are)."""
+        if op.type != self.type or op.is_target != self.is_target or op.dup_attrs \
+                or op.attr_patch or op.inputs != self.inputs or op.outputs != self.outputs:
+            return False
+        if not op.attrs_decoded:
+            return True
+        attrs = op.attrs
+        return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
+
+
+class _IncompleteOpSource(OpSource):
+    """An op read without a field framework.proto requires (in it or in one of its attrs):
+    written from what was read, protobuf refuses it (EncodeError), as it always was."""
+    __slots__ = ()
+
+    def raw(self) -> bytes:
+        return self._message().SerializeToString(deterministic=True)
+
+    def attr_chunks(self) -> list:
+        from .protowrite import length_delimited
+        return [(a.name, length_delimited(b"\x22", a.SerializeToString(deterministic=True)))
+                for a in self._message().attrs]
+
+
+# OpSource -> its OpDesc message, for the last _PARSED_KEPT OpSource._message parsed
+_PARSED: dict = {}
+_PARSED_KEPT = 4
+
+
+class _AttrIndex(Mapping):
+    """An op's attrs as read (OpSource.index): attr name -> its Attr message, in file order.
+    The messages are taken from the op's bytes parsed when they are read (OpSource._message
+    keeps the last few), so that a program whose every op was looked at this way (a diff)
+    does not hold a message tree for each."""
+    __slots__ = ("_src",)
+
+    def __init__(self, src: OpSource):
+        self._src = src
+
+    def __getitem__(self, name: str):
+        src = self._src
+        return src._message().attrs[src._positions[name]]
+
+    def __iter__(self):
+        return iter(self._src.names)
+
+    def __len__(self) -> int:
+        return len(self._src.names)
+
+    def __contains__(self, name) -> bool:
+        return name in self._src._positions
+
+    def values(self) -> list:
+        """The Attr messages in file order (a list, made in one call)."""
+        return self._src._message().attrs[:]
+
+
+def _attr_entries(wire: bytes) -> list:
+    """The OpDesc.attrs fields (key and length included) of OpDesc bytes, in order."""
+    out = []
+    i, end = 0, len(wire)
+    while i < end:
+        at = i
+        key, i = _varint(wire, i, end)
+        j = _field_end(wire, key, i, end)
+        if key == _KEY_ATTRS:
+            out.append(wire[at:j])
+        i = j
+    return out

@@ -1,0 +1,408 @@
+"""Reading ProgramDesc bytes into the model (transpile/program.py); `proto.decode` is this
+module's `decode`.
+
+The program is read piece by piece from its bytes, never as one message tree (about three times
+the size of the bytes): each op and var keeps its own bytes (transpile/opsource.py). Whatever
+that reading does not take, malformed or merely unusual bytes, is read again as one tree, which
+says what is wrong exactly as it always did.
+"""
+from __future__ import annotations
+
+from operator import attrgetter
+from sys import intern as _intern
+
+from .errors import ProgramFormatError
+from .opsource import (_ROLE, _SHAPE, OpSource, VarSource, _IncompleteOpSource,
+                       _IncompleteVarSource, _serialized, _vartype_key)
+from .program import Attr, Block, Op, Program, Var, VarAttr
+from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, DecodeError, EncodeError, ProgramDesc,
+                    _BlockDescMsg, _NotPlain, _TextView, _decode_attr, _decode_vartype,
+                    _field_end, _opt, _text_is_utf8, _varint, _where)
+from .protowrite import _varint_bytes
+
+
+_VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
+
+
+class _Seen:
+    """What the vars and ops of one program share, so that each is made once per program:
+    `types`: VarType bytes -> (VarType, its part of var_key) (a VarType is never changed in
+    place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
+    `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only)."""
+    __slots__ = ("types", "names", "roles")
+
+    def __init__(self):
+        self.types: dict = {}
+        self.names: dict = {}
+        self.roles: dict = {}
+
+
+def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
+    """A Var from its VarDesc message `v`; `wire`: the VarDesc bytes the writer copies while
+    the var is unchanged (protobuf's serialization of `v`), or None: `v` is serialized here,
+    and may be missing required fields."""
+    flags = [None, None, None, None]
+    attrs = ()
+    typed = None
+    types = seen.types
+    for fd, x in v.ListFields():
+        n = fd.name
+        if n == "type":
+            raw = x.SerializePartialToString()
+            typed = types.get(raw)
+            if typed is None:
+                vt = _decode_vartype(x)
+                typed = types[raw] = (vt, _vartype_key(vt))
+        elif n == "attrs":
+            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
+                                  _opt(a, "s"), tuple(a.ints)) for a in x)
+        elif n != "name":
+            flags[_VAR_FLAGS[n]] = x
+    if typed is None:           # no type field: decoded from the (empty) default message
+        vt = _decode_vartype(v.type)
+        typed = (vt, _vartype_key(vt))
+    name = _intern(v.name)
+    p, c, i, s = flags
+    var = Var(name, typed[0], p, c, i, s, attrs)
+    key = (name, p, c, i, s, attrs, typed[1])
+    var.source = VarSource(wire, key) if wire is not None else \
+        (VarSource if v.IsInitialized() else _IncompleteVarSource)(_serialized(v), key)
+    return var
+
+
+def _not_text(what):
+    return ProgramFormatError("%s is not valid UTF-8 text" % what)
+
+
+def _slots_of(o, vars_, check_text: bool):
+    if check_text:
+        for x in vars_:
+            if type(x.parameter) is not str or not all(type(a) is str for a in x.arguments):
+                raise _not_text("a slot or argument name of op %r" % (o.type,))
+    # names are interned: an op's slot names and arguments are then the strings of the other
+    # ops and of the vars (protobuf makes a new string each time a field is read)
+    return {_intern(x.parameter): x.arguments[:] for x in vars_}
+
+
+# AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
+_TEXT_ATTRS = {ATTR_TYPE_NUM["STRING"]: "s", ATTR_TYPE_NUM["VAR"]: "var_name"}
+_TEXTS_ATTRS = {ATTR_TYPE_NUM["STRINGS"]: "strings", ATTR_TYPE_NUM["VARS"]: "vars_name"}
+_BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
+_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
+_name_of = attrgetter("name")
+_type_of = attrgetter("type")
+def _bad_text(a, t: int) -> bool:
+    return t in _TEXT_ATTRS and type(getattr(a, _TEXT_ATTRS[t])) is bytes \
+        or t in _TEXTS_ATTRS and any(type(x) is bytes for x in getattr(a, _TEXTS_ATTRS[t]))
+
+
+def _check_op_text(o, attrs: list, types: list) -> None:
+    """Raise on the first text field of op `o` that is not UTF-8 (the slow path, taken only
+    when the C pass over the program found some)."""
+    if type(o.type) is not str:
+        raise _not_text("an op type")
+    for a, t in zip(attrs, types):
+        if type(a.name) is not str:
+            raise _not_text("an attr name of op %r" % (o.type,))
+        if _bad_text(a, t):
+            raise _not_text("attr %r of op %r" % (a.name, o.type))
+
+
+def _shared_names(names: tuple, shared: dict):
+    """(names, {name: position}) for a tuple of attr names, both shared with the earlier ops
+    of the program that have the same names (most ops of a type do): `shared` holds them.
+    The map is shorter than the tuple when a name is repeated."""
+    found = shared.get(names)
+    if found is None:
+        found = shared[names] = (names, {n: i for i, n in enumerate(names)})
+    return found
+
+
+def _shared_role(a, seen: _Seen) -> Attr:
+    """The op_role Attr of Attr message `a`; a plain INT one (Paddle's) is shared by the ops
+    of the program with the same value: there are a handful of roles."""
+    role = _decode_attr(a)[1]
+    if role.type == "INT" and not role.extra:
+        role = seen.roles.setdefault(role.value, role)
+    return role
+
+
+def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
+    """An Op whose attrs stay in its bytes until asked for; `wire`: the OpDesc bytes
+    (protobuf's serialization of `o`), or None: `o` is serialized here, and may be missing
+    required fields.
+
+    The attr wrappers are sliced once (one C call) and read twice (names, types), then
+    dropped with the message."""
+    if check_text and type(o.type) is not str:
+        raise _not_text("an op type")
+    msg_inputs, msg_outputs = o.inputs, o.outputs
+    inputs = _slots_of(o, msg_inputs, check_text)
+    outputs = _slots_of(o, msg_outputs, check_text)
+    if len(inputs) != len(msg_inputs) or len(outputs) != len(msg_outputs):
+        raise ProgramFormatError("op %r repeats a slot name" % o.type)
+    attrs = o.attrs[:]
+    types = list(map(_type_of, attrs))
+    if check_text:
+        _check_op_text(o, attrs, types)
+    names, positions = _shared_names(tuple(map(_name_of, attrs)), seen.names)
+    block_attrs = ()
+    if not _KNOWN_ATTR_TYPES.issuperset(types):
+        for a, t in zip(attrs, types):
+            if t not in ATTR_TYPE_NAME:
+                raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, t))
+    if not _BLOCK_ATTRS.isdisjoint(types):
+        block_attrs = tuple(n for n, t in zip(names, types) if t in _BLOCK_ATTRS)
+    if len(positions) != len(names):
+        return _decode_op_eagerly(o, inputs, outputs)
+    pos = positions.get(_ROLE)
+    role = None if pos is None else _shared_role(attrs[pos], seen)
+    pos = positions.get(_SHAPE)
+    decoded = None if pos is None else {_SHAPE: _decode_attr(attrs[pos])[1]}
+    is_target = o.is_target if o.HasField("is_target") else None
+    op_type = _intern(o.type)
+    cls = OpSource
+    if wire is None:
+        wire = _serialized(o)
+        if not o.IsInitialized():
+            cls = _IncompleteOpSource
+    return Op(op_type, inputs, outputs, None, is_target,
+              source=cls(wire, op_type, inputs, outputs, is_target, names, positions,
+                         block_attrs, role, decoded))
+
+
+def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
+    """An op whose attrs are all decoded now (the rare op that repeats an attr name)."""
+    attrs = {}
+    dups = []
+    where = {}
+    for pos, a in enumerate(o.attrs):
+        name, attr = _decode_attr(a)
+        if name in attrs:
+            # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
+            # earlier ones are kept with their position only to write the same bytes back
+            dups.append((where[name], name, attrs.pop(name)))
+        attrs[name] = attr
+        where[name] = pos
+    dups.sort(key=lambda d: d[0])
+    return Op(o.type, inputs, outputs, attrs, is_target=_opt(o, "is_target"),
+              dup_attrs=tuple(dups))
+
+
+def _check_var_text(v, block_idx: int) -> None:
+    if type(v.name) is not str or any(type(a.name) is not str or type(a.s) is bytes
+                                      for a in v.attrs):
+        raise _not_text("a var name in block %d" % block_idx)
+
+
+def _add_var(vars_: dict, var: Var, block_idx: int) -> None:
+    if var.name in vars_:
+        raise ProgramFormatError("block %d declares var %r twice" % (block_idx, var.name))
+    vars_[var.name] = var
+
+
+def _has_unknown_fields(msg) -> bool:
+    try:
+        from google.protobuf import unknown_fields
+        return len(unknown_fields.UnknownFieldSet(msg)) > 0
+    except Exception:  # pragma: no cover - older runtimes
+        return False
+
+
+def _program_fields(msg) -> dict:
+    """Program's keyword arguments other than the blocks, from a ProgramDesc message (the
+    whole program, or only its fields other than the blocks)."""
+    version = None
+    has_version = msg.HasField("version")
+    if has_version:
+        version = _opt(msg.version, "version")
+    ovm = None
+    if msg.HasField("op_version_map"):
+        ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
+        if any(type(name) is not str for name, _ in ovm):
+            raise _not_text("an op name in op_version_map")
+    return {"version": version, "has_version": has_version, "op_version_map": ovm}
+
+
+def decode(data: bytes) -> Program:
+    """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable.
+
+    The program is read piece by piece from its bytes (_decode_pieces), never as one message
+    tree (about three times the size of the bytes). Whatever that reading does not take,
+    malformed or merely unusual bytes, is read again as one tree (_decode_tree), which says
+    what is wrong exactly as it always did, or reads what is unusual but valid."""
+    if not data:
+        raise ProgramFormatError("empty file: no ProgramDesc bytes")
+    try:
+        return _decode_pieces(data)
+    except (_NotPlain, ProgramFormatError):
+        return _decode_tree(data)
+
+
+# ----------------------------------------------------------------------------------------------
+# reading piece by piece
+
+_KEY_BLOCKS = 0x0A          # ProgramDesc.blocks = 1, length-delimited
+_KEY_VARS = 0x1A            # BlockDesc.vars = 3
+_KEY_OPS = 0x22             # BlockDesc.ops = 4
+_RUN_BYTES = 1 << 20        # vars / ops parsed (and checked) about this many bytes at a time
+
+
+def _decode_pieces(data: bytes) -> Program:
+    """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
+    the only message trees made are those of one run. Raises _NotPlain or ProgramFormatError
+    on anything _decode_tree is to look at."""
+    blocks, rest = _split_fields(data, 0, len(data), (_KEY_BLOCKS,))
+    rest_msg = _parse(ProgramDesc, rest)
+    _parse(_TextView, rest)
+    if not blocks or _has_unknown_fields(rest_msg):
+        raise _NotPlain()
+    fields = _program_fields(rest_msg)
+    seen = _Seen()
+    return Program([_decode_block_bytes(data, start, end, seen)
+                    for _, _, start, end in blocks], **fields)
+
+
+def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block:
+    """The Block whose BlockDesc is data[start:end]: its own fields (idx...) parsed alone,
+    its vars and ops run by run (_runs)."""
+    items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
+    head = _parse(_BlockDescMsg, rest)
+    idx = head.idx
+    vars_: dict = {}
+    ops: list = []
+    for key, run, wires in _runs(data, items):
+        if key == _KEY_VARS:
+            for v, wire in zip(*_run_items(run, wires, "vars")):
+                _add_var(vars_, _decode_var(v, seen, wire), idx)
+        else:
+            ops += [_decode_op(o, False, seen, wire)
+                    for o, wire in zip(*_run_items(run, wires, "ops"))]
+    return Block(idx, head.parent_idx, vars_, ops,
+                 forward_block_idx=_opt(head, "forward_block_idx"))
+
+
+def _split_fields(data: bytes, start: int, end: int, keys: tuple) -> tuple[list, bytes]:
+    """Walk the fields of the message data[start:end]: ([(key, field start, payload start,
+    payload end)] of its length-delimited fields with one of `keys`, and the bytes of all its
+    other fields, in order (a message of its own)."""
+    found = []
+    rest = []
+    i = start
+    while i < end:
+        at = i
+        key = data[i]
+        i += 1
+        if key & 0x80:
+            key, i = _varint(data, at, end)
+            if key is None:
+                raise _NotPlain()
+        if key in keys:
+            n = data[i] if i < end else 0x80
+            i += 1
+            if n & 0x80:
+                n, i = _varint(data, i - 1, end)
+                if n is None:
+                    raise _NotPlain()
+            j = i + n
+            if j > end:
+                raise _NotPlain()
+            found.append((key, at, i, j))
+        else:
+            j = _field_end(data, key, i, end)
+            rest.append(data[at:j])
+        i = j
+    return found, b"".join(rest)
+
+
+def _runs(data: bytes, items: list):
+    """(key, bytes of a one-block ProgramDesc holding the run, [the payload of each item])
+    for each run of vars or ops next to each other in the file, of about _RUN_BYTES at most
+    (items from _split_fields). The run is wrapped in a block, so that its items are parsed
+    at the depth they are at in the file."""
+    run: list = []
+    for item in items:
+        if run and (item[0] != run[0][0] or item[1] != run[-1][3]
+                    or item[3] - run[0][1] > _RUN_BYTES):
+            yield _run(data, run)
+            run = []
+        run.append(item)
+    if run:
+        yield _run(data, run)
+
+
+# BlockDesc idx = 0, parent_idx = 0: the required fields of the block a run is wrapped in
+_RUN_HEAD = b"\x08\x00\x10\x00"
+
+
+def _run(data: bytes, run: list) -> tuple:
+    first, last = run[0][1], run[-1][3]
+    wrapped = b"".join((bytes((_KEY_BLOCKS,)), _varint_bytes(len(_RUN_HEAD) + last - first),
+                        _RUN_HEAD, memoryview(data)[first:last]))
+    return run[0][0], wrapped, [data[i:j] for _, _, i, j in run]
+
+
+def _run_items(wrapped: bytes, wires: list, field: str) -> tuple:
+    """(the messages of a run, their bytes or None), after checking that their text is
+    UTF-8. The bytes are what the writer copies: the items' own bytes when they are
+    protobuf's deterministic serialization of the items (Paddle writes that, with every
+    required field); else None: _decode_var / _decode_op serialize the item (what an
+    unchanged op or var was always written as) and see what it lacks."""
+    _parse(_TextView, wrapped)
+    msg = _parse(ProgramDesc, wrapped)
+    items = getattr(msg.blocks[0], field)
+    if len(items) != len(wires):
+        raise _NotPlain()
+    try:
+        same = msg.SerializeToString(deterministic=True) == wrapped
+    except EncodeError:         # a required field is missing
+        same = False
+    return items, wires if same else [None] * len(wires)
+
+
+def _parse(cls, data: bytes):
+    try:
+        return cls.FromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        raise _NotPlain() from None
+
+
+# ----------------------------------------------------------------------------------------------
+# reading as one message tree: what is not read piece by piece
+
+def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
+    """A Block from its message (its vars' and ops' bytes serialized again)."""
+    vars_ = {}
+    for v in b.vars:
+        if check_text:
+            _check_var_text(v, b.idx)
+        _add_var(vars_, _decode_var(v, seen, None), b.idx)
+    return Block(b.idx, b.parent_idx, vars_,
+                 [_decode_op(o, check_text, seen, None) for o in b.ops],
+                 forward_block_idx=_opt(b, "forward_block_idx"))
+
+
+def _decode_tree(data: bytes) -> Program:
+    """The program parsed as one message tree: errors (the first in the file) as they were
+    always reported; valid bytes that _decode_pieces leaves alone read all the same."""
+    msg = ProgramDesc()
+    try:
+        msg.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        where = _where(data)
+        if not where:
+            where = " (%s)" % (str(e).split(": ")[-1] or type(e).__name__)
+        raise ProgramFormatError("not a valid ProgramDesc%s" % where) from None
+    if _has_unknown_fields(msg):
+        raise ProgramFormatError("not a ProgramDesc: it holds fields that framework.proto "
+                                 "does not define")
+    if not msg.blocks:
+        raise ProgramFormatError("not a ProgramDesc: it has no blocks")
+    fields = _program_fields(msg)
+    # all text is checked by one C parse; field by field only to say where it fails
+    check_text = not _text_is_utf8(data)
+    seen = _Seen()
+    blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
+    if check_text:
+        raise _not_text("a text field")
+    return Program(blocks, **fields)
