@@ -258,7 +258,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
         validate_for_split(startup_prog, startup)
     from transpile.gcpause import keep_until_exit, paused_gc
     from transpile.progress import progress_bar
-    from transpile.report import program_section, render_report
+    from transpile.report import program_section, report_chunks
     keep_until_exit(main_prog, startup_prog)
     sections = {}
 
@@ -266,7 +266,8 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
         # each program is written as soon as it is built and then let go: a split to many
         # pservers is many times larger than its input
         stage.write(key + ".pb", programio.to_chunks(prog))
-        sections[key] = program_section(key, main_prog, prog)
+        lines = program_section(key, main_prog, prog)
+        sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold
 
     try:
         with outdir.staged(out_dir, force) as stage, paused_gc():
@@ -275,10 +276,9 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
             for key, rt in result.runtime.items():
                 stage.write(key + "/runtime.json", outdir.json_bytes(rt))
             if result.plan:
-                stage.write("plan.json", outdir.json_bytes(result.plan))
-            stage.write("report.md", render_report(main_prog, {}, result.plan,
-                                                   title=main_program, config=cfg,
-                                                   sections=sections).encode("utf-8"))
+                stage.write("plan.json", outdir.json_chunks(result.plan))
+            stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
+                main_prog, {}, result.plan, title=main_program, config=cfg, sections=sections)))
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
     if not (obj.quiet or quiet):

@@ -223,3 +223,16 @@ def test_json_bytes_format(split_case):
            "a": {"z": [], "y": {}, "x": [[1, {"k": (1, 2)}], "s"]}, "": 0, "c": ()}
     for depth in range(5):
         assert json_bytes(odd, depth) == (_reference_json(odd, depth) + "\n").encode()
+
+
+def test_json_chunks_write_a_large_plan_in_pieces_with_the_same_bytes():
+    """plan.json is written piece by piece (never one string): the pieces join to exactly
+    json_bytes' format, across the batches of one-line items too."""
+    from transpile import outdir
+    big = {"params": [{"name": "p%d" % i, "blocks": [i, i + 1]} for i in range(1300)],
+           "endpoints": {"e%d" % i: {"bytes": i} for i in range(700)}, "n": 1}
+    for depth in (1, 2, 3):
+        pieces = list(outdir.json_chunks(big, depth))
+        assert b"".join(pieces) == (_reference_json(big, depth) + "\n").encode()
+        if depth >= 2:          # (at depth 1 each top-level value is one compact line)
+            assert max(map(len, pieces)) < len(b"".join(pieces)) / 3

@@ -1,6 +1,8 @@
 """report.md: a person can see from it what went where."""
 import os
 
+from hypothesis import given, strategies as st
+
 from transpile import load_config, programio, split
 from transpile.report import removed_kind, render_report
 
@@ -109,3 +111,11 @@ def test_op_lines_read_attrs_without_decoding_them_all():
     assert [list(op.attrs) for op in ops] == names
     assert [[n for n, a in op.attrs.items() if a.type in ("BLOCK", "BLOCKS")]
             for op in ops] == blocks
+
+
+@given(st.lists(st.sampled_from(["", " ", "a", "b ", "\n", " \n ", "x\ny", "\t"]), max_size=8))
+def test_report_pieces_join_to_the_stripped_text(lines):
+    """report.md is written in pieces: they must join to "\\n".join(lines).rstrip() + "\\n"
+    whatever whitespace the sections end with."""
+    from transpile.report import _stripped_lines
+    assert "".join(_stripped_lines(iter(lines))) == "\n".join(lines).rstrip() + "\n"

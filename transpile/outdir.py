@@ -122,34 +122,53 @@ def _compact_all(items) -> list:
     return list(map(_compact, items))
 
 
-def _pretty(obj, depth: int, indent: str) -> str:
-    """Indented down to `depth` levels, one compact line per item below that.
+# items of a one-line-per-item list written in one piece (bounded pieces, few of them)
+_BATCH = 512
+
+
+def _pretty(obj, depth: int, indent: str):
+    """The pieces of obj's JSON text: indented down to `depth` levels, one compact line per
+    item below that.
 
     json.dumps(indent=...) runs Python's slow pure-Python encoder; on a plan of thousands of
     parameters it cost more than the split. Items below `depth` (a parameter, a send context)
-    are written by the C encoder on one line each, which also keeps them grep-able.
-    """
+    are written by the C encoder on one line each, which also keeps them grep-able. The text
+    comes in pieces (an item, or a batch of one-line items) so that a large plan is never held
+    as one string."""
     if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
-        return _compact(obj)
+        yield _compact(obj)
+        return
     inner = indent + " "
+    sep = ",\n" + inner
     if isinstance(obj, dict):
         keys = sorted(obj)
-        names = _compact_all([str(k) for k in keys])
-        values = [obj[k] for k in keys]
-        if depth == 1:
-            values = _compact_all(values)
-        else:
-            values = [_pretty(v, depth - 1, inner) for v in values]
-        sep = ",\n" + inner
-        return "{\n" + inner + sep.join([n + ": " + v for n, v in zip(names, values)]) + \
-            "\n" + indent + "}"
+        yield "{\n" + inner
+        for n, k in enumerate(keys):
+            if n:
+                yield sep
+            yield _compact(str(k)) + ": "
+            yield from _pretty(obj[k], depth - 1, inner)
+        yield "\n" + indent + "}"
+        return
+    yield "[\n" + inner
     if depth == 1:
-        items = _compact_all(obj)
+        for start in range(0, len(obj), _BATCH):
+            yield (sep if start else "") + sep.join(_compact_all(obj[start:start + _BATCH]))
     else:
-        items = [_pretty(x, depth - 1, inner) for x in obj]
-    return "[\n" + inner + (",\n" + inner).join(items) + "\n" + indent + "]"
+        for n, x in enumerate(obj):
+            if n:
+                yield sep
+            yield from _pretty(x, depth - 1, inner)
+    yield "\n" + indent + "]"
+
+
+def json_chunks(obj, depth: int = 3):
+    """json_bytes's bytes in pieces, made as they are written (see _pretty)."""
+    for piece in _pretty(obj, depth, ""):
+        yield piece.encode("utf-8")
+    yield b"\n"
 
 
 def json_bytes(obj, depth: int = 3) -> bytes:
     """Deterministic JSON: sorted keys, the first `depth` levels indented, trailing newline."""
-    return (_pretty(obj, depth, "") + "\n").encode("utf-8")
+    return b"".join(json_chunks(obj, depth))

@@ -313,6 +313,14 @@ def render_report(main: Program, programs: dict, plan: dict, title: str = "split
                   config=None, sections: Optional[dict] = None) -> str:
     """The report as markdown. `programs` maps "trainer_0/main" etc. to Programs; `sections`
     the same keys to program_section's lines, made before (for programs no longer held)."""
+    return "".join(report_chunks(main, programs, plan, title, config, sections))
+
+
+def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split",
+                  config=None, sections: Optional[dict] = None):
+    """render_report's text in pieces (a line, or a whole program section when `sections`
+    holds it as one string), made as they are written: a report of a large split is never
+    held as one string."""
     sections = dict(sections or {})
     for key, prog in programs.items():
         sections[key] = program_section(key, main, prog)
@@ -327,7 +335,25 @@ def render_report(main: Program, programs: dict, plan: dict, title: str = "split
     out.append("")
     if plan:
         out += _placement(plan)
-    for prefix in ("trainer_", "pserver_"):
-        for key in sorted(k for k in sections if k.startswith(prefix)):
-            out += sections[key]
-    return "\n".join(out).rstrip() + "\n"
+
+    def lines():
+        yield from out
+        for prefix in ("trainer_", "pserver_"):
+            for key in sorted(k for k in sections if k.startswith(prefix)):
+                yield from sections[key]
+    return _stripped_lines(lines())
+
+
+def _stripped_lines(lines):
+    """"\n".join(lines).rstrip() + "\n", in pieces: the whitespace at the end of what was
+    given so far is held back until more text follows it."""
+    pending = ""
+    for i, line in enumerate(lines):
+        chunk = "\n" + line if i else line
+        body = chunk.rstrip()
+        if body:
+            yield pending + body
+            pending = chunk[len(body):]
+        else:
+            pending += chunk
+    yield "\n"
