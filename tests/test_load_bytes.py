@@ -195,3 +195,24 @@ def test_a_patched_op_is_written_with_its_other_attrs_copied():
     again = proto.decode(proto.encode(prog)).global_block.ops[0]
     assert again.attrs == {"op_role": Attr("INT", 0), "op_callstack": Attr("STRINGS", ["a", "b"]),
                            "scale": Attr("FLOAT", 3.0)}
+
+
+def test_attrs_bytes_are_the_attr_entries_one_after_the_other():
+    """The writer copies an unpatched op's attrs as one slice of its bytes: it must be exactly
+    its attr entries in order, also where something else sits between them."""
+    for path in PB_FILES[:12]:
+        for op in proto.decode(_read(path)).global_block.ops:
+            if op.source is not None:
+                chunks = op.source.attr_chunks()
+                assert op.source.attrs_bytes() == b"".join(raw for _, raw in chunks)
+                assert [n for n, _ in chunks] == list(op.source.names)
+    # an is_target field between two attrs (valid wire, not protobuf's order)
+    a1 = proto._OpDescMsg(type="t")
+    a1.attrs.add(name="a", type=proto.ATTR_TYPE_NUM["INT"], i=1)
+    a2 = proto._OpDescMsg()
+    a2.attrs.add(name="b", type=proto.ATTR_TYPE_NUM["INT"], i=2)
+    wire = a1.SerializeToString() + b"\x28\x01" + a2.SerializePartialToString()
+    src = opsource.OpSource(wire, "t", {}, {}, True, ("a", "b"), {"a": 0, "b": 1}, (), None,
+                            None)
+    assert src.attrs_bytes() == b"".join(raw for _, raw in src.attr_chunks())
+    assert src.attrs_bytes() == a1.SerializeToString()[3:] + a2.SerializePartialToString()

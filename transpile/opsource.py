@@ -74,7 +74,7 @@ class OpSource:
     op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
     (and kept decoded)."""
     __slots__ = ("wire", "type", "inputs", "outputs", "is_target", "names", "_positions",
-                 "block_attrs", "_role", "_index", "_decoded")
+                 "block_attrs", "_role", "_index", "_decoded", "_spans")
 
     def __init__(self, wire: bytes, op_type: str, inputs: dict, outputs: dict, is_target,
                  names: tuple, positions: dict, block_attrs: tuple, role: Attr | None,
@@ -90,6 +90,7 @@ class OpSource:
         self._role = role               # the op_role Attr (shared), None when absent
         self._index = None
         self._decoded = decoded         # attr name -> Attr, made on first use
+        self._spans = None              # where each attr entry is in `wire` (attr_spans)
 
     def _message(self):
         """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
@@ -110,10 +111,29 @@ class OpSource:
             self._index = _AttrIndex(self)
         return self._index
 
+    def attr_spans(self) -> tuple:
+        """((start, end), ...) of each OpDesc.attrs entry (key and length included) in the
+        op's bytes, in file order: found once, for an op the writer writes again (a pserver
+        copies an optimizer op once per block it holds)."""
+        if self._spans is None:
+            self._spans = _attr_spans(self.wire)
+        return self._spans
+
     def attr_chunks(self) -> list:
         """[(name, the attr's OpDesc.attrs entry as bytes)] in file order, cut out of the op's
         bytes (each entry is protobuf's serialization of the attr, as the op's bytes are)."""
-        return list(zip(self.names, _attr_entries(self.wire)))
+        wire = self.wire
+        return [(name, wire[a:b]) for name, (a, b) in zip(self.names, self.attr_spans())]
+
+    def attrs_bytes(self) -> bytes:
+        """All the OpDesc.attrs entries, as attr_chunks would give them one after the other
+        (one slice of the op's bytes: protobuf writes the attrs next to each other)."""
+        spans = self.attr_spans()
+        if not spans:
+            return b""
+        if all(b == c for (_, b), (c, _) in zip(spans, spans[1:])):
+            return self.wire[spans[0][0]:spans[-1][1]]
+        return b"".join(raw for _, raw in self.attr_chunks())
 
     def raw(self) -> bytes:
         """The OpDesc bytes as read."""
@@ -172,6 +192,9 @@ class _IncompleteOpSource(OpSource):
         return [(a.name, length_delimited(b"\x22", a.SerializeToString(deterministic=True)))
                 for a in self._message().attrs]
 
+    def attrs_bytes(self) -> bytes:
+        return b"".join(raw for _, raw in self.attr_chunks())
+
 
 # OpSource -> its OpDesc message, for the last _PARSED_KEPT OpSource._message parsed
 _PARSED: dict = {}
@@ -206,8 +229,9 @@ class _AttrIndex(Mapping):
         return self._src._message().attrs[:]
 
 
-def _attr_entries(wire: bytes) -> list:
-    """The OpDesc.attrs fields (key and length included) of OpDesc bytes, in order."""
+def _attr_spans(wire: bytes) -> tuple:
+    """((start, end), ...) of the OpDesc.attrs fields (key and length included) of OpDesc
+    bytes, in order."""
     out = []
     i, end = 0, len(wire)
     while i < end:
@@ -215,6 +239,6 @@ def _attr_entries(wire: bytes) -> list:
         key, i = _varint(wire, i, end)
         j = _field_end(wire, key, i, end)
         if key == _KEY_ATTRS:
-            out.append(wire[at:j])
+            out.append((at, j))
         i = j
-    return out
+    return tuple(out)

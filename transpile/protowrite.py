@@ -114,12 +114,15 @@ def op_bytes(op: Op) -> bytes:
     parts.append(_str_field(b"\x1a", op.type))
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
-        for name, raw in src.attr_chunks():
-            new = patch.get(name) if patch else None
-            parts.append(raw if new is None else _attr_chunk(name, new))
-        for name, new in patch.items():
-            if not src.has(name):
-                parts.append(_attr_chunk(name, new))
+        if not patch:
+            parts.append(src.attrs_bytes())
+        else:
+            for name, raw in src.attr_chunks():
+                new = patch.get(name)
+                parts.append(raw if new is None else _attr_chunk(name, new))
+            for name, new in patch.items():
+                if not src.has(name):
+                    parts.append(_attr_chunk(name, new))
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
