@@ -18,7 +18,7 @@ import json
 import os
 import re
 
-from transpile import programio
+from transpile import programio, proto
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -309,3 +309,31 @@ def compare_case(case_dir: str, out_dir: str, exit_code: int | None = None) -> l
             _json_diffs(e, a, [], out)
             diffs += ["%s: %s" % (rel, d) for d in out]
     return diffs
+
+
+def program_message(ops=(), vars_=("x",)):
+    """A one-block ProgramDesc message (X -> Out on var x): `ops` is [(type, [(attr name,
+    AttrType, field, value)])]."""
+    p = proto.ProgramDesc()
+    b = p.blocks.add(idx=0, parent_idx=-1)
+    for name in vars_:
+        v = b.vars.add(name=name, persistable=False)
+        v.type.type = proto.VAR_TYPE_NUM["LOD_TENSOR"]
+        v.type.lod_tensor.tensor.data_type = proto.VAR_TYPE_NUM["FP32"]
+        v.type.lod_tensor.tensor.dims.extend([4, 8])
+    for op_type, attrs in ops:
+        o = b.ops.add(type=op_type)
+        o.inputs.add(parameter="X", arguments=["x"])
+        o.outputs.add(parameter="Out", arguments=["x"])
+        for name, atype, field, value in attrs:
+            a = o.attrs.add(name=name, type=proto.ATTR_TYPE_NUM[atype])
+            if isinstance(value, list):
+                getattr(a, field).extend(value)
+            else:
+                setattr(a, field, value)
+    return p
+
+
+# attrs of a scale op as Paddle writes them, for program_message
+SCALE_ATTRS = [("op_role", "INT", "i", 0), ("op_callstack", "STRINGS", "strings", ["a", "b"]),
+               ("scale", "FLOAT", "f", 2.0)]

@@ -13,6 +13,7 @@ from transpile.errors import ProgramFormatError
 from transpile.program import Attr
 
 from fuzz_cli import mutate
+from golden import SCALE_ATTRS, program_message
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PB_FILES = sorted(glob.glob(os.path.join(HERE, "corpus", "*", "*", "*.pb")))
@@ -44,32 +45,6 @@ def _no_tree(monkeypatch):
     def refuse(data):
         raise AssertionError("read as one tree")
     monkeypatch.setattr(protoread, "_decode_tree", refuse)
-
-
-def _program(ops=(), vars_=("x",)) -> proto.ProgramDesc:
-    """A one-block ProgramDesc message: `ops` is [(type, [(attr name, AttrType, field, value)])]."""
-    p = proto.ProgramDesc()
-    b = p.blocks.add(idx=0, parent_idx=-1)
-    for name in vars_:
-        v = b.vars.add(name=name, persistable=False)
-        v.type.type = proto.VAR_TYPE_NUM["LOD_TENSOR"]
-        v.type.lod_tensor.tensor.data_type = proto.VAR_TYPE_NUM["FP32"]
-        v.type.lod_tensor.tensor.dims.extend([4, 8])
-    for op_type, attrs in ops:
-        o = b.ops.add(type=op_type)
-        o.inputs.add(parameter="X", arguments=["x"])
-        o.outputs.add(parameter="Out", arguments=["x"])
-        for name, atype, field, value in attrs:
-            a = o.attrs.add(name=name, type=proto.ATTR_TYPE_NUM[atype])
-            if isinstance(value, list):
-                getattr(a, field).extend(value)
-            else:
-                setattr(a, field, value)
-    return p
-
-
-_ATTRS = [("op_role", "INT", "i", 0), ("op_callstack", "STRINGS", "strings", ["a", "b"]),
-          ("scale", "FLOAT", "f", 2.0)]
 
 
 @pytest.mark.parametrize("path", PB_FILES, ids=lambda p: os.path.relpath(p, HERE))
@@ -123,7 +98,7 @@ def _op_type_first(p) -> bytes:
 
 
 def test_bytes_not_in_protobufs_order_are_written_as_protobuf_writes_them(monkeypatch):
-    p = _program([("scale", _ATTRS)])
+    p = program_message([("scale", SCALE_ATTRS)])
     canonical = p.SerializeToString(deterministic=True)
     data = _op_type_first(p)
     assert data != canonical and proto.ProgramDesc.FromString(data) == \
@@ -138,7 +113,7 @@ def test_bytes_not_in_protobufs_order_are_written_as_protobuf_writes_them(monkey
 
 
 def test_a_required_field_missing_is_refused_when_written_as_before():
-    p = _program([("scale", _ATTRS)])
+    p = program_message([("scale", SCALE_ATTRS)])
     p.blocks[0].vars[0].type.lod_tensor.tensor.ClearField("data_type")
     p.blocks[0].ops[0].attrs[2].ClearField("type")
     data = p.SerializePartialToString(deterministic=True)
@@ -148,7 +123,7 @@ def test_a_required_field_missing_is_refused_when_written_as_before():
 
 
 def test_text_that_is_not_utf8_is_reported_where_it_is():
-    p = _program([("scale", _ATTRS + [("op_device", "STRING", "s", "gpu")])])
+    p = program_message([("scale", SCALE_ATTRS + [("op_device", "STRING", "s", "gpu")])])
     data = p.SerializeToString(deterministic=True).replace(b"gpu", b"g\xffu")
     with pytest.raises(ProgramFormatError, match="attr 'op_device' of op 'scale' is not valid"):
         proto.decode(data)
@@ -156,13 +131,13 @@ def test_text_that_is_not_utf8_is_reported_where_it_is():
 
 
 def test_unknown_fields_are_refused_as_before():
-    data = _program([("scale", _ATTRS)]).SerializeToString() + b"\x78\x01"
+    data = program_message([("scale", SCALE_ATTRS)]).SerializeToString() + b"\x78\x01"
     with pytest.raises(ProgramFormatError, match="fields that framework.proto does not define"):
         proto.decode(data)
 
 
 def test_attrs_are_parsed_from_the_op_bytes_only_when_asked_and_not_kept(monkeypatch):
-    prog = proto.decode(_program([("scale", _ATTRS)] * 10).SerializeToString())
+    prog = proto.decode(program_message([("scale", SCALE_ATTRS)] * 10).SerializeToString())
     ops = prog.global_block.ops
     parsed = []
     real = proto._OpDescMsg.FromString
@@ -179,7 +154,7 @@ def test_attrs_are_parsed_from_the_op_bytes_only_when_asked_and_not_kept(monkeyp
 
 
 def test_attr_chunks_are_the_attrs_as_protobuf_writes_them():
-    data = _program([("scale", _ATTRS)]).SerializeToString()
+    data = program_message([("scale", SCALE_ATTRS)]).SerializeToString()
     src = proto.decode(data).global_block.ops[0].source
     msg = proto._OpDescMsg.FromString(src.raw())
     assert src.attr_chunks() == [
@@ -188,7 +163,7 @@ def test_attr_chunks_are_the_attrs_as_protobuf_writes_them():
 
 
 def test_a_patched_op_is_written_with_its_other_attrs_copied():
-    data = _program([("scale", _ATTRS)]).SerializeToString()
+    data = program_message([("scale", SCALE_ATTRS)]).SerializeToString()
     prog = proto.decode(data)
     op = prog.global_block.ops[0]
     op.set_attr("scale", 3.0)

@@ -3,34 +3,15 @@ attr is asked for, and the same model and bytes as before."""
 from transpile import opsource, proto
 from transpile.program import Attr
 
-
-def _program_bytes(ops, vars_=("x",)) -> bytes:
-    """ProgramDesc bytes of one block: `ops` is [(type, [(attr name, AttrType, field, value)])]."""
-    p = proto.ProgramDesc()
-    b = p.blocks.add(idx=0, parent_idx=-1)
-    for name in vars_:
-        v = b.vars.add(name=name, persistable=False)
-        v.type.type = proto.VAR_TYPE_NUM["LOD_TENSOR"]
-        v.type.lod_tensor.tensor.data_type = proto.VAR_TYPE_NUM["FP32"]
-        v.type.lod_tensor.tensor.dims.extend([4, 8])
-    for op_type, attrs in ops:
-        o = b.ops.add(type=op_type)
-        o.inputs.add(parameter="X", arguments=["x"])
-        for name, atype, field, value in attrs:
-            a = o.attrs.add(name=name, type=proto.ATTR_TYPE_NUM[atype])
-            if isinstance(value, list):
-                getattr(a, field).extend(value)
-            else:
-                setattr(a, field, value)
-    return p.SerializeToString()
+from golden import SCALE_ATTRS, program_message
 
 
-_ATTRS = [("op_role", "INT", "i", 0), ("op_callstack", "STRINGS", "strings", ["a", "b"]),
-          ("scale", "FLOAT", "f", 2.0)]
+def _program_bytes(ops) -> bytes:
+    return program_message(ops).SerializeToString()
 
 
 def test_ops_with_the_same_attr_names_share_them_and_hold_no_attr_until_asked():
-    prog = proto.decode(_program_bytes([("scale", _ATTRS), ("scale", _ATTRS)]))
+    prog = proto.decode(_program_bytes([("scale", SCALE_ATTRS), ("scale", SCALE_ATTRS)]))
     a, b = prog.global_block.ops
     assert a.source.names == ("op_role", "op_callstack", "scale")
     assert a.source.names is b.source.names
@@ -41,7 +22,7 @@ def test_ops_with_the_same_attr_names_share_them_and_hold_no_attr_until_asked():
 
 
 def test_index_maps_names_to_the_attr_messages_in_file_order():
-    prog = proto.decode(_program_bytes([("scale", _ATTRS)]))
+    prog = proto.decode(_program_bytes([("scale", SCALE_ATTRS)]))
     src = prog.global_block.ops[0].source
     assert list(src.index) == ["op_role", "op_callstack", "scale"]
     assert [m.name for m in src.index.values()] == list(src.index)
@@ -50,7 +31,7 @@ def test_index_maps_names_to_the_attr_messages_in_file_order():
 
 
 def test_a_repeated_attr_name_still_decodes_eagerly_and_round_trips():
-    attrs = _ATTRS + [("op_role", "INT", "i", 7)]
+    attrs = SCALE_ATTRS + [("op_role", "INT", "i", 7)]
     data = _program_bytes([("reshape2", attrs)])
     op = proto.decode(data).global_block.ops[0]
     assert op.source is None and op.attr("op_role") == 7
@@ -59,14 +40,14 @@ def test_a_repeated_attr_name_still_decodes_eagerly_and_round_trips():
 
 
 def test_block_attrs_are_found_without_decoding_the_others():
-    attrs = _ATTRS + [("sub_block", "BLOCK", "block_idx", 0)]
+    attrs = SCALE_ATTRS + [("sub_block", "BLOCK", "block_idx", 0)]
     op = proto.decode(_program_bytes([("while", attrs)])).global_block.ops[0]
     assert op.block_attr_names() == ["sub_block"] and op.block_refs() == [0]
     assert list(op.source._decoded) == ["sub_block"]
 
 
 def test_an_unchanged_op_and_var_are_written_from_what_was_read():
-    data = _program_bytes([("scale", _ATTRS)])
+    data = _program_bytes([("scale", SCALE_ATTRS)])
     prog = proto.decode(data)
     op, var = prog.global_block.ops[0], prog.global_block.vars["x"]
     assert op.source.unchanged(op)
