@@ -1,4 +1,4 @@
-"""Writing the model as ProgramDesc bytes (transpile/proto.py reads them; `proto.encode` is this
+"""Writing the model as ProgramDesc bytes (transpile/protoread.py reads them; `proto.encode` is this
 module's `encode`).
 
 What is still as it was read is copied as bytes (an op's or var's message serialized again, an
@@ -109,9 +109,9 @@ def op_bytes(op: Op) -> bytes:
     parts = []
     for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
         for slot, args in slots.items():
-            body = _field1(slot) + _fields2(args)
+            body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
             parts += (key, _varint_bytes(len(body)), body)
-    parts.append(_str_field(b"\x1a", op.type))
+    parts.append(_OP_TYPES[op.type])
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
         if not patch:
@@ -135,50 +135,29 @@ def op_bytes(op: Op) -> bytes:
 
 # Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
 # caches are emptied when they grow large, so memory stays bounded on any program.
-_STR_FIELDS: dict = {}
 _ATTR_CHUNKS: dict = {}
 _CACHE_LIMIT = 1 << 17
-# text field 1 (a slot's name, a var's name) and field 2 (a slot's arguments) by their text:
-# the most frequent fields of all, looked up without building a key
-_FIELD1: dict = {}
-_FIELD2: dict = {}
 
 
-def _str_field(key: bytes, text: str) -> bytes:
-    k = (key, text)
-    out = _STR_FIELDS.get(k)
-    if out is None:
-        if len(_STR_FIELDS) > _CACHE_LIMIT:
-            _STR_FIELDS.clear()
-        out = _STR_FIELDS[k] = _text_field(key, text)
-    return out
+class _TextFields(dict):
+    """text -> that text as the string field with wire key `key` (key, length, UTF-8 bytes),
+    made on first use: looked up with the dict's own [] (a slot's arguments: with map)."""
+
+    def __init__(self, key: bytes):
+        super().__init__()
+        self.key = key
+
+    def __missing__(self, text: str) -> bytes:
+        if len(self) > _CACHE_LIMIT:
+            self.clear()
+        raw = text.encode("utf-8")
+        out = self[text] = self.key + _varint_bytes(len(raw)) + raw
+        return out
 
 
-def _text_field(key: bytes, text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return key + _varint_bytes(len(raw)) + raw
-
-
-def _field1(text: str) -> bytes:
-    out = _FIELD1.get(text)
-    if out is None:
-        if len(_FIELD1) > _CACHE_LIMIT:
-            _FIELD1.clear()
-        out = _FIELD1[text] = _text_field(b"\x0a", text)
-    return out
-
-
-def _fields2(texts: list) -> bytes:
-    """Each of `texts` as text field 2, one after the other."""
-    try:
-        return b"".join(map(_FIELD2.__getitem__, texts))
-    except KeyError:
-        if len(_FIELD2) + len(texts) > _CACHE_LIMIT:
-            _FIELD2.clear()
-        for t in texts:
-            if t not in _FIELD2:
-                _FIELD2[t] = _text_field(b"\x12", t)
-        return b"".join(map(_FIELD2.__getitem__, texts))
+_SLOT_NAMES = _TextFields(b"\x0a")       # OpDesc.Var.parameter = 1 (and VarDesc.name = 1)
+_ARGUMENTS = _TextFields(b"\x12")        # OpDesc.Var.arguments = 2
+_OP_TYPES = _TextFields(b"\x1a")         # OpDesc.type = 3
 
 
 def _attr_chunk(name: str, attr: Attr) -> bytes:
@@ -246,7 +225,7 @@ def _plain_var_bytes(v: Var) -> bytes:
         tail = _FLAG_BYTES[flags] = b"".join(
             key + (b"\x01" if flag else b"\x00")
             for key, flag in zip(_FLAG_KEYS, flags) if flag is not None)
-    return _field1(v.name) + vtype + tail
+    return _SLOT_NAMES[v.name] + vtype + tail
 
 
 # (persistable, need_check_feed, is_parameter, stop_gradient) -> their fields' bytes
@@ -273,26 +252,21 @@ _KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
 _KEY_OP = b"\x22"         # BlockDesc.ops = 4
 
 
-def _block_chunks(b: Block) -> tuple[list, int]:
-    """The BlockDesc of `b` as a list of byte strings and their total length."""
+def _block_bytes(b: Block) -> bytes:
+    """The BlockDesc of `b`: its head, then each var and op as a field of it."""
     head = _BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
     parts = [head.SerializePartialToString(deterministic=True)]
     add = parts.append
-    size = len(parts[0])
     for key, items, to_bytes in ((_KEY_VAR, b.vars.values(), var_bytes),
                                  (_KEY_OP, b.ops, op_bytes)):
         for item in items:
             raw = to_bytes(item)
-            n = len(raw)
-            length = _varint_bytes(n)
             add(key)
-            add(length)
+            add(_varint_bytes(len(raw)))
             add(raw)
-            size += 1 + len(length) + n
     if b.forward_block_idx is not None:
         add(_BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
-        size += len(parts[-1])
-    return parts, size
+    return b"".join(parts)
 
 
 def _tail_bytes(program: Program) -> bytes:
@@ -319,11 +293,11 @@ def encode_chunks(program: Program):
     Raises ProgramFormatError (while iterating) on a model that cannot be written."""
     try:
         for b in program.blocks:
-            parts, size = _block_chunks(b)
-            yield _KEY_BLOCK + _varint_bytes(size)
-            # one write per block: writing ops piece by piece costs more than this copy
-            yield b"".join(parts)
-            del parts
+            # one write per block: writing ops piece by piece costs more than joining them
+            body = _block_bytes(b)
+            yield _KEY_BLOCK + _varint_bytes(len(body))
+            yield body
+            del body
         yield _tail_bytes(program)
     except (TypeError, ValueError, KeyError, EncodeError) as e:
         raise ProgramFormatError("cannot encode program: %s" % e) from None
