@@ -42,12 +42,10 @@ class Staging:
         self.root = tmp
 
     def write(self, rel: str, data) -> None:
-        """Write the file `rel`: `data` is bytes, an iterable of byte strings (written one after
-        the other: see protowrite.encode_chunks), or a function returning either."""
+        """Write the file `rel`: `data` is bytes or an iterable of byte strings, written one
+        after the other (see protowrite.encode_chunks)."""
         path = os.path.join(self.root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        if callable(data):
-            data = data()
         with open(path, "wb") as f:
             if isinstance(data, (bytes, bytearray, memoryview)):
                 f.write(data)
@@ -79,11 +77,7 @@ def staged(out_dir: str, force: bool, before_commit: Callable[[], None] | None =
 
 def write_tree(out_dir: str, files: dict, force: bool,
                before_commit: Callable[[], None] | None = None) -> None:
-    """Write {relative path: bytes} as the folder `out_dir`, atomically (see staged).
-
-    A value may also be a function returning the bytes (or an iterable of byte strings): it is
-    called when its file is written, so a large split never holds all of its files' bytes at
-    once."""
+    """Write {relative path: bytes} as the folder `out_dir`, atomically (see staged)."""
     with staged(out_dir, force, before_commit) as stage:
         for rel in sorted(files):
             stage.write(rel, files[rel])

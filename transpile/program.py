@@ -1,8 +1,8 @@
 """The in-memory program model: Program -> Block -> Op / Var.
 
-Plain dataclasses, with no protobuf in sight (transpile/proto.py converts). The model keeps every
-field of the wire format, including whether an optional field was set at all, so that a program
-read and written again is byte-identical.
+Plain dataclasses, with no protobuf in sight (transpile/protoread.py and protowrite.py
+convert). The model keeps every field of the wire format, including whether an optional field
+was set at all, so that a program read and written again is byte-identical.
 
 Passes treat a Program they are given as read-only: they build new blocks and ops (sharing the
 unchanged ones) rather than editing in place: `Program.shallow_copy()` gives new blocks
@@ -76,7 +76,7 @@ class Attr:
 class Op:
     """An operator: type, input and output slots (slot -> argument names, in file order), attrs.
 
-    An op read from a file keeps its `source` (transpile/proto.py's OpSource): its attrs are
+    An op read from a file keeps its `source` (transpile/opsource.py's OpSource): its attrs are
     decoded from it one by one when asked for (`attr()` does not decode the others, and
     `set_attr()` only records the new value; the first use of `attrs` decodes them all), and
     the writer reuses its encoded bytes for whatever still equals what was read. Most ops of a
@@ -165,21 +165,17 @@ class Op:
 
     def replace_attr(self, name: str, attr: Attr) -> None:
         """Set attr `name` to `attr` (in its place when it exists, else last)."""
-        if self._attrs is not None:
-            self._attrs[name] = attr
-        elif self.find_attr(name) != attr:      # setting what the op says changes nothing
-            if self._patch is None:
-                self._patch = {}
-            self._patch[name] = attr
+        self._store(name, attr, self.find_attr(name) if self._attrs is None else None)
 
     def set_attr(self, name: str, value: Any, type: Optional[str] = None) -> None:
-        """Set an attr; the AttrType is kept when the attr exists, else given or inferred.
-        (replace_attr's work done here with the one lookup of the old attr: the pserver
-        passes set a shape on hundreds of thousands of init ops.)"""
+        """Set an attr; the AttrType is kept when the attr exists, else given or inferred."""
         old = self.find_attr(name)
         if type is None and old is not None:
             type = old.type
-        attr = Attr(type, value) if type else Attr.infer(value)
+        self._store(name, Attr(type, value) if type else Attr.infer(value), old)
+
+    def _store(self, name: str, attr: Attr, old: Optional[Attr]) -> None:
+        """Set attr `name` (`old`: what the op says now, when its attrs are not decoded)."""
         if self._attrs is not None:
             self._attrs[name] = attr
         elif old != attr:                       # setting what the op says changes nothing
@@ -327,7 +323,7 @@ class VarAttr:
 class Var:
     """A variable. The bool flags are None when the file did not set them (read as False).
 
-    A var read from a file keeps its `source` (transpile/proto.py's VarSource): the writer
+    A var read from a file keeps its `source` (transpile/opsource.py's VarSource): the writer
     reuses its encoded bytes while the var still equals what was read (it checks)."""
     name: str
     type: VarType

@@ -55,7 +55,7 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
     # (added and removed vars are listed by name only: no need for their details)
     d, _, control = diff_programs_and_names(original, prog, a_name="original", b_name=name,
-                                   var_details=False)
+                                            var_details=False)
     a_ops = original.global_block.ops
     b_ops = prog.global_block.ops
     b0 = d.blocks[0] if d.blocks else None
@@ -345,7 +345,7 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
 
 
 def _stripped_lines(lines):
-    """"\n".join(lines).rstrip() + "\n", in pieces: the whitespace at the end of what was
+    r""""\n".join(lines).rstrip() + "\n", in pieces: the whitespace at the end of what was
     given so far is held back until more text follows it."""
     pending = ""
     for i, line in enumerate(lines):
