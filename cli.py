@@ -86,7 +86,7 @@ def main(ctx, debug, quiet, color):
 
 
 def _load(path: str):
-    from transpile import programio
+    from transpile.format import programio
     return programio.load(path)
 
 
@@ -120,7 +120,7 @@ def show(obj, program, block, fmt):
         raise UserError("%s: --block %d: the program has blocks 0..%d"
                         % (program, block, len(prog.blocks) - 1))
     if fmt == "json":
-        from transpile import textform
+        from transpile.format import textform
         if block is not None:
             d = textform.to_json(prog)
             d["blocks"] = [d["blocks"][block]]
@@ -146,7 +146,7 @@ def convert(obj, src, dst):
       pstranspile convert main.pb main.json
       pstranspile convert main.json main2.pb     # main2.pb == main.pb, byte for byte
     """
-    from transpile import programio
+    from transpile.format import programio
     programio.program_format(dst)
     prog = _load(src)
     try:
@@ -241,7 +241,8 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     nothing.
     """
     from transpile import config as config_mod
-    from transpile import outdir, programio
+    from transpile import outdir
+    from transpile.format import programio
     from transpile.split import split as do_split
 
     cfg = config_mod.load_config(cluster)

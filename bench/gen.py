@@ -40,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from transpile import programio  # noqa: E402
+from transpile.format import programio  # noqa: E402
 from transpile.program import Attr, Block, Op, Program, Var  # noqa: E402
 
 PADDLE_VERSION = 2006002
@@ -768,7 +768,7 @@ def fast_encode(program: Program) -> bytes:
     Attr instances (callstacks, constant attrs), so most attrs are serialized once per program.
     tests/test_bench_gen.py checks the result against programio.to_bytes.
     """
-    from transpile import proto, protowrite
+    from transpile.format import proto, protowrite
     prog_cls = proto.ProgramDesc
     block_cls = type(prog_cls().blocks.add())
     op_cls = type(block_cls().ops.add())
@@ -803,7 +803,7 @@ def fast_encode(program: Program) -> bytes:
         for op in b.ops:
             m = op_cls()
             if op.dup_attrs:
-                parts.append(_ld(fb["ops"], proto.op_bytes(op)))
+                parts.append(_ld(fb["ops"], protowrite.op_bytes(op)))
                 continue
             m.type = op.type
             for slot, args in op.inputs.items():
@@ -820,7 +820,7 @@ def fast_encode(program: Program) -> bytes:
                          .SerializePartialToString())
         out.append(_ld(fields[prog_cls]["blocks"], b"".join(parts)))
     # version and op_version_map, as proto.encode writes them
-    out.append(proto.encode(Program([], program.version, program.has_version,
+    out.append(protowrite.encode(Program([], program.version, program.has_version,
                                     program.op_version_map)))
     return b"".join(out)
 

@@ -48,7 +48,7 @@ T_MEMORY = 5.0                        # peak RSS / input bytes (main.pb + startu
 FLOOR_CODE = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
-from transpile.proto import ProgramDesc
+from transpile.format.proto import ProgramDesc
 for path in sys.argv[2:]:
     with open(path, "rb") as f:
         data = f.read()

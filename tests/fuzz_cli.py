@@ -118,7 +118,7 @@ def run_one(args):
                 f.write(data)
         if target == 3:
             # a JSON program with damage: round-trip through convert first
-            from transpile import programio, textform
+            from transpile.format import programio, textform
             try:
                 text = textform.dumps(programio.load(paths["main.pb"]))
             except Exception:  # noqa: BLE001 - the reference itself must load

@@ -18,7 +18,7 @@ import json
 import os
 import re
 
-from transpile import programio, proto
+from transpile.format import programio, proto
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

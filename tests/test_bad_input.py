@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from transpile import programio
+from transpile.format import programio
 from transpile.program import Attr
 
 HERE = os.path.dirname(os.path.abspath(__file__))

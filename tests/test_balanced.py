@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile import load_config, outdir, programio, roles, split
+from transpile import load_config, outdir, roles, split
+from transpile.format import programio
 from transpile.balance import (best_placement, block_weights, compare, min_max_load,
                                placement, style_plan)
 from transpile.config import from_dict

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from transpile import programio
+from transpile.format import programio
 from transpile.config import load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

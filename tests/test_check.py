@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile import programio
+from transpile.format import programio
 from transpile.config import load_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))

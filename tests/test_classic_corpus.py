@@ -14,7 +14,7 @@ from cli import main as cli_main
 from golden import case_dirs, compare_case, load_case, split_args
 from transpile import split
 from transpile.slicing import varname_parts
-from transpile.programio import load as load_program, to_bytes
+from transpile.format.programio import load as load_program, to_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -95,7 +95,7 @@ def test_bad_json_program_names_the_field(tmp_path):
 
 
 def test_block_attr_pointing_nowhere_is_refused(tmp_path):
-    from transpile import programio
+    from transpile.format import programio
     prog = programio.load(os.path.join(HERE, "corpus", "classic", "lr_decay_conditional",
                                        "main.pb"))
     op = next(op for _, _, op in prog.ops() if op.type == "conditional_block")

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from transpile import diff as diff_mod
 from transpile import diff_render, jsonfmt, seqmatch
-from transpile import programio, proto, textform
+from transpile.format import programio, protoread, protowrite, textform
 from transpile.program import Attr, Op, Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -409,7 +409,7 @@ def test_nan_attrs_compare_equal_to_themselves():
     a = load(PSERVER)
     a.blocks[1].ops[1].set_attr("scale", float("nan"))
     a.blocks[1].ops[1].set_attr("w", [float("nan"), 1.0], "FLOATS")
-    b = proto.decode(proto.encode(a))
+    b = protoread.decode(protowrite.encode(a))
     assert not diff_mod.diff_programs(a, b).changed
     b.blocks[1].ops[1].set_attr("w", [float("nan"), 2.0], "FLOATS")
     d = diff_mod.diff_programs(a, b)

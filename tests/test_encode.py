@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from transpile import proto, protowrite
+from transpile.format import proto, protoread, protowrite
 from transpile.program import Attr, Op, Var
 from transpile.split import split
 
@@ -14,7 +14,7 @@ from golden import case_dirs, load_case
 
 def _op_message(op: Op):
     """The op as an OpDesc message built field by field (the attrs still as read copied)."""
-    m = proto._OpDescMsg()
+    m = proto.OpDescMsg()
     src = op.source
     m.type = op.type
     for slot, args in op.inputs.items():
@@ -22,7 +22,7 @@ def _op_message(op: Op):
     for slot, args in op.outputs.items():
         m.outputs.add(parameter=slot, arguments=args)
     # the attrs as read, from the op's bytes parsed here (not the reader's own parse)
-    read = proto._OpDescMsg.FromString(src.raw()).attrs if src is not None else ()
+    read = proto.OpDescMsg.FromString(src.raw()).attrs if src is not None else ()
     if src is not None and not op.attrs_decoded:
         patch = dict(op.attr_patch)
         if not patch:
@@ -81,7 +81,7 @@ def test_split_programs_encode_as_protobuf_would(family, name):
     result = split(main, startup, config)
     assert result.programs
     for key, prog in result.programs.items():
-        assert proto.encode(prog) == _reference(prog), key
+        assert protowrite.encode(prog) == _reference(prog), key
 
 
 def test_patched_and_renamed_ops_and_new_vars():
@@ -112,6 +112,6 @@ def test_patched_and_renamed_ops_and_new_vars():
                                           "w": Attr("FLOATS", [value, -value])}))
     block.ops.append(Op("y", {}, {}, {"v": Attr("INT", 1), "b": Attr("BOOLEAN", True)}))
     block.ops.append(Op("y", {}, {}, {"v": Attr("BOOLEAN", True), "b": Attr("INT", 1)}))
-    assert proto.encode(prog) == _reference(prog)
-    again = proto.decode(proto.encode(prog))
-    assert proto.encode(again) == proto.encode(prog)
+    assert protowrite.encode(prog) == _reference(prog)
+    again = protoread.decode(protowrite.encode(prog))
+    assert protowrite.encode(again) == protowrite.encode(prog)

@@ -14,7 +14,7 @@ from transpile import split
 from transpile.passes.fleet_plan import make_plan
 from transpile.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
                                slice_variable)
-from transpile.programio import to_bytes
+from transpile.format.programio import to_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from transpile import opsource, proto, protoread, protowrite
+from transpile.format import opsource, proto, protoread, protowrite, wire
 from transpile.errors import ProgramFormatError
 from transpile.program import Attr
 
@@ -32,7 +32,7 @@ def _outcome(read, data: bytes):
     except ProgramFormatError as e:
         return "error", str(e)
     try:
-        out = proto.encode(prog)
+        out = protowrite.encode(prog)
     except ProgramFormatError as e:
         out = "cannot write: %s" % e
     model = [(b.idx, b.parent_idx, b.forward_block_idx, list(b.vars.values()), b.ops)
@@ -52,9 +52,9 @@ def test_corpus_files_are_read_from_their_bytes_alone(path, monkeypatch):
     data = _read(path)
     expected = _outcome(protoread._decode_tree, data)
     _no_tree(monkeypatch)
-    assert _outcome(proto.decode, data) == expected
-    assert proto.encode(proto.decode(data)) == data
-    for b in proto.decode(data).blocks:
+    assert _outcome(protoread.decode, data) == expected
+    assert protowrite.encode(protoread.decode(data)) == data
+    for b in protoread.decode(data).blocks:
         for op in b.ops:
             if op.source is not None:
                 assert type(op.source.wire) is bytes and op.source.wire in data
@@ -64,11 +64,11 @@ def test_corpus_files_are_read_from_their_bytes_alone(path, monkeypatch):
 
 def test_runs_of_any_size_read_the_same(monkeypatch):
     data = _read(BASIC)
-    expected = _outcome(proto.decode, data)
+    expected = _outcome(protoread.decode, data)
     _no_tree(monkeypatch)
     for size in (0, 1, 300, 5000):
         monkeypatch.setattr(protoread, "_RUN_BYTES", size)
-        assert _outcome(proto.decode, data) == expected
+        assert _outcome(protoread.decode, data) == expected
 
 
 def test_mangled_bytes_read_and_fail_exactly_as_one_tree():
@@ -77,20 +77,20 @@ def test_mangled_bytes_read_and_fail_exactly_as_one_tree():
     for _ in range(300):
         data = mutate(rnd.choice(files), rnd, rnd.choice(files))
         if data:
-            assert _outcome(proto.decode, data) == _outcome(protoread._decode_tree, data)
+            assert _outcome(protoread.decode, data) == _outcome(protoread._decode_tree, data)
 
 
 def _field(key: bytes, payload: bytes) -> bytes:
-    return protowrite.length_delimited(key, payload)
+    return wire.length_delimited(key, payload)
 
 
 def _op_type_first(p) -> bytes:
     """The bytes of `p` (one block, one op) with the op's type written before its slots:
     valid, but not the order protobuf writes."""
-    block = proto._BlockDescMsg()
+    block = proto.BlockDescMsg()
     block.CopyFrom(p.blocks[0])
     op = block.ops[0]
-    body = proto._OpDescMsg(type=op.type).SerializeToString()
+    body = proto.OpDescMsg(type=op.type).SerializeToString()
     op.ClearField("type")
     body += op.SerializePartialToString(deterministic=True)
     block.ClearField("ops")
@@ -105,11 +105,11 @@ def test_bytes_not_in_protobufs_order_are_written_as_protobuf_writes_them(monkey
         proto.ProgramDesc.FromString(canonical)
     expected = _outcome(protoread._decode_tree, data)
     _no_tree(monkeypatch)
-    prog = proto.decode(data)
+    prog = protoread.decode(data)
     op = prog.global_block.ops[0]
     assert op.source.raw() == p.blocks[0].ops[0].SerializeToString(deterministic=True)
-    assert proto.encode(prog) == canonical
-    assert _outcome(proto.decode, data) == expected
+    assert protowrite.encode(prog) == canonical
+    assert _outcome(protoread.decode, data) == expected
 
 
 def test_a_required_field_missing_is_refused_when_written_as_before():
@@ -117,7 +117,7 @@ def test_a_required_field_missing_is_refused_when_written_as_before():
     p.blocks[0].vars[0].type.lod_tensor.tensor.ClearField("data_type")
     p.blocks[0].ops[0].attrs[2].ClearField("type")
     data = p.SerializePartialToString(deterministic=True)
-    got = _outcome(proto.decode, data)
+    got = _outcome(protoread.decode, data)
     assert got == _outcome(protoread._decode_tree, data)
     assert got[-1].startswith("cannot write: ") and "missing required fields" in got[-1]
 
@@ -126,22 +126,22 @@ def test_text_that_is_not_utf8_is_reported_where_it_is():
     p = program_message([("scale", SCALE_ATTRS + [("op_device", "STRING", "s", "gpu")])])
     data = p.SerializeToString(deterministic=True).replace(b"gpu", b"g\xffu")
     with pytest.raises(ProgramFormatError, match="attr 'op_device' of op 'scale' is not valid"):
-        proto.decode(data)
-    assert _outcome(proto.decode, data) == _outcome(protoread._decode_tree, data)
+        protoread.decode(data)
+    assert _outcome(protoread.decode, data) == _outcome(protoread._decode_tree, data)
 
 
 def test_unknown_fields_are_refused_as_before():
     data = program_message([("scale", SCALE_ATTRS)]).SerializeToString() + b"\x78\x01"
     with pytest.raises(ProgramFormatError, match="fields that framework.proto does not define"):
-        proto.decode(data)
+        protoread.decode(data)
 
 
 def test_attrs_are_parsed_from_the_op_bytes_only_when_asked_and_not_kept(monkeypatch):
-    prog = proto.decode(program_message([("scale", SCALE_ATTRS)] * 10).SerializeToString())
+    prog = protoread.decode(program_message([("scale", SCALE_ATTRS)] * 10).SerializeToString())
     ops = prog.global_block.ops
     parsed = []
-    real = proto._OpDescMsg.FromString
-    monkeypatch.setattr(proto._OpDescMsg, "FromString",
+    real = proto.OpDescMsg.FromString
+    monkeypatch.setattr(proto.OpDescMsg, "FromString",
                         staticmethod(lambda b: parsed.append(b) or real(b)))
     assert [op.attr("op_role") for op in ops] == [0] * 10      # decoded while reading
     assert ops[0].find_attr("op_role") is ops[9].find_attr("op_role")
@@ -155,19 +155,19 @@ def test_attrs_are_parsed_from_the_op_bytes_only_when_asked_and_not_kept(monkeyp
 
 def test_attr_chunks_are_the_attrs_as_protobuf_writes_them():
     data = program_message([("scale", SCALE_ATTRS)]).SerializeToString()
-    src = proto.decode(data).global_block.ops[0].source
-    msg = proto._OpDescMsg.FromString(src.raw())
+    src = protoread.decode(data).global_block.ops[0].source
+    msg = proto.OpDescMsg.FromString(src.raw())
     assert src.attr_chunks() == [
-        (a.name, protowrite.length_delimited(b"\x22", a.SerializeToString()))
+        (a.name, wire.length_delimited(b"\x22", a.SerializeToString()))
         for a in msg.attrs]
 
 
 def test_a_patched_op_is_written_with_its_other_attrs_copied():
     data = program_message([("scale", SCALE_ATTRS)]).SerializeToString()
-    prog = proto.decode(data)
+    prog = protoread.decode(data)
     op = prog.global_block.ops[0]
     op.set_attr("scale", 3.0)
-    again = proto.decode(proto.encode(prog)).global_block.ops[0]
+    again = protoread.decode(protowrite.encode(prog)).global_block.ops[0]
     assert again.attrs == {"op_role": Attr("INT", 0), "op_callstack": Attr("STRINGS", ["a", "b"]),
                            "scale": Attr("FLOAT", 3.0)}
 
@@ -176,15 +176,15 @@ def test_attrs_bytes_are_the_attr_entries_one_after_the_other():
     """The writer copies an unpatched op's attrs as one slice of its bytes: it must be exactly
     its attr entries in order, also where something else sits between them."""
     for path in PB_FILES[:12]:
-        for op in proto.decode(_read(path)).global_block.ops:
+        for op in protoread.decode(_read(path)).global_block.ops:
             if op.source is not None:
                 chunks = op.source.attr_chunks()
                 assert op.source.attrs_bytes() == b"".join(raw for _, raw in chunks)
                 assert [n for n, _ in chunks] == list(op.source.names)
     # an is_target field between two attrs (valid wire, not protobuf's order)
-    a1 = proto._OpDescMsg(type="t")
+    a1 = proto.OpDescMsg(type="t")
     a1.attrs.add(name="a", type=proto.ATTR_TYPE_NUM["INT"], i=1)
-    a2 = proto._OpDescMsg()
+    a2 = proto.OpDescMsg()
     a2.attrs.add(name="b", type=proto.ATTR_TYPE_NUM["INT"], i=2)
     wire = a1.SerializeToString() + b"\x28\x01" + a2.SerializePartialToString()
     src = opsource.OpSource(wire, "t", {}, {}, True, ("a", "b"), {"a": 0, "b": 1}, (), None,

@@ -3,7 +3,8 @@ import os
 
 from hypothesis import given, strategies as st
 
-from transpile import load_config, programio, split
+from transpile import load_config, split
+from transpile.format import programio
 from transpile.report import removed_kind, render_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))

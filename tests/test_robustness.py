@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli import main
-from transpile import proto, textform
+from transpile.format import proto, protoread, protowrite, textform
 from transpile.errors import ProgramFormatError
 from transpile.program import Attr, Block, Op, Program, Var
 
@@ -74,10 +74,10 @@ def programs(draw):
 @settings(max_examples=150, deadline=None)
 @given(programs())
 def test_programs_generated_through_the_model_round_trip_exactly(prog):
-    data = proto.encode(prog)
-    again = proto.decode(data)
-    assert proto.encode(again) == data
-    assert proto.encode(textform.loads(textform.dumps(again))) == data
+    data = protowrite.encode(prog)
+    again = protoread.decode(data)
+    assert protowrite.encode(again) == data
+    assert protowrite.encode(textform.loads(textform.dumps(again))) == data
 
 
 def _mutate(data: bytes, rnd: random.Random) -> bytes:
@@ -159,9 +159,9 @@ def test_var_without_its_required_dtype_is_shown_and_refused_on_write(tmp_path):
     data = msg.SerializePartialToString()
     path = tmp_path / "p.pb"
     path.write_bytes(data)
-    prog = proto.decode(data)
+    prog = protoread.decode(data)
     with pytest.raises(ProgramFormatError, match="missing required fields"):
-        proto.encode(prog)
+        protowrite.encode(prog)
     r = CliRunner().invoke(main, ["show", str(path)])
     assert r.exit_code == 0 and "x" in r.output
     r = CliRunner().invoke(main, ["convert", str(path), str(tmp_path / "q.pb")])

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from transpile import proto, programio, textform
+from transpile.format import programio, protoread, protowrite, textform
 from transpile.program import Attr, Op, Var
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,20 +25,20 @@ def test_corpus_is_there():
 @pytest.mark.parametrize("path", PROGRAMS, ids=_rel)
 def test_bytes_round_trip(path):
     data = open(path, "rb").read()
-    assert proto.encode(proto.decode(data)) == data
+    assert protowrite.encode(protoread.decode(data)) == data
 
 
 @pytest.mark.parametrize("path", PROGRAMS[::7], ids=_rel)
 def test_json_round_trip(path):
     data = open(path, "rb").read()
-    text = textform.dumps(proto.decode(data))
-    assert proto.encode(textform.loads(text)) == data
+    text = textform.dumps(protoread.decode(data))
+    assert protowrite.encode(textform.loads(text)) == data
 
 
 def _kinds_and_attr_types():
     kinds, attr_types = set(), set()
     for p in PROGRAMS:
-        prog = proto.decode(open(p, "rb").read())
+        prog = protoread.decode(open(p, "rb").read())
         for b in prog.blocks:
             kinds.update(v.kind for v in b.vars.values())
             for op in b.ops:
@@ -84,10 +84,10 @@ def test_every_attr_type_and_var_kind_survives_bytes_and_json():
     }
     prog = Program([Block(0, -1, vars_, [op]), Block(1, 0, {}, [], forward_block_idx=0)],
                    version=0, has_version=True, op_version_map=[("custom", 3)])
-    data = proto.encode(prog)
-    again = proto.decode(data)
-    assert proto.encode(again) == data
-    assert proto.encode(textform.loads(textform.dumps(again))) == data
+    data = protowrite.encode(prog)
+    again = protoread.decode(data)
+    assert protowrite.encode(again) == data
+    assert protowrite.encode(textform.loads(textform.dumps(again))) == data
     assert again.blocks[0].ops[0].attr("longs") == [2 ** 40, -1]
     assert again.blocks[0].vars["r"].type.reader[0][0].dims == (1, 2)
     assert again.blocks[1].forward_block_idx == 0
@@ -97,10 +97,10 @@ def test_repeated_attr_names_kept_in_place():
     """Paddle writes reshape2's mkldnn attrs twice; the last one is the value, bytes unchanged."""
     path = os.path.join(HERE, "corpus", "fleet", "ctr_sparse_adam_sync", "main.pb")
     data = open(path, "rb").read()
-    prog = proto.decode(data)
+    prog = protoread.decode(data)
     reshape = next(op for _, _, op in prog.ops() if op.type == "reshape2")
     assert reshape.dup_attrs and "use_mkldnn" in reshape.attrs
-    assert proto.encode(prog) == data
+    assert protowrite.encode(prog) == data
 
 
 def test_save_and_load_by_extension(tmp_path):

@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from transpile import programio
+from transpile.format import programio
 from transpile.config import load_config
 from transpile.errors import UserError
 from transpile.program import Op

@@ -5,7 +5,7 @@
 """
 from .config import ClusterConfig, load_config
 from .program import Attr, Block, Op, Program, Var
-from .programio import load, save
+from .format.programio import load, save
 from .result import SplitResult
 from .split import split
 

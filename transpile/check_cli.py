@@ -47,7 +47,7 @@ def register(main_group, handle_errors) -> None:
         Exit status: 0 clean, 1 findings, 2 bad input.
         """
         from . import check as check_mod
-        from . import programio
+        from .format import programio
         from .config import load_config
         from .gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar

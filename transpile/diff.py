@@ -710,7 +710,7 @@ def load_op_defaults(path: str) -> dict:
 def diff_trees(a_dir: str, b_dir: str, strict: bool = False, load=None,
                op_defaults=None) -> TreeDiff:
     """Compare two split folders file by file (programs structurally, runtime.json as JSON)."""
-    from . import programio
+    from .format import programio
     load = load or programio.load
     fa, fb = _tree_files(a_dir), _tree_files(b_dir)
     result = TreeDiff(a_dir, b_dir)

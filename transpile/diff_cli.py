@@ -43,7 +43,7 @@ def register(main_group, handle_errors) -> None:
         """
         from . import diff as diff_mod
         from . import diff_render
-        from . import programio
+        from .format import programio
         defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
                     else diff_mod.builtin_op_defaults())
         da, db = os.path.isdir(a), os.path.isdir(b)

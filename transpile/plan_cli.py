@@ -82,7 +82,7 @@ def register(main_group, handle_errors):
         Example:
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
-        from . import programio
+        from .format import programio
         from .config import load_config
         from .validate import validate_for_split
         cfg = load_config(cluster)

@@ -1,6 +1,6 @@
 """The in-memory program model: Program -> Block -> Op / Var.
 
-Plain dataclasses, with no protobuf in sight (transpile/protoread.py and protowrite.py
+Plain dataclasses, with no protobuf in sight (transpile/format/protoread.py and protowrite.py
 convert). The model keeps every field of the wire format, including whether an optional field
 was set at all, so that a program read and written again is byte-identical.
 
@@ -76,8 +76,8 @@ class Attr:
 class Op:
     """An operator: type, input and output slots (slot -> argument names, in file order), attrs.
 
-    An op read from a file keeps its `source` (transpile/opsource.py's OpSource): its attrs are
-    decoded from it one by one when asked for (`attr()` does not decode the others, and
+    An op read from a file keeps its `source` (transpile/format/opsource.py's OpSource): its
+    attrs are decoded from it one by one when asked for (`attr()` does not decode the others, and
     `set_attr()` only records the new value; the first use of `attrs` decodes them all), and
     the writer reuses its encoded bytes for whatever still equals what was read. Most ops of a
     large program are never looked at beyond their slots and role, so this saves decoding and
@@ -323,8 +323,8 @@ class VarAttr:
 class Var:
     """A variable. The bool flags are None when the file did not set them (read as False).
 
-    A var read from a file keeps its `source` (transpile/opsource.py's VarSource): the writer
-    reuses its encoded bytes while the var still equals what was read (it checks)."""
+    A var read from a file keeps its `source` (transpile/format/opsource.py's VarSource): the
+    writer reuses its encoded bytes while the var still equals what was read (it checks)."""
     name: str
     type: VarType
     persistable: Optional[bool] = None

@@ -16,7 +16,7 @@ EXIT_DIFFERS = 1
 
 def load_split_dir(path: str):
     """Programs ("trainer_0/main" -> Program) and runtimes ("trainer_0" -> dict) of a split folder."""
-    from transpile import programio
+    from transpile.format import programio
     if not os.path.isdir(path):
         raise UserError("%s: no such folder" % path)
     programs, runtime = {}, {}
@@ -107,7 +107,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from transpile import config as config_mod
-    from transpile import programio
+    from transpile.format import programio
     from transpile.simulate import SimError, simulate as run
 
     ctx = click.get_current_context()

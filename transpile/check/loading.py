@@ -10,7 +10,7 @@ from typing import Optional
 from ..config import ClusterConfig
 from ..errors import ProgramFormatError, UserError
 from ..program import Program
-from .. import programio
+from ..format import programio
 from ..result import endpoint_dir
 
 _TRAINER_DIR = re.compile(r"^trainer_(\d+)$")
@@ -41,7 +41,7 @@ def load_program_raw(path: str) -> Program:
     try:
         if fmt == "pb":
             return programio.from_bytes(data)
-        from .. import textform
+        from ..format import textform
         return textform.loads(data)
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None

@@ -1,23 +1,24 @@
-"""The Paddle ProgramDesc wire format: the schema, decoding attrs and var types, and the few
-wire-level helpers the reader and the writer share.
+"""The Paddle ProgramDesc schema, and decoding its attr and var-type messages into the model.
 
-This module and its two halves are the only ones that use protobuf. The schema of
-`paddle/fluid/framework/framework.proto` (package `paddle.framework.proto`, Paddle 2.6) is built
-here in Python with descriptor_pb2, so nothing needs protoc at install or run time.
+This module, the reader (protoread.py, with opsource.py) and the writer (protowrite.py) are the
+only ones that use protobuf. The schema of `paddle/fluid/framework/framework.proto` (package
+`paddle.framework.proto`, Paddle 2.6) is built here in Python with descriptor_pb2, so nothing
+needs protoc at install or run time.
 
 Decoding is lossless: every field that is set in the input (including optional fields that are set
 to their default value) is remembered, so `encode(decode(b)) == b` for bytes that Paddle wrote.
-Reading is in transpile/protoread.py (the program is never held as one message tree: each op
-and var keeps its own bytes, transpile/opsource.py), writing in transpile/protowrite.py;
-`decode`, `encode`, `op_bytes` and `var_bytes` are re-exported here.
+Reading is in transpile/format/protoread.py (the program is never held as one message tree: each
+op and var keeps its own bytes, transpile/format/opsource.py), writing in
+transpile/format/protowrite.py; the wire-level primitives both use are in wire.py.
 """
 from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, EncodeError  # noqa: F401 (EncodeError: API)
 
-from .errors import ProgramFormatError
-from .program import ATTR_FIELD, Attr, TensorDesc, VarType
+from ..errors import ProgramFormatError
+from ..program import ATTR_FIELD, Attr, TensorDesc, VarType
+from .wire import first_bad_offset
 
 _PKG = "paddle.framework.proto"
 
@@ -199,12 +200,12 @@ _pool = descriptor_pool.DescriptorPool()
 _pool.Add(_schema())
 _pool.Add(_text_schema())
 ProgramDesc = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".ProgramDesc"))
-_TextView = message_factory.GetMessageClass(
+TextView = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName(_PKG + ".text.ProgramDesc"))
 _ScalarMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".Scalar"))
-_BlockDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".BlockDesc"))
-_OpDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc"))
-_VarDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarDesc"))
+BlockDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".BlockDesc"))
+OpDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc"))
+VarDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarDesc"))
 
 # ----------------------------------------------------------------------------------------------
 # decode
@@ -220,7 +221,7 @@ def _decode_scalar(s):
     return d
 
 
-def _decode_attr(a) -> tuple[str, Attr]:
+def decode_attr(a) -> tuple[str, Attr]:
     tname = ATTR_TYPE_NAME.get(a.type)
     if tname is None:
         raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, a.type))
@@ -263,7 +264,7 @@ def _decode_tensor(t) -> TensorDesc:
     return TensorDesc(VAR_TYPE_NAME.get(dt, dt), tuple(t.dims))
 
 
-def _decode_vartype(vt) -> VarType:
+def decode_vartype(vt) -> VarType:
     fields = vt.ListFields()
     kind = VAR_TYPE_NAME.get(vt.type)
     if kind is None:
@@ -287,111 +288,21 @@ def _decode_vartype(vt) -> VarType:
     return out
 
 
-def _opt(msg, name):
+def optional_field(msg, name):
     return getattr(msg, name) if msg.HasField(name) else None
 
 
-def _text_is_utf8(data: bytes) -> bool:
+def text_is_utf8(data: bytes) -> bool:
     try:
-        _TextView().ParseFromString(data)
+        TextView().ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError):
         return False
     return True
 
 
-def _where(data: bytes) -> str:
+def where_malformed(data: bytes) -> str:
     found = first_bad_offset(data)
     if found is None:
         return ""
     off, why = found
     return ": %s at byte %d of %d" % (why, off, len(data))
-
-
-def first_bad_offset(data: bytes, start: int = 0, end: int | None = None, depth: int = 0):
-    """(offset, reason) of the first malformed wire-format element, looking inside nested
-    length-delimited fields where they look like messages; None when the framing is sound."""
-    end = len(data) if end is None else end
-    i = start
-    while i < end:
-        at = i
-        key, i = _varint(data, i, end)
-        if key is None:
-            return at, "a field key runs past the end (truncated?)"
-        wtype = key & 7
-        if key >> 3 == 0:
-            return at, "field number 0"
-        if wtype == 0:
-            v, i = _varint(data, i, end)
-            if v is None:
-                return at, "a number runs past the end (truncated?)"
-        elif wtype in (1, 5):
-            i += 8 if wtype == 1 else 4
-            if i > end:
-                return at, "a fixed-size field runs past the end (truncated?)"
-        elif wtype == 2:
-            n, j = _varint(data, i, end)
-            if n is None or j + n > end:
-                return at, "field %d's length runs past the end (truncated?)" % (key >> 3)
-            if depth < 6 and _looks_nested(data, j, j + n):
-                inner = first_bad_offset(data, j, j + n, depth + 1)
-                if inner is not None:
-                    return inner
-            i = j + n
-        else:
-            return at, "wire type %d is not valid" % wtype
-    return None
-
-
-def _looks_nested(data, j, end):
-    # strings are length-delimited too: only look inside payloads that start like a message
-    return end > j and (data[j] & 7) in (0, 2) and (data[j] >> 3) in range(1, 22)
-
-
-def _varint(data, i, end):
-    shift = value = 0
-    while i < end:
-        b = data[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, i
-        shift += 7
-        if shift > 63:
-            return None, i
-    return None, i
-
-
-_KEY_ATTRS = 0x22           # OpDesc.attrs = 4, length-delimited
-
-
-class _NotPlain(Exception):
-    """The bytes are not as Paddle writes them (malformed, groups, unknown fields, text that
-    is not UTF-8...): left to _decode_tree."""
-
-
-def _field_end(data: bytes, key, i: int, end: int) -> int:
-    """Where the field with `key` whose payload starts at i ends; _NotPlain on malformed
-    bytes and on groups (which Paddle never writes)."""
-    wtype = key & 7 if key is not None else -1
-    if wtype == 0:
-        value, i = _varint(data, i, end)
-        if value is None:
-            raise _NotPlain()
-        return i
-    if wtype == 2:
-        n, i = _varint(data, i, end)
-        if n is None or i + n > end:
-            raise _NotPlain()
-        return i + n
-    if wtype in (1, 5):
-        i += 8 if wtype == 1 else 4
-        if i > end:
-            raise _NotPlain()
-        return i
-    raise _NotPlain()
-
-
-# reading lives in transpile/protoread.py (ops and vars keep their bytes: opsource.py), writing
-# in transpile/protowrite.py; these are part of this module's API
-from .protowrite import encode, encode_chunks, op_bytes, var_bytes  # noqa: E402,F401
-from .protoread import decode  # noqa: E402,F401

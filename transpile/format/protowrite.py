@@ -1,5 +1,4 @@
-"""Writing the model as ProgramDesc bytes (transpile/protoread.py reads them; `proto.encode` is this
-module's `encode`).
+"""Writing the model as ProgramDesc bytes (transpile/format/protoread.py reads them).
 
 What is still as it was read is copied as bytes (an op's or var's message serialized again, an
 attr's bytes); everything else is written field by field in field-number order, as protobuf
@@ -9,16 +8,12 @@ tests/test_encode.py checks the result against protobuf's own serialization.
 """
 from __future__ import annotations
 
-from .errors import ProgramFormatError
-from .program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
+from ..errors import ProgramFormatError
+from ..program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
 from .opsource import var_key
-from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, EncodeError, ProgramDesc,
-                    _BlockDescMsg, _OpDescMsg, _VarDescMsg, fd_is_repeated)
-
-
-def length_delimited(key: bytes, payload: bytes) -> bytes:
-    """A length-delimited field: its key, the payload's length, the payload."""
-    return key + _varint_bytes(len(payload)) + payload
+from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,
+                    ProgramDesc, VarDescMsg, fd_is_repeated)
+from .wire import varint_bytes
 
 
 def _set_scalar(m, d):
@@ -110,7 +105,7 @@ def op_bytes(op: Op) -> bytes:
     for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
         for slot, args in slots.items():
             body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
-            parts += (key, _varint_bytes(len(body)), body)
+            parts += (key, varint_bytes(len(body)), body)
     parts.append(_OP_TYPES[op.type])
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
@@ -151,7 +146,7 @@ class _TextFields(dict):
         if len(self) > _CACHE_LIMIT:
             self.clear()
         raw = text.encode("utf-8")
-        out = self[text] = self.key + _varint_bytes(len(raw)) + raw
+        out = self[text] = self.key + varint_bytes(len(raw)) + raw
         return out
 
 
@@ -168,7 +163,7 @@ def _attr_chunk(name: str, attr: Attr) -> bytes:
     if out is None:
         if len(_ATTR_CHUNKS) > _CACHE_LIMIT:
             _ATTR_CHUNKS.clear()
-        m = _OpDescMsg()
+        m = OpDescMsg()
         _encode_attr(m.attrs.add(), name, attr)
         out = _ATTR_CHUNKS[k] = m.SerializePartialToString(deterministic=True)
     return out
@@ -182,7 +177,7 @@ def var_bytes(v: Var) -> bytes:
     vt = v.type
     if not v.attrs and vt.reader is None and vt.tuple_types is None and len(vt.descs) == 1:
         return _plain_var_bytes(v)
-    m = _VarDescMsg()
+    m = VarDescMsg()
     _encode_var(m, v)
     return m.SerializeToString(deterministic=True)
 
@@ -197,17 +192,17 @@ _FLAG_KEYS = (b"\x18", b"\x20", b"\x28", b"\x30")  # VarDesc fields 3-6 (varint)
 def _vartype_bytes(kind, slot, dtype, dims, lod) -> bytes:
     """The VarDesc `type` field (key and length included) of a one-tensor VarType."""
     dtype = VAR_TYPE_NUM[dtype] if isinstance(dtype, str) else dtype
-    tensor = [b"\x08", _varint_bytes(dtype)]
+    tensor = [b"\x08", varint_bytes(dtype)]
     for d in dims:
-        tensor += (b"\x10", _varint_bytes(d))
+        tensor += (b"\x10", varint_bytes(d))
     tensor = b"".join(tensor)
     if TENSOR_SLOTS[slot] != "TensorDesc":       # LoDTensorDesc / LoDTensorArrayDesc
-        tensor = b"\x0a" + _varint_bytes(len(tensor)) + tensor
+        tensor = b"\x0a" + varint_bytes(len(tensor)) + tensor
         if lod is not None:
-            tensor += b"\x10" + _varint_bytes(lod)
-    vtype = b"\x08" + _varint_bytes(VAR_TYPE_NUM[kind]) + _DESC_KEY[slot] + \
-        _varint_bytes(len(tensor)) + tensor
-    return b"\x12" + _varint_bytes(len(vtype)) + vtype
+            tensor += b"\x10" + varint_bytes(lod)
+    vtype = b"\x08" + varint_bytes(VAR_TYPE_NUM[kind]) + _DESC_KEY[slot] + \
+        varint_bytes(len(tensor)) + tensor
+    return b"\x12" + varint_bytes(len(vtype)) + vtype
 
 
 def _plain_var_bytes(v: Var) -> bytes:
@@ -230,22 +225,6 @@ def _plain_var_bytes(v: Var) -> bytes:
 
 # (persistable, need_check_feed, is_parameter, stop_gradient) -> their fields' bytes
 _FLAG_BYTES: dict = {}
-
-
-def _varint_bytes(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _SMALL_VARINTS[n]
-    if n < 0:
-        n += 1 << 64            # int32 / int64 fields: ten bytes of two's complement
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
 # wire keys (field number << 3 | wire type) of the repeated fields written here
 _KEY_BLOCK = b"\x0a"      # ProgramDesc.blocks = 1, length-delimited
 _KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
@@ -254,7 +233,7 @@ _KEY_OP = b"\x22"         # BlockDesc.ops = 4
 
 def _block_bytes(b: Block) -> bytes:
     """The BlockDesc of `b`: its head, then each var and op as a field of it."""
-    head = _BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
+    head = BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
     parts = [head.SerializePartialToString(deterministic=True)]
     add = parts.append
     for key, items, to_bytes in ((_KEY_VAR, b.vars.values(), var_bytes),
@@ -262,10 +241,10 @@ def _block_bytes(b: Block) -> bytes:
         for item in items:
             raw = to_bytes(item)
             add(key)
-            add(_varint_bytes(len(raw)))
+            add(varint_bytes(len(raw)))
             add(raw)
     if b.forward_block_idx is not None:
-        add(_BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
+        add(BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
     return b"".join(parts)
 
 
@@ -295,7 +274,7 @@ def encode_chunks(program: Program):
         for b in program.blocks:
             # one write per block: writing ops piece by piece costs more than joining them
             body = _block_bytes(b)
-            yield _KEY_BLOCK + _varint_bytes(len(body))
+            yield _KEY_BLOCK + varint_bytes(len(body))
             yield body
             del body
         yield _tail_bytes(program)

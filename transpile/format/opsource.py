@@ -1,5 +1,5 @@
 """An op or var as it was read: its bytes, and what the passes read of it without parsing it
-again (see transpile/protoread.py, which makes them, and transpile/protowrite.py, which copies
+again (see transpile/format/protoread.py, which makes them, and protowrite.py, which copies
 the bytes of what is unchanged).
 
 No message tree is kept: a program's bytes are its smallest form (protobuf's tree is about three
@@ -10,24 +10,25 @@ from __future__ import annotations
 import copy as _copy
 from collections.abc import Mapping
 
-from .program import Attr, Op, Var, VarType
-from .proto import _KEY_ATTRS, _OpDescMsg, _VarDescMsg, _decode_attr, _field_end, _varint
+from ..program import Attr, Op, Var, VarType
+from .proto import OpDescMsg, VarDescMsg, decode_attr
+from .wire import KEY_ATTRS, field_end, length_delimited, read_varint
 
 # the attrs a split reads on nearly every op, decoded while reading (not later from the op's
 # bytes): op_role (roles.role, every op of a main program) and shape (every op of a startup
 # program that has one)
-_ROLE = "op_role"
-_SHAPE = "shape"
+ROLE_ATTR = "op_role"
+SHAPE_ATTR = "shape"
 
 
 def var_key(v: Var) -> tuple:
     """Everything the VarDesc of `v` says, as one comparable value (_decode_var builds the
     same tuple from what it read)."""
     return (v.name, v.persistable, v.need_check_feed, v.is_parameter, v.stop_gradient,
-            v.attrs, _vartype_key(v.type))
+            v.attrs, vartype_key(v.type))
 
 
-def _vartype_key(vt: VarType) -> tuple:
+def vartype_key(vt: VarType) -> tuple:
     """Everything a VarType says, as one comparable value (descs in their order: the order
     they are written in)."""
     return (vt.type, tuple((k, t.dtype, t.dims, lod) for k, (t, lod) in vt.descs.items()),
@@ -48,16 +49,16 @@ class VarSource:
         return self.wire
 
 
-class _IncompleteVarSource(VarSource):
+class IncompleteVarSource(VarSource):
     """A var read without a field framework.proto requires: written as it is, protobuf
     refuses it (EncodeError), as it always was."""
     __slots__ = ()
 
     def raw(self) -> bytes:
-        return _VarDescMsg.FromString(self.wire).SerializeToString(deterministic=True)
+        return VarDescMsg.FromString(self.wire).SerializeToString(deterministic=True)
 
 
-def _serialized(msg) -> bytes:
+def serialized(msg) -> bytes:
     """Protobuf's deterministic serialization of `msg`, even when a required field is
     missing (the writer is the one to refuse it)."""
     return msg.SerializePartialToString(deterministic=True)
@@ -100,7 +101,7 @@ class OpSource:
         if msg is None:
             if len(_PARSED) >= _PARSED_KEPT:
                 del _PARSED[next(iter(_PARSED))]
-            msg = _PARSED[self] = _OpDescMsg.FromString(self.wire)
+            msg = _PARSED[self] = OpDescMsg.FromString(self.wire)
         return msg
 
     @property
@@ -141,7 +142,7 @@ class OpSource:
 
     def get(self, name: str):
         """The Attr `name` (shared: callers must not change it), or None."""
-        if name == _ROLE:
+        if name == ROLE_ATTR:
             return self._role
         decoded = self._decoded
         if decoded is None:
@@ -151,7 +152,7 @@ class OpSource:
             pos = self._positions.get(name)
             if pos is None:
                 return None
-            a = decoded[name] = _decode_attr(self._message().attrs[pos])[1]
+            a = decoded[name] = decode_attr(self._message().attrs[pos])[1]
         return a
 
     def has(self, name: str) -> bool:
@@ -179,7 +180,7 @@ class OpSource:
         return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
 
 
-class _IncompleteOpSource(OpSource):
+class IncompleteOpSource(OpSource):
     """An op read without a field framework.proto requires (in it or in one of its attrs):
     written from what was read, protobuf refuses it (EncodeError), as it always was."""
     __slots__ = ()
@@ -188,7 +189,6 @@ class _IncompleteOpSource(OpSource):
         return self._message().SerializeToString(deterministic=True)
 
     def attr_chunks(self) -> list:
-        from .protowrite import length_delimited
         return [(a.name, length_delimited(b"\x22", a.SerializeToString(deterministic=True)))
                 for a in self._message().attrs]
 
@@ -236,9 +236,9 @@ def _attr_spans(wire: bytes) -> tuple:
     i, end = 0, len(wire)
     while i < end:
         at = i
-        key, i = _varint(wire, i, end)
-        j = _field_end(wire, key, i, end)
-        if key == _KEY_ATTRS:
+        key, i = read_varint(wire, i, end)
+        j = field_end(wire, key, i, end)
+        if key == KEY_ATTRS:
             out.append((at, j))
         i = j
     return tuple(out)

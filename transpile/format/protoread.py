@@ -1,8 +1,7 @@
-"""Reading ProgramDesc bytes into the model (transpile/program.py); `proto.decode` is this
-module's `decode`.
+"""Reading ProgramDesc bytes into the model (transpile/program.py).
 
 The program is read piece by piece from its bytes, never as one message tree (about three times
-the size of the bytes): each op and var keeps its own bytes (transpile/opsource.py). Whatever
+the size of the bytes): each op and var keeps its own bytes (opsource.py). Whatever
 that reading does not take, malformed or merely unusual bytes, is read again as one tree, which
 says what is wrong exactly as it always did.
 """
@@ -11,14 +10,14 @@ from __future__ import annotations
 from operator import attrgetter
 from sys import intern as _intern
 
-from .errors import ProgramFormatError
-from .opsource import (_ROLE, _SHAPE, OpSource, VarSource, _IncompleteOpSource,
-                       _IncompleteVarSource, _serialized, _vartype_key)
-from .program import Attr, Block, Op, Program, Var, VarAttr
-from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, DecodeError, EncodeError, ProgramDesc,
-                    _BlockDescMsg, _NotPlain, _TextView, _decode_attr, _decode_vartype,
-                    _field_end, _opt, _text_is_utf8, _varint, _where)
-from .protowrite import _varint_bytes
+from ..errors import ProgramFormatError
+from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
+                       VarSource, serialized, vartype_key)
+from ..program import Attr, Block, Op, Program, Var, VarAttr
+from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, BlockDescMsg, DecodeError, EncodeError,
+                    ProgramDesc, TextView, decode_attr, decode_vartype, optional_field,
+                    text_is_utf8, where_malformed)
+from .wire import NotPlain, field_end, read_varint, varint_bytes
 
 
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
@@ -51,22 +50,23 @@ def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
             raw = x.SerializePartialToString()
             typed = types.get(raw)
             if typed is None:
-                vt = _decode_vartype(x)
-                typed = types[raw] = (vt, _vartype_key(vt))
+                vt = decode_vartype(x)
+                typed = types[raw] = (vt, vartype_key(vt))
         elif n == "attrs":
-            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type), _opt(a, "i"),
-                                  _opt(a, "s"), tuple(a.ints)) for a in x)
+            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type),
+                                  optional_field(a, "i"), optional_field(a, "s"), tuple(a.ints))
+                          for a in x)
         elif n != "name":
             flags[_VAR_FLAGS[n]] = x
     if typed is None:           # no type field: decoded from the (empty) default message
-        vt = _decode_vartype(v.type)
-        typed = (vt, _vartype_key(vt))
+        vt = decode_vartype(v.type)
+        typed = (vt, vartype_key(vt))
     name = _intern(v.name)
     p, c, i, s = flags
     var = Var(name, typed[0], p, c, i, s, attrs)
     key = (name, p, c, i, s, attrs, typed[1])
     var.source = VarSource(wire, key) if wire is not None else \
-        (VarSource if v.IsInitialized() else _IncompleteVarSource)(_serialized(v), key)
+        (VarSource if v.IsInitialized() else IncompleteVarSource)(serialized(v), key)
     return var
 
 
@@ -121,7 +121,7 @@ def _shared_names(names: tuple, shared: dict):
 def _shared_role(a, seen: _Seen) -> Attr:
     """The op_role Attr of Attr message `a`; a plain INT one (Paddle's) is shared by the ops
     of the program with the same value: there are a handful of roles."""
-    role = _decode_attr(a)[1]
+    role = decode_attr(a)[1]
     if role.type == "INT" and not role.extra:
         role = seen.roles.setdefault(role.value, role)
     return role
@@ -155,17 +155,17 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
         block_attrs = tuple(n for n, t in zip(names, types) if t in _BLOCK_ATTRS)
     if len(positions) != len(names):
         return _decode_op_eagerly(o, inputs, outputs)
-    pos = positions.get(_ROLE)
+    pos = positions.get(ROLE_ATTR)
     role = None if pos is None else _shared_role(attrs[pos], seen)
-    pos = positions.get(_SHAPE)
-    decoded = None if pos is None else {_SHAPE: _decode_attr(attrs[pos])[1]}
+    pos = positions.get(SHAPE_ATTR)
+    decoded = None if pos is None else {SHAPE_ATTR: decode_attr(attrs[pos])[1]}
     is_target = o.is_target if o.HasField("is_target") else None
     op_type = _intern(o.type)
     cls = OpSource
     if wire is None:
-        wire = _serialized(o)
+        wire = serialized(o)
         if not o.IsInitialized():
-            cls = _IncompleteOpSource
+            cls = IncompleteOpSource
     return Op(op_type, inputs, outputs, None, is_target,
               source=cls(wire, op_type, inputs, outputs, is_target, names, positions,
                          block_attrs, role, decoded))
@@ -177,7 +177,7 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
     dups = []
     where = {}
     for pos, a in enumerate(o.attrs):
-        name, attr = _decode_attr(a)
+        name, attr = decode_attr(a)
         if name in attrs:
             # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
             # earlier ones are kept with their position only to write the same bytes back
@@ -185,7 +185,7 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
         attrs[name] = attr
         where[name] = pos
     dups.sort(key=lambda d: d[0])
-    return Op(o.type, inputs, outputs, attrs, is_target=_opt(o, "is_target"),
+    return Op(o.type, inputs, outputs, attrs, is_target=optional_field(o, "is_target"),
               dup_attrs=tuple(dups))
 
 
@@ -215,7 +215,7 @@ def _program_fields(msg) -> dict:
     version = None
     has_version = msg.HasField("version")
     if has_version:
-        version = _opt(msg.version, "version")
+        version = optional_field(msg.version, "version")
     ovm = None
     if msg.HasField("op_version_map"):
         ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
@@ -235,7 +235,7 @@ def decode(data: bytes) -> Program:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
     try:
         return _decode_pieces(data)
-    except (_NotPlain, ProgramFormatError):
+    except (NotPlain, ProgramFormatError):
         return _decode_tree(data)
 
 
@@ -250,13 +250,13 @@ _RUN_BYTES = 1 << 20        # vars / ops parsed (and checked) about this many by
 
 def _decode_pieces(data: bytes) -> Program:
     """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
-    the only message trees made are those of one run. Raises _NotPlain or ProgramFormatError
+    the only message trees made are those of one run. Raises NotPlain or ProgramFormatError
     on anything _decode_tree is to look at."""
     blocks, rest = _split_fields(data, 0, len(data), (_KEY_BLOCKS,))
     rest_msg = _parse(ProgramDesc, rest)
-    _parse(_TextView, rest)
+    _parse(TextView, rest)
     if not blocks or _has_unknown_fields(rest_msg):
-        raise _NotPlain()
+        raise NotPlain()
     fields = _program_fields(rest_msg)
     seen = _Seen()
     return Program([_decode_block_bytes(data, start, end, seen)
@@ -267,7 +267,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block
     """The Block whose BlockDesc is data[start:end]: its own fields (idx...) parsed alone,
     its vars and ops run by run (_runs)."""
     items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
-    head = _parse(_BlockDescMsg, rest)
+    head = _parse(BlockDescMsg, rest)
     idx = head.idx
     vars_: dict = {}
     ops: list = []
@@ -279,7 +279,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block
             ops += [_decode_op(o, False, seen, wire)
                     for o, wire in zip(*_run_items(run, wires, "ops"))]
     return Block(idx, head.parent_idx, vars_, ops,
-                 forward_block_idx=_opt(head, "forward_block_idx"))
+                 forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
 def _split_fields(data: bytes, start: int, end: int, keys: tuple) -> tuple[list, bytes]:
@@ -294,22 +294,22 @@ def _split_fields(data: bytes, start: int, end: int, keys: tuple) -> tuple[list,
         key = data[i]
         i += 1
         if key & 0x80:
-            key, i = _varint(data, at, end)
+            key, i = read_varint(data, at, end)
             if key is None:
-                raise _NotPlain()
+                raise NotPlain()
         if key in keys:
             n = data[i] if i < end else 0x80
             i += 1
             if n & 0x80:
-                n, i = _varint(data, i - 1, end)
+                n, i = read_varint(data, i - 1, end)
                 if n is None:
-                    raise _NotPlain()
+                    raise NotPlain()
             j = i + n
             if j > end:
-                raise _NotPlain()
+                raise NotPlain()
             found.append((key, at, i, j))
         else:
-            j = _field_end(data, key, i, end)
+            j = field_end(data, key, i, end)
             rest.append(data[at:j])
         i = j
     return found, b"".join(rest)
@@ -337,7 +337,7 @@ _RUN_HEAD = b"\x08\x00\x10\x00"
 
 def _run(data: bytes, run: list) -> tuple:
     first, last = run[0][1], run[-1][3]
-    wrapped = b"".join((bytes((_KEY_BLOCKS,)), _varint_bytes(len(_RUN_HEAD) + last - first),
+    wrapped = b"".join((bytes((_KEY_BLOCKS,)), varint_bytes(len(_RUN_HEAD) + last - first),
                         _RUN_HEAD, memoryview(data)[first:last]))
     return run[0][0], wrapped, [data[i:j] for _, _, i, j in run]
 
@@ -348,11 +348,11 @@ def _run_items(wrapped: bytes, wires: list, field: str) -> tuple:
     protobuf's deterministic serialization of the items (Paddle writes that, with every
     required field); else None: _decode_var / _decode_op serialize the item (what an
     unchanged op or var was always written as) and see what it lacks."""
-    _parse(_TextView, wrapped)
+    _parse(TextView, wrapped)
     msg = _parse(ProgramDesc, wrapped)
     items = getattr(msg.blocks[0], field)
     if len(items) != len(wires):
-        raise _NotPlain()
+        raise NotPlain()
     try:
         same = msg.SerializeToString(deterministic=True) == wrapped
     except EncodeError:         # a required field is missing
@@ -364,7 +364,7 @@ def _parse(cls, data: bytes):
     try:
         return cls.FromString(data)
     except (DecodeError, RuntimeError, ValueError):
-        raise _NotPlain() from None
+        raise NotPlain() from None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
         _add_var(vars_, _decode_var(v, seen, None), b.idx)
     return Block(b.idx, b.parent_idx, vars_,
                  [_decode_op(o, check_text, seen, None) for o in b.ops],
-                 forward_block_idx=_opt(b, "forward_block_idx"))
+                 forward_block_idx=optional_field(b, "forward_block_idx"))
 
 
 def _decode_tree(data: bytes) -> Program:
@@ -389,7 +389,7 @@ def _decode_tree(data: bytes) -> Program:
     try:
         msg.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        where = _where(data)
+        where = where_malformed(data)
         if not where:
             where = " (%s)" % (str(e).split(": ")[-1] or type(e).__name__)
         raise ProgramFormatError("not a valid ProgramDesc%s" % where) from None
@@ -400,7 +400,7 @@ def _decode_tree(data: bytes) -> Program:
         raise ProgramFormatError("not a ProgramDesc: it has no blocks")
     fields = _program_fields(msg)
     # all text is checked by one C parse; field by field only to say where it fails
-    check_text = not _text_is_utf8(data)
+    check_text = not text_is_utf8(data)
     seen = _Seen()
     blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
     if check_text:

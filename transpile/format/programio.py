@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import os
 
-from . import proto
-from .errors import ProgramFormatError
-from .gcpause import paused_gc
-from .program import Program
+from . import protoread, protowrite
+from ..errors import ProgramFormatError
+from ..gcpause import paused_gc
+from ..program import Program
 
 BINARY_EXTS = (".pb", ".pdmodel")
 TEXT_EXTS = (".json",)
@@ -24,19 +24,19 @@ def program_format(path: str) -> str:
 
 def from_bytes(data: bytes) -> Program:
     with paused_gc():
-        return proto.decode(data)
+        return protoread.decode(data)
 
 
 def to_bytes(program: Program) -> bytes:
     with paused_gc():
-        return proto.encode(program)
+        return protowrite.encode(program)
 
 
 def to_chunks(program: Program):
     """The ProgramDesc bytes as byte strings to write one after the other (never joined:
     see protowrite.encode_chunks)."""
     with paused_gc():
-        yield from proto.encode_chunks(program)
+        yield from protowrite.encode_chunks(program)
 
 
 def read_file_bytes(path: str) -> bytes:
@@ -58,11 +58,11 @@ def load(path: str) -> Program:
     try:
         if fmt == "pb":
             with paused_gc():
-                prog = proto.decode(data)
+                prog = protoread.decode(data)
         else:
             from . import textform
             prog = textform.loads(data)
-        from .validate import validate_structure
+        from ..validate import validate_structure
         validate_structure(prog)
         return prog
     except ProgramFormatError as e:
