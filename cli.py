@@ -250,7 +250,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     if tid is not None:
         cfg = config_mod.with_trainer_id(cfg, tid)
     outdir.check_target(out_dir, force)
-    from transpile.validate import validate_for_split
+    from transpile.ir.validate import validate_for_split
     main_prog = _load(main_program)
     validate_for_split(main_prog, main_program)
     startup_prog = None

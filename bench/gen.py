@@ -41,7 +41,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from transpile.format import programio  # noqa: E402
-from transpile.program import Attr, Block, Op, Program, Var  # noqa: E402
+from transpile.ir.program import Attr, Block, Op, Program, Var  # noqa: E402
 
 PADDLE_VERSION = 2006002
 # op_version_map as Paddle 2.6.2 writes it on every program

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from cli import main
 from transpile.format import programio
-from transpile.program import Attr
+from transpile.ir.program import Attr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASE = os.path.join(HERE, "corpus", "classic", "basic")

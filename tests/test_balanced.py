@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile import load_config, outdir, roles, split
+from transpile import load_config, outdir, split
+from transpile.ir import roles
 from transpile.format import programio
 from transpile.balance import (best_placement, block_weights, compare, min_max_load,
                                placement, style_plan)
@@ -24,7 +25,7 @@ from transpile.config import from_dict
 from transpile.errors import UserError
 from transpile.passes.build import make_op
 from transpile.planjson import placed_params
-from transpile.program import Program, Var
+from transpile.ir.program import Program, Var
 from transpile.report import render_report
 from transpile.show import human_bytes, split_summary_lines
 from transpile.simulate import simulate

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from transpile import diff as diff_mod
 from transpile import diff_render, jsonfmt, seqmatch
 from transpile.format import programio, protoread, protowrite, textform
-from transpile.program import Attr, Op, Program
+from transpile.ir.program import Attr, Op, Program
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from transpile.format import proto, protoread, protowrite
-from transpile.program import Attr, Op, Var
+from transpile.ir.program import Attr, Op, Var
 from transpile.split import split
 
 from golden import case_dirs, load_case

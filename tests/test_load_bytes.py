@@ -10,7 +10,7 @@ import pytest
 
 from transpile.format import opsource, proto, protoread, protowrite, wire
 from transpile.errors import ProgramFormatError
-from transpile.program import Attr
+from transpile.ir.program import Attr
 
 from fuzz_cli import mutate
 from golden import SCALE_ATTRS, program_message

@@ -1,7 +1,7 @@
 """Reading a program holds little per op: attr names shared between ops, no attr object until an
 attr is asked for, and the same model and bytes as before."""
 from transpile.format import opsource, protoread, protowrite
-from transpile.program import Attr
+from transpile.ir.program import Attr
 
 from golden import SCALE_ATTRS, program_message
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from transpile import load, load_config, split
 from transpile.planjson import op_changes
-from transpile.program import Program
+from transpile.ir.program import Program
 from transpile.result import endpoint_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -50,7 +50,7 @@ def test_fleet_report_describes_each_pserver():
 
 
 def test_removed_kind():
-    from transpile.program import Attr, Op
+    from transpile.ir.program import Attr, Op
     assert removed_kind(Op("sgd", {"Param": ["w"]}, {}, {"op_role": Attr("INT", 2)})) == \
         "optimizer"
     assert removed_kind(Op("scale", {}, {}, {"op_role": Attr("INT", 2)})) == \

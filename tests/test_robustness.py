@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from cli import main
 from transpile.format import proto, protoread, protowrite, textform
 from transpile.errors import ProgramFormatError
-from transpile.program import Attr, Block, Op, Program, Var
+from transpile.ir.program import Attr, Block, Op, Program, Var
 
 _fresh = itertools.count()
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from transpile.format import programio, protoread, protowrite, textform
-from transpile.program import Attr, Op, Var
+from transpile.ir.program import Attr, Op, Var
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -56,7 +56,7 @@ def test_corpus_covers_the_var_kinds_and_attr_types_it_should():
 def test_every_attr_type_and_var_kind_survives_bytes_and_json():
     """Attr types and var kinds the corpus lacks (FLOAT64S, VAR(S), SCALAR(S), READER,
     tuple, unset optional fields...) built through the model round-trip exactly."""
-    from transpile.program import Block, Program, TensorDesc, VarType
+    from transpile.ir.program import Block, Program, TensorDesc, VarType
     op = Op("custom", {"X": ["a", "b"]}, {"Out": ["c"]}, {
         "ints": Attr("INTS", [1, -2]), "longs": Attr("LONGS", [2 ** 40, -1]),
         "f64s": Attr("FLOAT64S", [0.1, 1e300]), "f64": Attr("FLOAT64", -0.5),

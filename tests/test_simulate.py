@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from transpile.format import programio
 from transpile.config import load_config
 from transpile.errors import UserError
-from transpile.program import Op
+from transpile.ir.program import Op
 from transpile.simulate import simulate
 from transpile.simulate.cluster import rename_trainer_program
 
@@ -287,7 +287,7 @@ def test_feeds_follow_the_programs_grouping():
 def test_kernel_gradients_match_finite_differences():
     """softmax_with_cross_entropy + sequence_pool + elementwise_add(axis=1) + mul, by hand."""
     import numpy as np
-    from transpile.program import Block, Program, Var
+    from transpile.ir.program import Block, Program, Var
     from transpile.simulate.executor import Executor
 
     def t(name, shape, dtype="FP64", lod=0):

@@ -4,7 +4,7 @@
     result = split(load("main.pb"), load("startup.pb"), load_config("cluster.yaml"))
 """
 from .config import ClusterConfig, load_config
-from .program import Attr, Block, Op, Program, Var
+from .ir.program import Attr, Block, Op, Program, Var
 from .format.programio import load, save
 from .result import SplitResult
 from .split import split

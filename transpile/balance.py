@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from .optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
-                         is_optimizer_update, sliced_state_slots)
-from .program import DTYPE_BYTES, Block, Op, Program
+from .ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
+                            is_optimizer_update, sliced_state_slots)
+from .ir.program import DTYPE_BYTES, Block, Op, Program
 from .slicing import balanced_dispatch, block_name
 
 # Tables whose placement no split_method changes (planjson's sparse_tables[].split).

@@ -32,7 +32,7 @@ from typing import Optional
 
 from .gcpause import paused_gc
 from .jsonfmt import as_plain
-from .program import Block, Op, Program, Var
+from .ir.program import Block, Op, Program, Var
 from .seqmatch import opcodes as _opcodes
 
 # where an op came from, not what it does (with_quant_attr: framework bookkeeping, always False)

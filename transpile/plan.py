@@ -5,7 +5,7 @@ every classic pass (Paddle's fluid DistributeTranspiler).
 finds the optimizer ops (and the regularization / clip ops that run with them), the
 learning-rate schedule ops, the (param, grad) pairs, slices each parameter into dim-0 blocks and
 dispatches the blocks to the pserver endpoints. The arithmetic lives in transpile/slicing.py, the
-op predicates in transpile/roles.py; transpile/planjson.py renders the plan as plan.json.
+op predicates in transpile/ir/roles.py; transpile/planjson.py renders the plan as plan.json.
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from typing import Optional
 
 from .config import ClusterConfig
 from .errors import RefusedError
-from .optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
-from .program import Program, Var
+from .ir.optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
+from .ir.program import Program, Var
 from .slicing import (VarBlock, block_name, dispatch, paddle_shuffle, slice_variable, split_var,
                       trainer_copy_name)
-from .tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES,
-                     is_remote_prefetch, table_of)
-from . import roles
+from .ir.tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES,
+                        is_remote_prefetch, table_of)
+from .ir import roles
 
 CLIP_NAME_SCOPE = roles.CLASSIC_CLIP_NAME_SCOPE
 

@@ -84,7 +84,7 @@ def register(main_group, handle_errors):
         """
         from .format import programio
         from .config import load_config
-        from .validate import validate_for_split
+        from .ir.validate import validate_for_split
         cfg = load_config(cluster)
         main = programio.load(main_program)
         validate_for_split(main, main_program)

@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
-from .program import DTYPE_BYTES, Program
+from .ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
+from .ir.program import DTYPE_BYTES, Program
 from .result import SplitResult, endpoint_dir, op_type_counts
 from .slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
 

@@ -6,9 +6,9 @@ from typing import Callable, Optional
 from .config import ClusterConfig
 from .errors import UserError
 from .gcpause import paused_gc
-from .program import Program
+from .ir.program import Program
 from .result import SplitResult
-from .roles import is_optimize_op
+from .ir.roles import is_optimize_op
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,

@@ -31,7 +31,7 @@ from typing import Optional
 
 from ..config import ClusterConfig
 from ..gcpause import keep_until_exit, paused_gc
-from ..program import Program
+from ..ir.program import Program
 from .context import Ctx, ParamBlock
 from .coverage import check_coverage, trainable_params
 from .findings import CHECKS, CheckReport, Finding

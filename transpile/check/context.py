@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..config import ClusterConfig
-from ..program import Op, Program, Var
+from ..ir.program import Op, Program, Var
 from .findings import Finding
 from .loading import Split
 

@@ -2,8 +2,8 @@
 (contiguous slices, shapes add up, dtypes agree)."""
 from __future__ import annotations
 
-from ..program import Program, Var
-from .. import roles
+from ..ir.program import Program, Var
+from ..ir import roles
 from .context import Ctx
 from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static, is_update_op
 

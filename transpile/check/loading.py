@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..config import ClusterConfig
 from ..errors import ProgramFormatError, UserError
-from ..program import Program
+from ..ir.program import Program
 from ..format import programio
 from ..result import endpoint_dir
 

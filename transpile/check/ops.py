@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..program import Op, Var
+from ..ir.program import Op, Var
 
 # A pserver-side slice of a parameter: fc_w.block1 -> ("fc_w", "1").
 BLOCK_SUFFIX = re.compile(r"^(.*)\.block(\d+)$")

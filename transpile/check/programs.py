@@ -7,8 +7,8 @@ programio.load's validate_structure covers the first half, but it raises at the 
 here every problem is a finding, so the split is read raw (loading.load_program_raw)."""
 from __future__ import annotations
 
-from ..program import Op, Program
-from ..validate import EMPTY_VAR
+from ..ir.program import Op, Program
+from ..ir.validate import EMPTY_VAR
 from .context import Ctx
 from .ops import colon_pairs
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..config import ClusterConfig
-from ..program import Program
+from ..ir.program import Program
 from ..result import endpoint_dir
 from .context import Ctx, ParamBlock
 from .loading import Part

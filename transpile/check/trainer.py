@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from ..program import Program
-from .. import roles
+from ..ir.program import Program
+from ..ir import roles
 from .context import Ctx
 from .loading import Part
 from .ops import (BLOCK_SUFFIX, fmt_shape, input_names, is_dense, is_geo_update, is_static,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy as _copy
 from collections.abc import Mapping
 
-from ..program import Attr, Op, Var, VarType
+from ..ir.program import Attr, Op, Var, VarType
 from .proto import OpDescMsg, VarDescMsg, decode_attr
 from .wire import KEY_ATTRS, field_end, length_delimited, read_varint
 

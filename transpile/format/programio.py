@@ -6,7 +6,7 @@ import os
 from . import protoread, protowrite
 from ..errors import ProgramFormatError
 from ..gcpause import paused_gc
-from ..program import Program
+from ..ir.program import Program
 
 BINARY_EXTS = (".pb", ".pdmodel")
 TEXT_EXTS = (".json",)
@@ -62,7 +62,7 @@ def load(path: str) -> Program:
         else:
             from . import textform
             prog = textform.loads(data)
-        from ..validate import validate_structure
+        from ..ir.validate import validate_structure
         validate_structure(prog)
         return prog
     except ProgramFormatError as e:

@@ -1,4 +1,4 @@
-"""Reading ProgramDesc bytes into the model (transpile/program.py).
+"""Reading ProgramDesc bytes into the model (transpile/ir/program.py).
 
 The program is read piece by piece from its bytes, never as one message tree (about three times
 the size of the bytes): each op and var keeps its own bytes (opsource.py). Whatever
@@ -13,7 +13,7 @@ from sys import intern as _intern
 from ..errors import ProgramFormatError
 from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
                        VarSource, serialized, vartype_key)
-from ..program import Attr, Block, Op, Program, Var, VarAttr
+from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, BlockDescMsg, DecodeError, EncodeError,
                     ProgramDesc, TextView, decode_attr, decode_vartype, optional_field,
                     text_is_utf8, where_malformed)

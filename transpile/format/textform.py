@@ -17,7 +17,7 @@ import json
 import math
 
 from ..errors import ProgramFormatError
-from ..program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var, VarAttr, VarType
+from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var, VarAttr, VarType
 
 FORMAT = "pstranspile.program/1"
 _FLAGS = ("persistable", "need_check_feed", "is_parameter", "stop_gradient")
@@ -41,7 +41,7 @@ def _var_to_json(v: Var) -> dict:
     d: dict = {"name": v.name, "type": v.type.type}
     vt = v.type
     main_slot = None
-    from ..program import KIND_SLOT
+    from ..ir.program import KIND_SLOT
     slot = KIND_SLOT.get(vt.type)
     if slot in vt.descs and len(vt.descs) == 1:
         main_slot = slot
@@ -268,7 +268,7 @@ def _tensor_from_json(at, d):
 
 
 def _var_from_json(at, d) -> Var:
-    from ..program import KIND_SLOT
+    from ..ir.program import KIND_SLOT
     from .proto import VAR_TYPE_NUM
     name = at.get(d, "name", str)
     at = at.sub("(%s)" % name)

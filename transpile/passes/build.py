@@ -8,8 +8,8 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-from ..program import Attr, Block, Op, Program, Var, VarType
-from .. import roles
+from ..ir.program import Attr, Block, Op, Program, Var, VarType
+from ..ir import roles
 
 CONTROL_VAR_PREFIX = "__control_var@"
 

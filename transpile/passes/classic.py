@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from ..config import ClusterConfig
 from ..plan import DistributionPlan, make_plan
-from .. import roles
+from ..ir import roles
 from .build import DTYPE_CODES, make_op, tensor_like
 from ..planjson import plan_json
-from ..program import Program
+from ..ir.program import Program
 from ..result import SplitResult, endpoint_dir
 from .classic_pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
                               startup_writers)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..optimizers import is_optimizer_update
+from ..ir.optimizers import is_optimizer_update
 from ..plan import DistributionPlan, ParamPlan, VarBlock
-from ..program import Attr, Block, Op, Program, Var, VarType, tensor_type
+from ..ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
 from ..slicing import trainer_copy_name
-from ..tables import LOOKUP_TABLE_TYPES
-from .. import roles
+from ..ir.tables import LOOKUP_TABLE_TYPES
+from ..ir import roles
 from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
                     make_op, new_block, tensor_like)
 

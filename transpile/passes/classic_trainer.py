@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from ..errors import RefusedError
 from ..plan import DistributionPlan
-from ..program import Program
-from ..roles import optimizer_only_vars
-from ..tables import LOOKUP_TABLE_TYPES
-from .. import roles
+from ..ir.program import Program
+from ..ir.roles import optimizer_only_vars
+from ..ir.tables import LOOKUP_TABLE_TYPES
+from ..ir import roles
 from .build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..config import ClusterConfig
 from ..planjson import plan_json
-from ..program import Program
+from ..ir.program import Program
 from ..result import SplitResult, endpoint_dir
 from ..runtime import runtime_json
 from .fleet_plan import make_plan

@@ -24,13 +24,13 @@ from typing import Mapping, Optional
 
 from ..config import ClusterConfig
 from ..errors import RefusedError, UserError
-from ..optimizers import is_optimizer_update
-from ..program import Op, Program, Var
+from ..ir.optimizers import is_optimizer_update
+from ..ir.program import Op, Program, Var
 from ..slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                        split_var, trainer_copy_name)
-from ..tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
-                      is_remote_prefetch, is_sparse_lookup, table_of)
-from .. import roles
+from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
+                         is_remote_prefetch, is_sparse_lookup, table_of)
+from ..ir import roles
 
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import UserError
-from ..optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
-from ..program import Attr, Block, Op, Program, Var, tensor_type
+from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
+from ..ir.program import Attr, Block, Op, Program, Var, tensor_type
 from ..slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
-from ..tables import is_distributed_lookup
+from ..ir.tables import is_distributed_lookup
 from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
                     initializer_signature, make_op, new_block, new_tensor, persistable_copy,
                     role_attrs)

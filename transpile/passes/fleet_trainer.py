@@ -12,8 +12,8 @@ counter, startup is unchanged.
 from __future__ import annotations
 
 from ..errors import UserError
-from ..program import Attr, Op, Program, Var
-from ..roles import BACKWARD, RPC, optimizer_only_vars
+from ..ir.program import Attr, Op, Program, Var
+from ..ir.roles import BACKWARD, RPC, optimizer_only_vars
 from .build import OpOrder, make_op, new_control_var, role_attrs
 from .fleet_plan import STEP_COUNTER, FleetPlan, remote_lookup_groups
 

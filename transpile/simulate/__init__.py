@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ..errors import UserError
-from ..program import Program
+from ..ir.program import Program
 from .values import NoKernelError, SimError
 
 if TYPE_CHECKING:

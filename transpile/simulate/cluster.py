@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..program import Program
+from ..ir.program import Program
 from .executor import Executor, Scope
 from .values import (NoKernelError, SelectedRows, SimError, SparseTable, Unallocated, dense,
                      shape_of)

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..program import Program
+from ..ir.program import Program
 from .kernels import KERNELS
 from .values import NoKernelError, SelectedRows, SimError, SparseTable, Unallocated, shape_of
 

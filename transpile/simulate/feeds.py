@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
-from ..program import Program
+from ..ir.program import Program
 from .values import np_dtype
 
 
