@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from transpile.errors import UserError
+from transpile.core.errors import UserError
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -185,7 +185,7 @@ def config_check(obj, file):
       geo_push_nums   geo mode: steps between pushes                    [100]
     """
     import yaml
-    from transpile.config import load_config
+    from transpile.core.config import load_config
     cfg = load_config(file)
     click.echo(yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None), nl=False)
 
@@ -240,7 +240,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     A program Paddle would refuse (geo mode without sparse parameters, ...) exits 2 and writes
     nothing.
     """
-    from transpile import config as config_mod
+    from transpile.core import config as config_mod
     from transpile import outdir
     from transpile.format import programio
     from transpile.split import split as do_split
@@ -257,7 +257,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     if startup:
         startup_prog = _load(startup)
         validate_for_split(startup_prog, startup)
-    from transpile.gcpause import keep_until_exit, paused_gc
+    from transpile.core.gcpause import keep_until_exit, paused_gc
     from transpile.progress import progress_bar
     from transpile.report import program_section, report_chunks
     keep_until_exit(main_prog, startup_prog)
@@ -315,7 +315,7 @@ def run() -> None:
     teardown of the model at exit."""
     import gc
     gc.disable()
-    from transpile.gcpause import keep_objects_until_exit
+    from transpile.core.gcpause import keep_objects_until_exit
     keep_objects_until_exit()
     try:
         main()

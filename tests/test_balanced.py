@@ -21,8 +21,8 @@ from transpile.ir import roles
 from transpile.format import programio
 from transpile.balance import (best_placement, block_weights, compare, min_max_load,
                                placement, style_plan)
-from transpile.config import from_dict
-from transpile.errors import UserError
+from transpile.core.config import from_dict
+from transpile.core.errors import UserError
 from transpile.passes.build import make_op
 from transpile.planjson import placed_params
 from transpile.ir.program import Program, Var

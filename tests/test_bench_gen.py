@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from transpile.format import programio
-from transpile.config import load_config
+from transpile.core.config import load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from transpile import check as check_mod
 from transpile.format import programio
-from transpile.config import load_config
+from transpile.core.config import load_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

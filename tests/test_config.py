@@ -1,8 +1,8 @@
 """Cluster config: defaults, validation, and errors that name file, key and line."""
 import pytest
 
-from transpile.config import ClusterConfig, load_config, load_config_text, with_trainer_id
-from transpile.errors import ConfigError
+from transpile.core.config import ClusterConfig, load_config, load_config_text, with_trainer_id
+from transpile.core.errors import ConfigError
 
 
 def test_defaults_fill_in():

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from transpile.format import opsource, proto, protoread, protowrite, wire
-from transpile.errors import ProgramFormatError
+from transpile.core.errors import ProgramFormatError
 from transpile.ir.program import Attr
 
 from fuzz_cli import mutate

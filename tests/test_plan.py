@@ -4,7 +4,7 @@ import zlib
 import pytest
 from hypothesis import given, strategies as st
 
-from transpile.errors import RefusedError
+from transpile.core.errors import RefusedError
 from transpile.ir.optimizers import sliced_state_slots
 from transpile.slicing import (block_shapes, dispatch, hash_name_index, origin_varname,
                                paddle_shuffle, slice_variable, split_var, varname_parts)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cli import main
 from transpile.format import proto, protoread, protowrite, textform
-from transpile.errors import ProgramFormatError
+from transpile.core.errors import ProgramFormatError
 from transpile.ir.program import Attr, Block, Op, Program, Var
 
 _fresh = itertools.count()

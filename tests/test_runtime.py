@@ -4,7 +4,7 @@ import os
 import pytest
 
 from transpile import load, load_config, split
-from transpile.config import with_trainer_id
+from transpile.core.config import with_trainer_id
 from transpile.passes.fleet_plan import STEP_COUNTER
 
 FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "fleet")

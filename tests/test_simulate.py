@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from transpile.format import programio
-from transpile.config import load_config
-from transpile.errors import UserError
+from transpile.core.config import load_config
+from transpile.core.errors import UserError
 from transpile.ir.program import Op
 from transpile.simulate import simulate
 from transpile.simulate.cluster import rename_trainer_program

@@ -3,7 +3,7 @@
     from transpile import load, save, split, load_config
     result = split(load("main.pb"), load("startup.pb"), load_config("cluster.yaml"))
 """
-from .config import ClusterConfig, load_config
+from .core.config import ClusterConfig, load_config
 from .ir.program import Attr, Block, Op, Program, Var
 from .format.programio import load, save
 from .result import SplitResult

@@ -297,6 +297,6 @@ def compare(main: Program, startup: Optional[Program], config,
             methods: Optional[Sequence[str]] = None) -> list[Placement]:
     """The placement of every split method (the config's others unchanged), in `methods` order
     (default: every method the config accepts)."""
-    from .config import SPLIT_METHODS
+    from .core.config import SPLIT_METHODS
     return [placement(main, startup, replace(config, split_method=m))
             for m in (methods or SPLIT_METHODS)]

@@ -48,8 +48,8 @@ def register(main_group, handle_errors) -> None:
         """
         from . import check as check_mod
         from .format import programio
-        from .config import load_config
-        from .gcpause import keep_until_exit, paused_gc
+        from .core.config import load_config
+        from .core.gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar
         cfg = load_config(cluster)
         quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))

@@ -30,7 +30,7 @@ from itertools import chain
 from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
-from .gcpause import paused_gc
+from .core.gcpause import paused_gc
 from .jsonfmt import as_plain
 from .ir.program import Block, Op, Program, Var
 from .seqmatch import opcodes as _opcodes
@@ -698,7 +698,7 @@ def builtin_op_defaults() -> dict:
 
 def load_op_defaults(path: str) -> dict:
     """{op type: {attr: default}} from a JSON file (either that mapping or {"defaults": it})."""
-    from .errors import UserError
+    from .core.errors import UserError
     d = _load_json(path)
     if isinstance(d, dict) and isinstance(d.get("defaults"), dict):
         d = d["defaults"]
@@ -735,7 +735,7 @@ def diff_trees(a_dir: str, b_dir: str, strict: bool = False, load=None,
 
 
 def _load_json(path: str):
-    from .errors import UserError
+    from .core.errors import UserError
     try:
         with open(path, "rb") as f:
             return json.loads(f.read().decode("utf-8"))

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from .errors import UserError
+from .core.errors import UserError
 
 
 def register(main_group, handle_errors) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .diff import OpChange, ProgramDiff, TreeDiff
-from .gcpause import paused_gc
+from .core.gcpause import paused_gc
 from .jsonfmt import dumps_indented
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from .config import ClusterConfig
-from .errors import RefusedError
+from .core.config import ClusterConfig
+from .core.errors import RefusedError
 from .ir.optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
 from .ir.program import Program, Var
 from .slicing import (VarBlock, block_name, dispatch, paddle_shuffle, slice_variable, split_var,

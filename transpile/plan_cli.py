@@ -83,7 +83,7 @@ def register(main_group, handle_errors):
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
         from .format import programio
-        from .config import load_config
+        from .core.config import load_config
         from .ir.validate import validate_for_split
         cfg = load_config(cluster)
         main = programio.load(main_program)

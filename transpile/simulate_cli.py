@@ -9,7 +9,7 @@ import os
 
 import click
 
-from transpile.errors import UserError
+from transpile.core.errors import UserError
 
 EXIT_DIFFERS = 1
 
@@ -106,7 +106,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from transpile import config as config_mod
+    from transpile.core import config as config_mod
     from transpile.format import programio
     from transpile.simulate import SimError, simulate as run
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .config import ClusterConfig
-from .errors import UserError
-from .gcpause import paused_gc
+from .core.config import ClusterConfig
+from .core.errors import UserError
+from .core.gcpause import paused_gc
 from .ir.program import Program
 from .result import SplitResult
 from .ir.roles import is_optimize_op

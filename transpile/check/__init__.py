@@ -29,8 +29,8 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-from ..config import ClusterConfig
-from ..gcpause import keep_until_exit, paused_gc
+from ..core.config import ClusterConfig
+from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
 from .context import Ctx, ParamBlock
 from .coverage import check_coverage, trainable_params

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config import ClusterConfig
+from ..core.config import ClusterConfig
 from ..ir.program import Op, Program, Var
 from .findings import Finding
 from .loading import Split

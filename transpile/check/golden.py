@@ -8,7 +8,7 @@ import os
 from typing import Optional
 
 from .. import diff as diff_mod
-from ..errors import UserError
+from ..core.errors import UserError
 from .findings import Finding
 from .loading import load_program_raw
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..config import ClusterConfig
-from ..errors import ProgramFormatError, UserError
+from ..core.config import ClusterConfig
+from ..core.errors import ProgramFormatError, UserError
 from ..ir.program import Program
 from ..format import programio
 from ..result import endpoint_dir

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from ..config import ClusterConfig
+from ..core.config import ClusterConfig
 from ..ir.program import Program
 from ..result import endpoint_dir
 from .context import Ctx, ParamBlock

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 
 from . import protoread, protowrite
-from ..errors import ProgramFormatError
-from ..gcpause import paused_gc
+from ..core.errors import ProgramFormatError
+from ..core.gcpause import paused_gc
 from ..ir.program import Program
 
 BINARY_EXTS = (".pb", ".pdmodel")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, EncodeError  # noqa: F401 (EncodeError: API)
 
-from ..errors import ProgramFormatError
+from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, TensorDesc, VarType
 from .wire import first_bad_offset
 

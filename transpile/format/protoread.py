@@ -10,7 +10,7 @@ from __future__ import annotations
 from operator import attrgetter
 from sys import intern as _intern
 
-from ..errors import ProgramFormatError
+from ..core.errors import ProgramFormatError
 from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
                        VarSource, serialized, vartype_key)
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr

@@ -8,7 +8,7 @@ tests/test_encode.py checks the result against protobuf's own serialization.
 """
 from __future__ import annotations
 
-from ..errors import ProgramFormatError
+from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
 from .opsource import var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,

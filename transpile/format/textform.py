@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..errors import ProgramFormatError
+from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var, VarAttr, VarType
 
 FORMAT = "pstranspile.program/1"

@@ -6,7 +6,7 @@ parameter block, the others (beta powers, ...) are kept whole.
 """
 from __future__ import annotations
 
-from ..errors import RefusedError
+from ..core.errors import RefusedError
 from .program import Op
 
 # Optimizer input slots that are never sliced with the parameter: the parameter, its grad and

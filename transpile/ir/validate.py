@@ -1,7 +1,7 @@
 """Structural checks on a freshly read program: things that would make every pass misbehave."""
 from __future__ import annotations
 
-from ..errors import ProgramFormatError
+from ..core.errors import ProgramFormatError
 from .program import Program
 
 

@@ -11,7 +11,7 @@ splitting twice gives the same result (Paddle's in-place transpiler did not).
 """
 from __future__ import annotations
 
-from ..config import ClusterConfig
+from ..core.config import ClusterConfig
 from ..plan import DistributionPlan, make_plan
 from ..ir import roles
 from .build import DTYPE_CODES, make_op, tensor_like

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ..errors import RefusedError
+from ..core.errors import RefusedError
 from ..plan import DistributionPlan
 from ..ir.program import Program
 from ..ir.roles import optimizer_only_vars

@@ -9,7 +9,7 @@ Refusals (RefusedError) come from make_plan, before any program is built.
 """
 from __future__ import annotations
 
-from ..config import ClusterConfig
+from ..core.config import ClusterConfig
 from ..planjson import plan_json
 from ..ir.program import Program
 from ..result import SplitResult, endpoint_dir

@@ -22,8 +22,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Mapping, Optional
 
-from ..config import ClusterConfig
-from ..errors import RefusedError, UserError
+from ..core.config import ClusterConfig
+from ..core.errors import RefusedError, UserError
 from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var
 from ..slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,

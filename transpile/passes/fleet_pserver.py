@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import UserError
+from ..core.errors import UserError
 from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ..ir.program import Attr, Block, Op, Program, Var, tensor_type
 from ..slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name

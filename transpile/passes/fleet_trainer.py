@@ -11,7 +11,7 @@ counter, startup is unchanged.
 """
 from __future__ import annotations
 
-from ..errors import UserError
+from ..core.errors import UserError
 from ..ir.program import Attr, Op, Program, Var
 from ..ir.roles import BACKWARD, RPC, optimizer_only_vars
 from .build import OpOrder, make_op, new_control_var, role_attrs

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import UserError
+from ..core.errors import UserError
 from ..ir.program import Program
 from .values import NoKernelError, SimError
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
+from ..core.errors import UserError
 from ..ir.program import Program
 from .values import np_dtype
 
