@@ -17,19 +17,19 @@ from click.testing import CliRunner
 
 from transpile import check as check_mod
 from transpile import load_config, outdir, split
-from transpile.ir import roles
-from transpile.format import programio
-from transpile.balance import (best_placement, block_weights, compare, min_max_load,
-                               placement, style_plan)
 from transpile.core.config import from_dict
 from transpile.core.errors import UserError
-from transpile.passes.build import make_op
-from transpile.planjson import placed_params
+from transpile.format import programio
+from transpile.ir import roles
 from transpile.ir.program import Program, Var
+from transpile.passes.build import make_op
+from transpile.plan.compare import compare, placement, style_plan
+from transpile.plan.placed import placed_params
+from transpile.plan.placement import best_placement, block_weights, min_max_load
+from transpile.plan.slicing import balanced_dispatch
 from transpile.report import render_report
 from transpile.show import human_bytes, split_summary_lines
 from transpile.simulate import simulate
-from transpile.slicing import balanced_dispatch
 
 from golden import tree_files
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from golden import case_dirs, compare_case, load_case, split_args
 from transpile import split
-from transpile.slicing import varname_parts
 from transpile.format.programio import load as load_program, to_bytes
+from transpile.plan.slicing import varname_parts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from golden import case_dirs, compare_case, is_refused, load_case, split_args, tree_files
 from transpile import split
-from transpile.passes.fleet_plan import make_plan
-from transpile.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
-                               slice_variable)
 from transpile.format.programio import to_bytes
+from transpile.plan.fleet import make_plan
+from transpile.plan.slicing import (FLEET_MIN_BLOCK_SIZE, origin_varname, slice_rows_evenly,
+                                    slice_variable)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -1,4 +1,4 @@
-"""The slicing and dispatch arithmetic (transpile/slicing.py) and the optimizer state table."""
+"""The slicing and dispatch arithmetic (transpile/plan/slicing.py) and the optimizer state table."""
 import zlib
 
 import pytest
@@ -6,8 +6,8 @@ from hypothesis import given, strategies as st
 
 from transpile.core.errors import RefusedError
 from transpile.ir.optimizers import sliced_state_slots
-from transpile.slicing import (block_shapes, dispatch, hash_name_index, origin_varname,
-                               paddle_shuffle, slice_variable, split_var, varname_parts)
+from transpile.plan.slicing import (block_shapes, dispatch, hash_name_index, origin_varname,
+                                    paddle_shuffle, slice_variable, split_var, varname_parts)
 
 
 def test_slices_by_whole_rows():

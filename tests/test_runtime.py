@@ -5,7 +5,7 @@ import pytest
 
 from transpile import load, load_config, split
 from transpile.core.config import with_trainer_id
-from transpile.passes.fleet_plan import STEP_COUNTER
+from transpile.plan.fleet import STEP_COUNTER
 
 FLEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "fleet")
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 import click
 
-from .balance import Placement, compare
+from .plan.compare import Placement, compare
 from .show import emit, human_bytes, load_bar
 
 BAR = 12

@@ -12,12 +12,12 @@ splitting twice gives the same result (Paddle's in-place transpiler did not).
 from __future__ import annotations
 
 from ..core.config import ClusterConfig
-from ..plan import DistributionPlan, make_plan
 from ..ir import roles
-from .build import DTYPE_CODES, make_op, tensor_like
-from ..planjson import plan_json
 from ..ir.program import Program
+from ..plan.classic import DistributionPlan, make_plan
+from ..planjson import plan_json
 from ..result import SplitResult, endpoint_dir
+from .build import DTYPE_CODES, make_op, tensor_like
 from .classic_pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
                               startup_writers)
 from .classic_trainer import build_trainer_main, build_trainer_startup

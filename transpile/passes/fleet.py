@@ -10,11 +10,11 @@ Refusals (RefusedError) come from make_plan, before any program is built.
 from __future__ import annotations
 
 from ..core.config import ClusterConfig
-from ..planjson import plan_json
 from ..ir.program import Program
+from ..plan.fleet import make_plan
+from ..planjson import plan_json
 from ..result import SplitResult, endpoint_dir
 from ..runtime import runtime_json
-from .fleet_plan import make_plan
 from .fleet_pserver import OriginIndex, pserver_programs
 from .fleet_trainer import trainer_main, trainer_startup
 

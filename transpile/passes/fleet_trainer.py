@@ -14,8 +14,8 @@ from __future__ import annotations
 from ..core.errors import UserError
 from ..ir.program import Attr, Op, Program, Var
 from ..ir.roles import BACKWARD, RPC, optimizer_only_vars
+from ..plan.fleet import FleetPlan, remote_lookup_groups, trainer_send_queues
 from .build import OpOrder, make_op, new_control_var, role_attrs
-from .fleet_plan import STEP_COUNTER, FleetPlan, remote_lookup_groups
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -148,19 +148,6 @@ def _show_click(block, first_grad_op: Op):
             "place_type": Attr("INT", -1), "shape": Attr("LONGS", [1]),
             "str_value": Attr("STRING", ""), "value": Attr("FLOAT", value), **role_attrs(0)}))
     return "show", "clk"
-
-
-def trainer_send_queues(plan: FleetPlan) -> list:
-    """(queue name, vars sent) per send op, in order: the communicator send contexts.
-
-    Sparse tables outside geo are pushed by distributed_push_sparse, so they get no send."""
-    if plan.is_geo:
-        queues = [(p.param, [p.grad]) for p in plan.sparse_pairs]
-        return queues + [(STEP_COUNTER, [])]
-    queues = [(p.grad, [p.grad]) for p in plan.dense_pairs]
-    if plan.mode == "async":
-        queues.append((STEP_COUNTER, []))
-    return queues
 
 
 def append_sends(main: Program, plan: FleetPlan, trainer_id: int) -> Program:

@@ -1,5 +1,6 @@
 """Placement balance: what a block costs its endpoint, the `balanced` placement of each style,
-and how the split methods compare on one program.
+and the figures of a placement (imbalance, the best any placement can reach, round robin's
+loads); compare.py puts them side by side for every split method.
 
 A block costs its endpoint its own bytes plus those of its optimizer accumulators: a sliced
 accumulator (adam's moments, momentum's velocity, ...) has the block's rows, an unsliced one
@@ -14,15 +15,14 @@ endpoints start from.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
-from .ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
-                            is_optimizer_update, sliced_state_slots)
-from .ir.program import DTYPE_BYTES, Block, Op, Program
+from ..ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
+                             is_optimizer_update, sliced_state_slots)
+from ..ir.program import DTYPE_BYTES, Block, Op, Program
 from .slicing import balanced_dispatch, block_name
 
-# Tables whose placement no split_method changes (planjson's sparse_tables[].split).
+# Tables whose placement no split_method changes (plan.json's sparse_tables[].split).
 FIXED_TABLE_SPLITS = ("rows_evenly", "rows_per_pserver")
 
 
@@ -195,8 +195,8 @@ def min_max_load(weights: Sequence[int], preload: Sequence[int],
 
 
 def block_costs(params):
-    """(param, block, bytes it costs its endpoint, pinned?) of every block of planjson's
-    PlacedParams; pinned: a table placed by its own rules, which no split method moves."""
+    """(param, block, bytes it costs its endpoint, pinned?) of every block of PlacedParams
+    (placed.py); pinned: a table placed by its own rules, which no split method moves."""
     for p in params:
         pinned = bool(p.table) and p.table.get("split") in FIXED_TABLE_SPLITS
         for i, b in enumerate(p.blocks):
@@ -206,7 +206,7 @@ def block_costs(params):
 def best_placement(params, endpoints: Sequence[str]) -> tuple[Optional[float], bool]:
     """(the best imbalance any placement of these blocks can reach, exact?).
 
-    `params`: planjson's PlacedParams. Their slicing is taken as it is (it does not depend on
+    `params`: PlacedParams (placed.py). Their slicing is taken as it is (it does not depend on
     the split method) and pinned tables stay where their rules put them. Exact when the search
     finishes (programs of up to a few dozen blocks, or whenever greedy balancing meets the
     lower bound), else that lower bound.
@@ -247,56 +247,3 @@ def round_robin_loads(params, plan, style: str) -> dict:
     for w, ep in zip(ws, dispatch(list(range(len(ws))), eps, "round_robin")):
         loads[ep] += w
     return loads
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One split method's placement of a program, as figures."""
-    split_method: str           # the one asked for
-    effective: str              # the one the style used (fleet: round_robin unless balanced)
-    bytes: dict                 # endpoint -> bytes held (blocks and accumulators)
-    blocks: dict                # endpoint -> number of parameter blocks
-    imbalance: Optional[float]
-    best_imbalance: Optional[float]     # the best these blocks allow (see best_placement)
-    best_exact: bool                    # False: best_imbalance is only a lower bound
-
-    def to_dict(self) -> dict:
-        return {"split_method": self.split_method, "effective": self.effective,
-                "endpoints": {ep: {"bytes": self.bytes[ep], "param_blocks": self.blocks[ep]}
-                              for ep in self.bytes},
-                "total_bytes": sum(self.bytes.values()), "imbalance": self.imbalance,
-                "best_imbalance": self.best_imbalance, "best_exact": self.best_exact}
-
-
-def style_plan(main: Program, startup: Optional[Program], config):
-    """The style's plan of `main` for `config` (classic DistributionPlan or FleetPlan)."""
-    if config.style == "classic":
-        from .plan import make_plan
-        return make_plan(main, config)
-    from .passes.fleet_plan import make_plan as fleet_make_plan
-    return fleet_make_plan(main, startup if startup is not None else Program.empty(), config)
-
-
-def placement(main: Program, startup: Optional[Program], config, plan=None) -> Placement:
-    """The figures of the placement `config` gives `main` (`plan`: the style plan, when it is
-    already made)."""
-    from .planjson import effective_split_method, holdings, placed_params
-    if plan is None:
-        plan = style_plan(main, startup, config)
-    params = placed_params(plan, main, config.style)
-    eps = list(plan.endpoints)
-    held = holdings(params, eps)
-    best, exact = best_placement(params, eps)
-    return Placement(config.split_method, effective_split_method(plan, config.style),
-                     {ep: held[ep]["bytes"] for ep in eps},
-                     {ep: held[ep]["param_blocks"] for ep in eps},
-                     imbalance([held[ep]["bytes"] for ep in eps]), best, exact)
-
-
-def compare(main: Program, startup: Optional[Program], config,
-            methods: Optional[Sequence[str]] = None) -> list[Placement]:
-    """The placement of every split method (the config's others unchanged), in `methods` order
-    (default: every method the config accepts)."""
-    from .core.config import SPLIT_METHODS
-    return [placement(main, startup, replace(config, split_method=m))
-            for m in (methods or SPLIT_METHODS)]

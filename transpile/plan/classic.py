@@ -4,7 +4,7 @@ every classic pass (Paddle's fluid DistributeTranspiler).
 `make_plan(main, config)` is a pure function of the training program and the cluster config. It
 finds the optimizer ops (and the regularization / clip ops that run with them), the
 learning-rate schedule ops, the (param, grad) pairs, slices each parameter into dim-0 blocks and
-dispatches the blocks to the pserver endpoints. The arithmetic lives in transpile/slicing.py, the
+dispatches the blocks to the pserver endpoints. The arithmetic lives in slicing.py, the
 op predicates in transpile/ir/roles.py; transpile/planjson.py renders the plan as plan.json.
 """
 from __future__ import annotations
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from .core.config import ClusterConfig
-from .core.errors import RefusedError
-from .ir.optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
-from .ir.program import Program, Var
+from ..core.config import ClusterConfig
+from ..core.errors import RefusedError
+from ..ir import roles
+from ..ir.optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
+from ..ir.program import Program, Var
+from ..ir.tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES,
+                         is_remote_prefetch, table_of)
 from .slicing import (VarBlock, block_name, dispatch, paddle_shuffle, slice_variable, split_var,
                       trainer_copy_name)
-from .ir.tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES,
-                        is_remote_prefetch, table_of)
-from .ir import roles
 
 CLIP_NAME_SCOPE = roles.CLASSIC_CLIP_NAME_SCOPE
 
@@ -268,7 +268,7 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         block_names += [pname] if len(sizes) == 1 else \
             [block_name(pname, i) for i in range(len(sizes))]
     if config.split_method == "balanced":
-        from .balance import classic_placement
+        from .placement import classic_placement
         eps = classic_placement(block, raw, order, update_of, endpoints)
     else:
         eps = dict(zip(block_names, dispatch(block_names, endpoints, config.split_method)))

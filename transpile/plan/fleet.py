@@ -9,11 +9,11 @@ Fleet differs from the classic DistributeTranspiler in ways that are deliberate 
   - the minimum block size is Fleet's fixed 81920 elements (the config's min_block_size,
     slice_var_up and split_method belong to the classic style; Fleet always slices and always
     dispatches round robin), except that `split_method: balanced` places the dense blocks by
-    bytes (transpile/balance.py) in this style too;
+    bytes (placement.py) in this style too;
   - sparse tables (embeddings with remote_prefetch) are sliced uniformly by rows, one block per
     endpoint, and their dispatch restarts at the first endpoint for every table;
   - gradient-clip ops are recognised by the "gradient_clip" name scope (classic: "@CLIP").
-The arithmetic itself is shared with the classic style: transpile/slicing.py.
+The arithmetic itself is shared with the classic style: slicing.py.
 """
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ from typing import Mapping, Optional
 
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
+from ..ir import roles
 from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var
-from ..slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
-                       split_var, trainer_copy_name)
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
-from ..ir import roles
+from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
+                      split_var, trainer_copy_name)
 
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
@@ -169,6 +169,19 @@ class FleetPlan:
         return out
 
 
+def trainer_send_queues(plan: FleetPlan) -> list:
+    """(queue name, vars sent) per send op, in order: the communicator send contexts.
+
+    Sparse tables outside geo are pushed by distributed_push_sparse, so they get no send."""
+    if plan.is_geo:
+        queues = [(p.param, [p.grad]) for p in plan.sparse_pairs]
+        return queues + [(STEP_COUNTER, [])]
+    queues = [(p.grad, [p.grad]) for p in plan.dense_pairs]
+    if plan.mode == "async":
+        queues.append((STEP_COUNTER, []))
+    return queues
+
+
 def _var(main: Program, name: str, why: str) -> Var:
     v = main.global_block.vars.get(name)
     if v is None:
@@ -237,14 +250,14 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
 
     # round robin: dense blocks continue from one var to the next, each sparse table restarts
     # at the first endpoint; a grad block goes where its param block goes. split_method
-    # balanced places the dense blocks by bytes instead (transpile/balance.py)
+    # balanced places the dense blocks by bytes instead (placement.py)
     ep_params = {ep: [] for ep in endpoints}
     ep_grads = {ep: [] for ep in endpoints}
     placed_params, placed_grads = {}, {}
     for group in [dense] + [[p] for p in sparse]:
         group = _first_per_grad(group, placed_grads)
         if config.split_method == "balanced" and group and not group[0].sparse:
-            from ..balance import fleet_placement
+            from .placement import fleet_placement
             eps = iter(fleet_placement(main, group, sparse, param_slices, optimize_ops,
                                        endpoints, config.mode == "geo"))
         else:

@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .ir.program import DTYPE_BYTES
+from ..ir.program import DTYPE_BYTES
 
 # Paddle's names for the pieces of a split variable.
 BLOCK_SUFFIX = ".block"

@@ -1,0 +1,150 @@
+"""A style's plan read as style-neutral PlacedParams: each parameter (or table) with its blocks,
+their endpoints and its optimizer accumulators, whatever the style; and what each endpoint holds.
+
+The one reader of the classic `DistributionPlan` and the `FleetPlan` that the figures need:
+placement.py and compare.py weigh placements with it, plan.json (output/planjson.py) prints it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
+from ..ir.program import DTYPE_BYTES, Program
+from .slicing import VarBlock
+
+
+@dataclass
+class PlacedParam:
+    """One parameter (or table) as the pservers hold it, whatever the style."""
+    name: str
+    grad: str
+    shape: tuple
+    dtype: Optional[str]
+    grad_kind: str
+    optimizer: Optional[str]
+    optimizer_op: Optional[int]
+    blocks: tuple                    # VarBlock, with endpoints
+    merged: tuple                    # per block: the grad's name on the pserver
+    sent: tuple                      # per block: the names trainer 0, 1, ... send it under
+    accumulators: list = field(default_factory=list)
+    table: Optional[dict] = None     # sparse-table facts, None for a dense param
+
+
+def nbytes(shape, dtype) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n * DTYPE_BYTES.get(dtype, 0)
+
+
+def _state(slot, var, sliced, blocks, name_of) -> dict:
+    """An accumulator entry: its blocks follow the param's, sliced or whole."""
+    shape = tuple(var.shape or ())
+    dtype = var.dtype
+    whole = nbytes(shape, dtype)
+    return {"slot": slot, "name": var.name, "dtype": dtype, "shape": list(shape),
+            "sliced": sliced,
+            "blocks": [{"name": name_of(b), "endpoint": b.endpoint,
+                        "shape": list(b.shape if sliced else shape),
+                        "bytes": nbytes(b.shape, dtype) if sliced else whole}
+                       for b in blocks]}
+
+
+# --- the style readers -----------------------------------------------------------------------
+def _classic_params(plan, main: Program) -> list:
+    gb = main.global_block
+    params = []
+    for p in plan.params:
+        sent = tuple(tuple(plan.sent_grad_name(g, t) for t in range(plan.trainers))
+                     for g in p.grad_blocks)
+        acc = [_state(s.slot, gb.var(s.name), s.sliced, p.blocks,
+                      lambda b, s=s, p=p: plan.state_name(p, s.name, b)) for s in p.states]
+        table = None
+        if p.grad_kind == "SELECTED_ROWS":
+            table = {"split": "blocks", "remote_prefetch": p.remote_prefetch,
+                     "distributed": False, "fake_init": p.name in plan.fake_init_tables,
+                     "table_id": None}
+        params.append(PlacedParam(p.name, p.grad, p.shape, p.dtype, p.grad_kind,
+                                  p.optimizer_type, p.optimizer_op, p.blocks, p.grad_blocks,
+                                  sent, acc, table))
+    t = plan.distributed_table
+    if t is not None:
+        # every pserver holds rows_per_pserver rows of it; Paddle updates it with sgd
+        shape = (t.rows_per_pserver,) + tuple(t.shape[1:])
+        blocks = tuple(VarBlock(t.name, t.name, i, i * t.rows_per_pserver, shape, t.dtype, ep,
+                                "SELECTED_ROWS") for i, ep in enumerate(plan.endpoints))
+        n = len(plan.endpoints)
+        params.append(PlacedParam(
+            t.name, t.grad, t.shape, t.dtype, "SELECTED_ROWS", "sgd", t.optimizer_op, blocks,
+            tuple(plan.table_merged_name(i) for i in range(n)),
+            tuple(tuple(plan.table_sent_name(i, k) for k in range(plan.trainers))
+                  for i in range(n)), [],
+            {"split": "rows_per_pserver", "remote_prefetch": False, "distributed": True,
+             "fake_init": True, "table_id": None}))
+    return params
+
+
+def _fleet_params(plan, main: Program) -> list:
+    gb = main.global_block
+    gvars = gb.vars
+    geo = plan.is_geo
+    params = []
+    for pair in plan.pairs:
+        blocks = plan.param_slices[pair.param]
+        merged = tuple(plan.merged_grad_names(pair.param))
+        sent = tuple(tuple(plan.sent_grad_name(m, t) for t in range(plan.trainers))
+                     for m in merged)
+        upd = plan.update_ops.get(pair.param)
+        op = gb.ops[upd] if upd is not None else None
+        acc = []
+        if op is not None and not geo:
+            sliced = FLEET_SLICED_STATE_SLOTS.get(op.type, ())
+            for slot, args in op.inputs.items():
+                var = gvars.get(args[0]) if args and slot not in FLEET_UNSLICED_SLOTS else None
+                if var:
+                    acc.append(_state(slot, var, slot in sliced, blocks,
+                                      lambda b, a=args[0]: a))
+        gvar = gb.var(pair.grad)
+        table = None
+        if pair.sparse:
+            table = {"split": "rows_evenly", "remote_prefetch": True,
+                     "distributed": pair.distributed, "fake_init": True,
+                     "table_id": plan.table_ids.get(pair.param)}
+        elif gvar.kind == "SELECTED_ROWS":
+            table = {"split": "blocks", "remote_prefetch": False, "distributed": False,
+                     "fake_init": pair.param in plan.sparse_tables, "table_id": None}
+        pvar = gb.var(pair.param)
+        params.append(PlacedParam(pair.param, pair.grad, tuple(pvar.shape or ()), pvar.dtype,
+                                  gvar.kind, op.type if op is not None else None, upd, blocks,
+                                  merged, sent, acc, table))
+    return params
+
+
+def placed_params(plan, main: Program, style: str) -> list:
+    """The style's plan as style-neutral PlacedParams, in the plan's order."""
+    return (_classic_params if style == "classic" else _fleet_params)(plan, main)
+
+
+def effective_split_method(plan, style: str) -> str:
+    """The split method the style used: classic the config's; Fleet round robin, as Paddle
+    does, unless `balanced` was asked for."""
+    if style == "classic":
+        return plan.split_method
+    return "balanced" if getattr(plan, "split_method", "") == "balanced" else "round_robin"
+
+
+def holdings(params: list, endpoints) -> dict:
+    """Per endpoint: the parameter blocks it holds, their bytes and their accumulators'."""
+    holds = {ep: {"blocks": [], "param_bytes": 0, "state_bytes": 0} for ep in endpoints}
+    for p in params:
+        for b in p.blocks:
+            holds[b.endpoint]["blocks"].append(b.name)
+            holds[b.endpoint]["param_bytes"] += b.nbytes()
+        for s in p.accumulators:
+            for sb in s["blocks"]:
+                holds[sb["endpoint"]]["state_bytes"] += sb["bytes"]
+    for h in holds.values():
+        h["param_blocks"] = len(h["blocks"])
+        h["bytes"] = h["param_bytes"] + h["state_bytes"]
+    return holds
