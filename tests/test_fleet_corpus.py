@@ -115,7 +115,7 @@ def test_origin_varname_strips_block_and_trainer_suffixes():
 
 
 def test_a_scheduled_learning_rate_stays_on_the_trainer():
-    from transpile.passes.fleet_trainer import trainer_main
+    from transpile.passes.fleet.trainer import trainer_main
     m, s, c = load_case("fleet", "mlp_sgd_async")
     plain = trainer_main(m, make_plan(m, s, c), 0)
     assert "learning_rate_0" not in plain.global_block.vars

@@ -1,4 +1,26 @@
-"""`split`: one entry point over the two styles (classic DistributeTranspiler, Fleet passes)."""
+"""`split`: one entry point over the two styles, each run as plan + passes + result.
+
+Classic (style: classic): Paddle's fluid DistributeTranspiler, re-done as plan + passes.
+
+    plan = make_plan(main, config)                      # what goes where, once (plan/classic.py)
+    main, startup = merge_lr_counter(main, startup, plan)   (passes/classic/lr_counter.py)
+    trainer_<id>/main     = build_trainer_main(main, plan, id)      (passes/classic/trainer.py)
+    trainer_<id>/startup  = build_trainer_startup(startup, main, plan, id)
+    pserver_<ep>/main     = build_pserver_main(main, plan, ep)      (passes/classic/pserver.py)
+    pserver_<ep>/startup  = build_pserver_startup(startup, pserver main, aliases)
+
+Fleet (style: fleet, the default): Paddle 2.x Fleet's parameter-server passes.
+
+    plan = make_plan(main, startup, config)            # once, read-only (plan/fleet.py)
+    trainer_<id>: trainer_main / trainer_startup       (passes/fleet/trainer.py)
+                  runtime.json                         (output/runtime.py)
+    pserver_<ep>: pserver_programs                     (passes/fleet/pserver.py)
+
+Refusals (RefusedError) come from make_plan, before any program is built. Every pass reads its
+inputs and returns new programs; the inputs are never modified, so splitting twice gives the
+same result (Paddle's in-place transpiler did not). Both styles end with plan.json
+(output/planjson.py) in the result.
+"""
 from __future__ import annotations
 
 from typing import Callable, Optional
@@ -7,8 +29,8 @@ from .core.config import ClusterConfig
 from .core.errors import UserError
 from .core.gcpause import paused_gc
 from .ir.program import Program
-from .result import SplitResult
 from .ir.roles import is_optimize_op
+from .result import SplitResult, endpoint_dir
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -31,8 +53,71 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                         "before the program was saved?")
     with paused_gc():
         if config.style == "classic":
-            from .passes.classic import transpile_classic
             return transpile_classic(main, startup, config, ids, progress=progress,
                                      emit=emit)
-        from .passes.fleet import transpile_fleet
         return transpile_fleet(main, startup, config, ids, progress=progress, emit=emit)
+
+
+def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
+                      trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
+    """Split `main` / `startup` the way Paddle's DistributeTranspiler does (see the module doc).
+    `progress(done, total)`: called after each trainer and each pserver; `emit`: see
+    SplitResult."""
+    from .passes.classic.lr_counter import merge_lr_counter
+    from .passes.classic.pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
+                                         startup_writers)
+    from .passes.classic.trainer import build_trainer_main, build_trainer_startup
+    from .plan.classic import make_plan
+    from .planjson import plan_json
+    plan = make_plan(main, config)
+    origin_main, origin_startup = main, startup
+    main, startup = merge_lr_counter(main, startup, plan)
+    result = SplitResult(emit=emit)
+    total = len(trainer_ids) + len(plan.endpoints)
+    progress = progress or (lambda done, total: None)
+    for done, tid in enumerate(trainer_ids, 1):
+        result.add("trainer_%d/main" % tid, build_trainer_main(main, plan, tid))
+        result.add("trainer_%d/startup" % tid, build_trainer_startup(startup, main, plan, tid))
+        progress(done, total)
+    writers = startup_writers(startup)
+    index = OriginIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
+    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
+        pmain, aliases = build_pserver_main(main, plan, ep, index.trainer_id, index)
+        pstartup = build_pserver_startup(startup, pmain, aliases, writers)
+        result.add(endpoint_dir(ep) + "/main", pmain)
+        result.add(endpoint_dir(ep) + "/startup", pstartup)
+        del pmain, pstartup, aliases         # with emit set, nothing holds them now
+        progress(done, total)
+    result.plan = plan_json(plan, origin_main, origin_startup, config, result, trainer_ids)
+    return result
+
+
+def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
+                    trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
+    """Split `main` / `startup` for a Fleet parameter-server cluster; inputs are not modified.
+    `progress(done, total)`: called after each trainer and each pserver; `emit`: see
+    SplitResult."""
+    from .passes.fleet.pserver import OriginIndex, pserver_programs
+    from .passes.fleet.trainer import trainer_main, trainer_startup
+    from .plan.fleet import make_plan
+    from .planjson import plan_json
+    from .runtime import runtime_json
+    plan = make_plan(main, startup, config)
+    result = SplitResult(emit=emit)
+    total = len(trainer_ids) + len(plan.endpoints)
+    progress = progress or (lambda done, total: None)
+    for done, tid in enumerate(trainer_ids, 1):
+        key = "trainer_%d" % tid
+        result.add(key + "/main", trainer_main(main, plan, tid))
+        result.add(key + "/startup", trainer_startup(startup, main, plan, tid))
+        result.runtime[key] = runtime_json(plan, main, startup, tid, config.geo_push_nums)
+        progress(done, total)
+    index = OriginIndex(main, startup, plan)
+    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
+        ps_main, ps_startup = pserver_programs(main, startup, plan, ep, index)
+        result.add(endpoint_dir(ep) + "/main", ps_main)
+        result.add(endpoint_dir(ep) + "/startup", ps_startup)
+        del ps_main, ps_startup              # with emit set, nothing holds them now
+        progress(done, total)
+    result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
+    return result

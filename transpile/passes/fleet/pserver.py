@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..core.errors import UserError
-from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
-from ..ir.program import Attr, Block, Op, Program, Var, tensor_type
-from ..ir.tables import is_distributed_lookup
-from ..plan.fleet import FleetPlan, delta_name
-from ..plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
-from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
-                    initializer_signature, make_op, new_block, new_tensor, persistable_copy,
-                    role_attrs)
+from ...core.errors import UserError
+from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
+from ...ir.program import Attr, Block, Op, Program, Var, tensor_type
+from ...ir.tables import is_distributed_lookup
+from ...plan.fleet import FleetPlan, delta_name
+from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
+from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
+                     initializer_signature, make_op, new_block, new_tensor, persistable_copy,
+                     role_attrs)
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}

@@ -11,11 +11,11 @@ counter, startup is unchanged.
 """
 from __future__ import annotations
 
-from ..core.errors import UserError
-from ..ir.program import Attr, Op, Program, Var
-from ..ir.roles import BACKWARD, RPC, optimizer_only_vars
-from ..plan.fleet import FleetPlan, remote_lookup_groups, trainer_send_queues
-from .build import OpOrder, make_op, new_control_var, role_attrs
+from ...core.errors import UserError
+from ...ir.program import Attr, Op, Program, Var
+from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
+from ...plan.fleet import FleetPlan, remote_lookup_groups, trainer_send_queues
+from ..build import OpOrder, make_op, new_control_var, role_attrs
 
 
 # --- main ------------------------------------------------------------------------------------

@@ -12,13 +12,13 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ..core.errors import RefusedError
-from ..ir import roles
-from ..ir.program import Program
-from ..ir.roles import optimizer_only_vars
-from ..ir.tables import LOOKUP_TABLE_TYPES
-from ..plan.classic import DistributionPlan
-from .build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
+from ...core.errors import RefusedError
+from ...ir import roles
+from ...ir.program import Program
+from ...ir.roles import optimizer_only_vars
+from ...ir.tables import LOOKUP_TABLE_TYPES
+from ...plan.classic import DistributionPlan
+from ..build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
 
 
 @dataclass

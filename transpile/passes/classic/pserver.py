@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..ir import roles
-from ..ir.optimizers import is_optimizer_update
-from ..ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
-from ..ir.tables import LOOKUP_TABLE_TYPES
-from ..plan.classic import DistributionPlan, ParamPlan, VarBlock
-from ..plan.slicing import trainer_copy_name
-from .build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
-                    make_op, new_block, tensor_like)
+from ...ir import roles
+from ...ir.optimizers import is_optimizer_update
+from ...ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
+from ...ir.tables import LOOKUP_TABLE_TYPES
+from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
+from ...plan.slicing import trainer_copy_name
+from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
+                     make_op, new_block, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (OriginIndex.slots).
