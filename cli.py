@@ -241,7 +241,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
     nothing.
     """
     from transpile.core import config as config_mod
-    from transpile import outdir
+    from transpile.output import outdir
     from transpile.format import programio
     from transpile.split import split as do_split
 

@@ -16,12 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile import load_config, outdir, split
+from transpile import load_config, split
 from transpile.core.config import from_dict
 from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.ir import roles
 from transpile.ir.program import Program, Var
+from transpile.output import outdir
 from transpile.passes.build import make_op
 from transpile.plan.compare import compare, placement, style_plan
 from transpile.plan.placed import placed_params

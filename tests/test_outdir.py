@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from transpile import outdir
 from transpile.core.errors import UserError
+from transpile.output import outdir
 
 FILES = {"trainer_0/main.pb": b"t0", "pserver_127.0.0.1_6174/main.pb": b"p0",
          "plan.json": b"{}\n"}

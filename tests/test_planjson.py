@@ -1,4 +1,4 @@
-"""plan.json (transpile/planjson.py, docs/plan-json.md) on corpus cases of both styles: the
+"""plan.json (transpile/output/planjson.py, docs/plan-json.md) on corpus cases of both styles: the
 blocks tile each parameter, every block lives where the plan says, the grads' sent names are
 what the trainer sends, the bytes add up; and the split command's summary / --format json /
 --quiet."""
@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from cli import main as cli_main
 from transpile import load, load_config, split
-from transpile.planjson import op_changes
 from transpile.ir.program import Program
-from transpile.result import endpoint_dir
+from transpile.output.planjson import op_changes
+from transpile.output.result import endpoint_dir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -199,7 +199,7 @@ def test_quiet_prints_nothing(flags, tmp_path):
 
 
 def _reference_json(obj, depth=3, indent=""):
-    """json_bytes' format spelled out with json.dumps (what transpile/outdir.py must write)."""
+    """json_bytes' format spelled out with json.dumps (what output/outdir.py must write)."""
     def compact(o):
         return json.dumps(o, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
     inner = indent + " "
@@ -214,7 +214,7 @@ def _reference_json(obj, depth=3, indent=""):
 
 
 def test_json_bytes_format(split_case):
-    from transpile.outdir import json_bytes
+    from transpile.output.outdir import json_bytes
     _, _, res, _ = split_case
     for obj in [res.plan] + list(res.runtime.values()):
         for depth in (0, 1, 2, 3, 5):
@@ -228,7 +228,7 @@ def test_json_bytes_format(split_case):
 def test_json_chunks_write_a_large_plan_in_pieces_with_the_same_bytes():
     """plan.json is written piece by piece (never one string): the pieces join to exactly
     json_bytes' format, across the batches of one-line items too."""
-    from transpile import outdir
+    from transpile.output import outdir
     big = {"params": [{"name": "p%d" % i, "blocks": [i, i + 1]} for i in range(1300)],
            "endpoints": {"e%d" % i: {"bytes": i} for i in range(700)}, "n": 1}
     for depth in (1, 2, 3):

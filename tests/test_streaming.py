@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from transpile import outdir
 from transpile.format import programio
+from transpile.output import outdir
 from transpile.report import render_report
 from transpile.split import split
 

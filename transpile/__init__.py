@@ -4,9 +4,9 @@
     result = split(load("main.pb"), load("startup.pb"), load_config("cluster.yaml"))
 """
 from .core.config import ClusterConfig, load_config
-from .ir.program import Attr, Block, Op, Program, Var
 from .format.programio import load, save
-from .result import SplitResult
+from .ir.program import Attr, Block, Op, Program, Var
+from .output.result import SplitResult
 from .split import split
 
 __all__ = ["Attr", "Block", "ClusterConfig", "Op", "Program", "SplitResult", "Var", "load",

@@ -30,7 +30,7 @@ from .core.errors import UserError
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
-from .result import SplitResult, endpoint_dir
+from .output.result import SplitResult, endpoint_dir
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -68,7 +68,7 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
                                          startup_writers)
     from .passes.classic.trainer import build_trainer_main, build_trainer_startup
     from .plan.classic import make_plan
-    from .planjson import plan_json
+    from .output.planjson import plan_json
     plan = make_plan(main, config)
     origin_main, origin_startup = main, startup
     main, startup = merge_lr_counter(main, startup, plan)
@@ -100,8 +100,8 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
     from .passes.fleet.pserver import OriginIndex, pserver_programs
     from .passes.fleet.trainer import trainer_main, trainer_startup
     from .plan.fleet import make_plan
-    from .planjson import plan_json
-    from .runtime import runtime_json
+    from .output.planjson import plan_json
+    from .output.runtime import runtime_json
     plan = make_plan(main, startup, config)
     result = SplitResult(emit=emit)
     total = len(trainer_ids) + len(plan.endpoints)

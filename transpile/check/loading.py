@@ -9,9 +9,9 @@ from typing import Optional
 
 from ..core.config import ClusterConfig
 from ..core.errors import ProgramFormatError, UserError
-from ..ir.program import Program
 from ..format import programio
-from ..result import endpoint_dir
+from ..ir.program import Program
+from ..output.result import endpoint_dir
 
 _TRAINER_DIR = re.compile(r"^trainer_(\d+)$")
 

@@ -13,7 +13,7 @@ import math
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
-from ..result import endpoint_dir
+from ..output.result import endpoint_dir
 from .context import Ctx, ParamBlock
 from .loading import Part
 from .ops import (TABLE_OPTIMIZERS_PREFIX, colon_pairs, fmt_shape, is_dense,

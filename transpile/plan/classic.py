@@ -5,7 +5,8 @@ every classic pass (Paddle's fluid DistributeTranspiler).
 finds the optimizer ops (and the regularization / clip ops that run with them), the
 learning-rate schedule ops, the (param, grad) pairs, slices each parameter into dim-0 blocks and
 dispatches the blocks to the pserver endpoints. The arithmetic lives in slicing.py, the
-op predicates in transpile/ir/roles.py; transpile/planjson.py renders the plan as plan.json.
+op predicates in transpile/ir/roles.py; transpile/output/planjson.py renders the plan as
+plan.json.
 """
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ def _dist(op):
 def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms":
     """SplitResult-style dicts ("trainer_0/main" -> Program, "trainer_0" -> runtime) by role;
     trainers the split lacks are derived from the lowest trainer present."""
-    from ..result import endpoint_dir
+    from ..output.result import endpoint_dir
     from .cluster import SplitPrograms, rename_runtime, rename_trainer_program
 
     sp = SplitPrograms()

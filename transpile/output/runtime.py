@@ -5,9 +5,9 @@ recv_ctx); this module computes those arguments from the plan, as plain JSON val
 """
 from __future__ import annotations
 
-from .ir.program import Program
-from .passes.build import INITIALIZER_ATTRS, initializer_signature
-from .plan.fleet import STEP_COUNTER, FleetPlan, delta_name
+from ..ir.program import Program
+from ..passes.build import INITIALIZER_ATTRS, initializer_signature
+from ..plan.fleet import STEP_COUNTER, FleetPlan, delta_name
 
 # Communicator flags per mode: TrainerRuntimeConfig's defaults (CPU_NUM=1, no FLAGS_* set).
 _SYNC_ENVS = {"communicator_max_merge_var_num": "1", "communicator_send_wait_times": "5",

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from typing import Callable
 
-from .core.errors import UserError
+from ..core.errors import UserError
 
 # Entries of an output folder that a split owns (and replaces under --force).
 _OWNED = re.compile(r"^(trainer_\d+|pserver_.+|plan\.json|report\.md)$")

@@ -7,7 +7,7 @@ from itertools import chain
 from operator import attrgetter
 from typing import Callable, Optional
 
-from .ir.program import Program
+from ..ir.program import Program
 
 
 @dataclass

@@ -12,11 +12,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from .ir.program import Program
-from .plan.fleet import STEP_COUNTER, trainer_send_queues
-from .plan.placed import effective_split_method, holdings, nbytes, placed_params
-from .plan.placement import best_placement, imbalance, round_robin_loads
-from .plan.slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
+from ..ir.program import Program
+from ..plan.fleet import STEP_COUNTER, trainer_send_queues
+from ..plan.placed import effective_split_method, holdings, nbytes, placed_params
+from ..plan.placement import best_placement, imbalance, round_robin_loads
+from ..plan.slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
 from .result import SplitResult, endpoint_dir, op_type_counts
 
 SCHEMA = "pstranspile-plan"
