@@ -114,7 +114,7 @@ def show(obj, program, block, fmt):
       pstranspile show samples/fit_a_line/main.pb --block 0
     Each op prints as  type(Slot=arg, ...) -> (Slot=arg, ...)  role=...
     """
-    from transpile import show as show_mod
+    from transpile.render import show as show_mod
     prog = _load(program)
     if block is not None and not 0 <= block < len(prog.blocks):
         raise UserError("%s: --block %d: the program has blocks 0..%d"
@@ -259,7 +259,7 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
         validate_for_split(startup_prog, startup)
     from transpile.core.gcpause import keep_until_exit, paused_gc
     from transpile.progress import progress_bar
-    from transpile.report import program_section, report_chunks
+    from transpile.render.report import program_section, report_chunks
     keep_until_exit(main_prog, startup_prog)
     sections = {}
 
@@ -286,11 +286,11 @@ def split(obj, main_program, startup, cluster, out_dir, trainer_id, force, fmt, 
         if fmt == "json":
             click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
         else:
-            from transpile import show as show_mod
+            from transpile.render import show as show_mod
             show_mod.print_split_summary(result.plan, out_dir, color=_use_color(obj))
     if expect:
         from transpile.check.golden import golden_findings
-        from transpile.diff import builtin_op_defaults
+        from transpile.render.diff import builtin_op_defaults
         findings = golden_findings(out_dir, expect, builtin_op_defaults())
         for f in findings:
             click.echo(f.line(), err=True)

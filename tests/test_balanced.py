@@ -28,8 +28,8 @@ from transpile.plan.compare import compare, placement, style_plan
 from transpile.plan.placed import placed_params
 from transpile.plan.placement import best_placement, block_weights, min_max_load
 from transpile.plan.slicing import balanced_dispatch
-from transpile.report import render_report
-from transpile.show import human_bytes, split_summary_lines
+from transpile.render.report import render_report
+from transpile.render.show import human_bytes, split_summary_lines
 from transpile.simulate import simulate
 
 from golden import tree_files

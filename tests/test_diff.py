@@ -6,10 +6,10 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from transpile import diff as diff_mod
-from transpile import diff_render, jsonfmt, seqmatch
 from transpile.format import programio, protoread, protowrite, textform
 from transpile.ir.program import Attr, Op, Program
+from transpile.render import diff as diff_mod
+from transpile.render import diff_render, jsonfmt, seqmatch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

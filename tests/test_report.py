@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 from transpile import load_config, split
 from transpile.format import programio
-from transpile.report import removed_kind, render_report
+from transpile.render.report import removed_kind, render_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -98,7 +98,7 @@ def test_split_expect_golden(tmp_path):
 def test_op_lines_read_attrs_without_decoding_them_all():
     """format_op (the report's and `show`'s op lines) gives the same line before and after an
     op's attrs are decoded, and decodes none of them itself."""
-    from transpile.show import format_op
+    from transpile.render.show import format_op
     prog = programio.load(os.path.join(HERE, "corpus", "classic", "lr_decay_conditional",
                                        "main.pb"))
     ops = [op for _, _, op in prog.ops()]
@@ -118,5 +118,5 @@ def test_op_lines_read_attrs_without_decoding_them_all():
 def test_report_pieces_join_to_the_stripped_text(lines):
     """report.md is written in pieces: they must join to "\\n".join(lines).rstrip() + "\\n"
     whatever whitespace the sections end with."""
-    from transpile.report import _stripped_lines
+    from transpile.render.report import _stripped_lines
     assert "".join(_stripped_lines(iter(lines))) == "\n".join(lines).rstrip() + "\n"

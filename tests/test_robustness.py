@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli import main
-from transpile.format import proto, protoread, protowrite, textform
 from transpile.core.errors import ProgramFormatError
+from transpile.format import proto, protoread, protowrite, textform
 from transpile.ir.program import Attr, Block, Op, Program, Var
 
 _fresh = itertools.count()
@@ -136,8 +136,8 @@ def test_mangled_configs_never_raise_out_of_the_cli(tmp_path, rnd):
 
 
 def test_internal_error_is_one_line_and_exit_3(monkeypatch, tmp_path):
-    import transpile.show
-    monkeypatch.setattr(transpile.show, "print_program",
+    import transpile.render.show
+    monkeypatch.setattr(transpile.render.show, "print_program",
                         lambda *a, **k: (_ for _ in ()).throw(ZeroDivisionError("boom")))
     r = CliRunner().invoke(main, ["show", os.path.join(CASE, "main.pb")])
     assert r.exit_code == 3

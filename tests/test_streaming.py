@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from cli import main
 from transpile.format import programio
 from transpile.output import outdir
-from transpile.report import render_report
+from transpile.render.report import render_report
 from transpile.split import split
 
 from golden import CORPUS, load_case, split_args, tree_files

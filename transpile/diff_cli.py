@@ -41,8 +41,8 @@ def register(main_group, handle_errors) -> None:
         \b
         Exit status: 0 same, 1 different, 2 bad input.
         """
-        from . import diff as diff_mod
-        from . import diff_render
+        from .render import diff as diff_mod
+        from .render import diff_render
         from .format import programio
         defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
                     else diff_mod.builtin_op_defaults())

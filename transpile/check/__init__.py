@@ -19,7 +19,7 @@ config and look at the split from both sides:
               endpoint knows; every received parameter block exists where it is received from;
               every optimized block is fed and read back;                          trainer.py
   trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
-  golden      with --expect, every difference from a golden split (transpile/diff.py). golden.py
+  golden      with --expect, every difference from a golden split (render/diff.py). golden.py
 
 Reading the split is loading.py; what the checks share while they run, context.py; how they
 read ops and vars, ops.py. Findings are data (findings.py); render.py only formats them.

@@ -4,8 +4,8 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
-from .ir.program import Op, Program, Var
-from .ir.roles import BACKWARD, DIST, FORWARD, LOSS, LRSCHED, OPTIMIZE, RPC
+from ..ir.program import Op, Program, Var
+from ..ir.roles import BACKWARD, DIST, FORWARD, LOSS, LRSCHED, OPTIMIZE, RPC
 
 # attrs that are noise in a listing
 _DEBUG_ATTRS = {"op_callstack", "op_namescope", "op_device", "with_quant_attr", "op_role",

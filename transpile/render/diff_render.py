@@ -1,8 +1,8 @@
-"""Rendering a diff (transpile/diff.py's ProgramDiff / TreeDiff) as text, markdown or JSON."""
+"""Rendering a diff (diff.py's ProgramDiff / TreeDiff) as text, markdown or JSON."""
 from __future__ import annotations
 
-from .diff import OpChange, ProgramDiff, TreeDiff
-from .core.gcpause import paused_gc
+from ..core.gcpause import paused_gc
+from .diffresult import OpChange, ProgramDiff, TreeDiff
 from .jsonfmt import dumps_indented
 
 

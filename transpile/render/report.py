@@ -11,9 +11,9 @@ from collections import Counter
 from operator import attrgetter
 from typing import Optional
 
-from .ir import roles
+from ..ir import roles
+from ..ir.program import Op, Program
 from .diff import diff_programs_and_names
-from .ir.program import Op, Program
 from .show import balance_line, format_op, human_bytes
 
 CONTEXT = 2          # ops of context around each change in the trainer listing
