@@ -15,7 +15,7 @@ from transpile.core.config import load_config
 from transpile.core.errors import UserError
 from transpile.ir.program import Op
 from transpile.simulate import simulate
-from transpile.simulate.cluster import rename_trainer_program
+from transpile.simulate.splitprograms import rename_trainer_program
 
 CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
 

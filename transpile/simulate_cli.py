@@ -4,7 +4,6 @@ Wired into cli.py with `register(main, handle_errors)`.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import click
@@ -12,62 +11,6 @@ import click
 from transpile.core.errors import UserError
 
 EXIT_DIFFERS = 1
-
-
-def load_split_dir(path: str):
-    """Programs ("trainer_0/main" -> Program) and runtimes ("trainer_0" -> dict) of a split folder."""
-    from transpile.format import programio
-    if not os.path.isdir(path):
-        raise UserError("%s: no such folder" % path)
-    programs, runtime = {}, {}
-    for sub in sorted(os.listdir(path)):
-        folder = os.path.join(path, sub)
-        if not os.path.isdir(folder) or not (sub.startswith("trainer_")
-                                             or sub.startswith("pserver_")):
-            continue
-        for kind in ("main", "startup"):
-            for ext in (".pb", ".json"):
-                f = os.path.join(folder, kind + ext)
-                if os.path.isfile(f):
-                    programs["%s/%s" % (sub, kind)] = programio.load(f)
-                    break
-        rt = os.path.join(folder, "runtime.json")
-        if os.path.isfile(rt):
-            try:
-                with open(rt, encoding="utf-8") as fh:
-                    runtime[sub] = json.load(fh)
-            except (OSError, ValueError) as e:
-                raise UserError("%s: cannot read (%s)" % (rt, e)) from None
-    if not programs:
-        raise UserError("%s: no trainer_<id>/ or pserver_<host>_<port>/ program folders" % path)
-    return programs, runtime
-
-
-def _fmt(x: float) -> str:
-    return "nan" if x != x else "%.3e" % x
-
-
-def render(result, config, echo=click.echo) -> None:
-    """The per-parameter table and the verdict (stdout)."""
-    rows = [("parameter", "shape", "max |a-b|", "max rel", "")]
-    for p in result.params:
-        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel),
-                     "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        echo(("%-*s  %-*s  %*s  %*s  %s" % (widths[0], r[0], widths[1], r[1], widths[2], r[2],
-                                            widths[3], r[3], r[4])).rstrip())
-    n_bad = sum(1 for p in result.params if not p.ok)
-    if result.error:
-        echo("result: the split fails to execute")
-    elif n_bad == 0:
-        echo("result: all %d parameters equal within rtol %g after %d steps"
-             % (len(result.params), result.rtol, result.steps))
-    else:
-        tail = "" if result.expect_equal else \
-            " (%s mode: reported, not failed; --expect-equal to fail)" % result.mode
-        echo("result: %d of %d parameters differ beyond rtol %g after %d steps%s"
-             % (n_bad, len(result.params), result.rtol, result.steps, tail))
 
 
 @click.command("simulate")
@@ -121,6 +64,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
+        from transpile.simulate.loading import load_split_dir
         programs, runtime = load_split_dir(split_dir)
     else:
         from transpile.split import split as do_split
@@ -143,7 +87,8 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
             click.echo("note: %s" % n, err=True)
     if res.error:
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
-    render(res, cfg)
+    from transpile.simulate.render import render
+    render(res, cfg, click.echo)
     ctx.exit(res.exit_code)
 
 

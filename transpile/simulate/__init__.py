@@ -20,7 +20,7 @@ from ..ir.program import Program
 from .values import NoKernelError, SimError
 
 if TYPE_CHECKING:
-    from .cluster import SplitPrograms
+    from .splitprograms import SplitPrograms
 
 __all__ = ["simulate", "SimResult", "ParamDiff", "SimError", "NoKernelError"]
 
@@ -140,7 +140,7 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
     """SplitResult-style dicts ("trainer_0/main" -> Program, "trainer_0" -> runtime) by role;
     trainers the split lacks are derived from the lowest trainer present."""
     from ..output.result import endpoint_dir
-    from .cluster import SplitPrograms, rename_runtime, rename_trainer_program
+    from .splitprograms import SplitPrograms, rename_runtime, rename_trainer_program
 
     sp = SplitPrograms()
     dirs = {endpoint_dir(ep): ep for ep in config.pservers}

@@ -12,214 +12,23 @@ send_ctx in runtime.json) reaches every pserver as a notify with the trainer's b
 pserver keeps one count per trainer, sets @LR_DECAY_COUNTER@ to their sum and runs its
 lr_decay_block_id (Paddle 2.0's RequestNotifyHandler). Without such a send the counter keeps its
 startup value.
+
+A pserver is pserver.py's PServer; the split's programs by role come as splitprograms.py's
+SplitPrograms.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from ..ir.program import Program
 from .executor import Executor, Scope
-from .values import (NoKernelError, SelectedRows, SimError, SparseTable, Unallocated, dense,
-                     shape_of)
-
-STEP_COUNTER = "@PS_STEP_COUNTER@"
-LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
-_TRAINER_SUFFIX = re.compile(r"\.trainer_(\d+)(?=$|\.)")
-
-
-@dataclass
-class SplitPrograms:
-    """The programs of a split, by role, as the simulator needs them."""
-    trainers: dict = field(default_factory=dict)     # id -> {"main": Program, "startup": Program}
-    pservers: dict = field(default_factory=dict)     # endpoint -> {"main":..., "startup":...}
-    runtime: dict = field(default_factory=dict)      # trainer id -> runtime.json dict
-    notes: list = field(default_factory=list)
-
-
-def rename_trainer_program(program: Program, src: int, dst: int) -> Program:
-    """A copy of trainer `src`'s program for trainer `dst`: `.trainer_<src>` names and the
-    trainer_id attrs changed."""
-    pat = re.compile(r"\.trainer_%d(?=$|\.)" % src)
-    sub = ".trainer_%d" % dst
-
-    def rn(name):
-        return pat.sub(sub, name)
-
-    p = program.copy()
-    for b in p.blocks:
-        b.vars = {rn(k): v for k, v in b.vars.items()}
-        for k, v in b.vars.items():
-            v.name = k
-        for op in b.ops:
-            op.inputs = {s: [rn(a) for a in args] for s, args in op.inputs.items()}
-            op.outputs = {s: [rn(a) for a in args] for s, args in op.outputs.items()}
-            if "trainer_id" in op.attrs:
-                op.set_attr("trainer_id", dst)
-            for name in ("op_role_var",):
-                if name in op.attrs and isinstance(op.attr(name), list):
-                    op.set_attr(name, [rn(a) for a in op.attr(name)])
-    return p
-
-
-def rename_runtime(rt: dict, src: int, dst: int) -> dict:
-    import copy
-    pat = re.compile(r"\.trainer_%d(?=$|\.)" % src)
-    out = copy.deepcopy(rt)
-    for key in ("send_ctx", "recv_ctx"):
-        for ctx in (out.get(key) or {}).values():
-            ctx["split_varnames"] = [pat.sub(".trainer_%d" % dst, n)
-                                     for n in ctx.get("split_varnames", [])]
-            if "trainer_id" in ctx:
-                ctx["trainer_id"] = dst
-    if isinstance(out.get("kwargs"), dict) and "trainer_id" in out["kwargs"]:
-        out["kwargs"]["trainer_id"] = dst
-    return out
-
-
-def _parse_grad_to_block(values) -> dict:
-    out = {}
-    for item in values or []:
-        name, _, idx = str(item).rpartition(":")
-        out[name] = int(idx)
-    return out
-
-
-class PServer:
-    def __init__(self, cluster: "Cluster", endpoint: str, main: Program, startup: Program):
-        self.cluster = cluster
-        self.endpoint = endpoint
-        self.main = main
-        self.scope = Scope()
-        label = "pserver %s" % endpoint
-        kw = dict(float_dtype=cluster.float_dtype, seed=cluster.seed, rpc=cluster.rpc,
-                  random_hook=cluster.random_hook)
-        self.ex_startup = Executor(label + " startup", startup, self.scope, **kw)
-        self.ex = Executor(label + " main", main, self.scope, **kw)
-        self.ex.owner = self.ex_startup.owner = self
-        self.ex.table_origin = self.ex_startup.table_origin = self._table_origin
-        ls = [op for op in main.global_block.ops if op.type == "listen_and_serv"]
-        if len(ls) != 1:
-            raise SimError("%s main: block 0 has %d listen_and_serv ops, expected 1"
-                           % (label, len(ls)))
-        op = ls[0]
-        self.optimize_blocks = list(op.attr("optimize_blocks", []) or [])
-        self.grad_to_block = _parse_grad_to_block(op.attr("grad_to_block_id", []))
-        self.lr_block = op.attr("lr_decay_block_id", -1)
-        if self.lr_block is None:
-            self.lr_block = -1
-        self.fanin = op.attr("Fanin", 1)
-        self.prefetch_blocks = _parse_grad_to_block(op.attr("prefetch_var_name_to_block_id", []))
-        self.decay_counters: dict = {}
-        self.inbox: dict = {}
-        self.declared = {n for b in main.blocks for n in b.vars}
-        for b in self.optimize_blocks:
-            if not 0 <= b < len(main.blocks):
-                raise SimError("%s: listen_and_serv lists optimize block %d; the program has "
-                               "blocks 0..%d" % (label, b, len(main.blocks) - 1))
-
-    def startup(self):
-        self.ex_startup.run_block(0)
-        if not self.cluster.sync and self.optimize_blocks and self.optimize_blocks[0] == 1 \
-                and 1 not in self.grad_to_block.values():
-            self.ex.run_block(1)
-
-    def _table_origin(self, name, pool):
-        """The original's initial table for this pserver's auto-grown table `name`."""
-        ref = self.cluster.reference.init.get(name)
-        if ref is None or ref.shape[1:] != pool.shape[1:]:
-            self.cluster.note("pserver %s: the sparse table %s %s has no original of the same "
-                              "width; its new ids take rows of its own random block"
-                              % (self.endpoint, name, list(pool.shape)))
-            return None
-        self.cluster.note("pserver %s: the sparse table %s %s grows by first lookup; a new id "
-                          "k takes row k of the original's initial %s (Paddle: the next row of "
-                          "the pserver's own random block)"
-                          % (self.endpoint, name, list(pool.shape), name))
-        return ref
-
-    def prefetch(self, in_name, ids, out_name, sender):
-        """RequestPrefetchHandler: the block bound to the ids' var name computes `out_name`."""
-        blk = self.prefetch_blocks.get(in_name)
-        if blk is None:
-            raise SimError("%s prefetches %s from pserver %s, whose "
-                           "prefetch_var_name_to_block_id has %s"
-                           % (sender, in_name, self.endpoint, sorted(self.prefetch_blocks)))
-        self.scope.put(in_name, ids)
-        self.ex.run_block(blk)
-        out = self.scope.get(out_name)
-        if out is None:
-            raise SimError("pserver %s: prefetch block %d computes no %s"
-                           % (self.endpoint, blk, out_name))
-        self.scope.drop(in_name)
-        self.scope.drop(out_name)
-        return out
-
-    def lookup(self, table, ids, sender):
-        """A remote lookup of `table` (distributed_lookup_table's table_names): rows by id."""
-        w = self.scope.get(table)
-        if w is None:
-            raise SimError("%s looks up %s on pserver %s, which holds no such table"
-                           % (sender, table, self.endpoint))
-        if isinstance(w, SparseTable):
-            return w.get(ids, grow=True)
-        w = dense(w)
-        if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
-            raise SimError("%s looks up id %d of %s on pserver %s, which has %d rows"
-                           % (sender, int(ids.max()), table, self.endpoint, w.shape[0]))
-        return w[ids]
-
-    def notify_step(self, tid: int, batches: int, sender: str):
-        """A trainer's @PS_STEP_COUNTER@: the global step is the sum of every trainer's count."""
-        if self.lr_block < 0:
-            raise SimError("%s notifies %s to pserver %s, which has no lr_decay_block_id"
-                           % (sender, STEP_COUNTER, self.endpoint))
-        self.decay_counters[tid] = self.decay_counters.get(tid, 0) + batches
-        if LR_DECAY_COUNTER not in self.declared:
-            raise SimError("pserver %s runs LR decay on %s but declares no %s"
-                           % (self.endpoint, STEP_COUNTER, LR_DECAY_COUNTER))
-        self.ex.write(0, LR_DECAY_COUNTER,
-                      np.array([sum(self.decay_counters.values())], dtype=np.int64))
-        self.ex.run_block(self.lr_block)
-
-    def receive(self, name, value, lod, sender):
-        if name not in self.declared:
-            raise SimError("%s sends %s to pserver %s, which declares no such var"
-                           % (sender, name, self.endpoint))
-        if self.cluster.sync and name in self.inbox:
-            raise SimError("pserver %s gets %s twice in one step (from %s)"
-                           % (self.endpoint, name, sender))
-        self.scope.put(name, value, lod)
-        self.inbox[name] = sender
-        if not self.cluster.sync:
-            base = _TRAINER_SUFFIX.sub("", name)
-            blk = self.grad_to_block.get(base, self.grad_to_block.get(name))
-            if blk is None:
-                raise SimError("pserver %s: no optimize block for the grad %s (grad_to_block_id "
-                               "has %s)" % (self.endpoint, name, sorted(self.grad_to_block)))
-            self.ex.run_block(blk)
-            self.inbox.pop(name)
-
-    def run_round(self):
-        """Sync: run every optimize block once, in order, then forget what was received."""
-        before = set(self.ex.reads)
-        self.ex.reads = set()
-        for b in self.optimize_blocks:
-            self.ex.run_block(b)
-        unused = [n for n in self.inbox if n not in self.ex.reads]
-        self.ex.reads |= before
-        if unused:
-            raise SimError("pserver %s received %s but no optimize block reads it"
-                           % (self.endpoint, ", ".join(sorted(unused))))
-        for n in self.inbox:
-            self.scope.drop(n)
-        self.inbox = {}
-
-    def value(self, name):
-        return self.scope.get(name)
+from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer
+from .splitprograms import SplitPrograms
+from .values import (NoKernelError, SelectedRows, SimError, Unallocated, copy_value, dense,
+                     split_rows)
 
 
 class Trainer:
@@ -391,7 +200,7 @@ class Cluster:
         sections = op.attr("sections", []) or []
         if len(names) == 1 and len(eps) > 1 and len(ctx_names) == len(eps) == len(sections):
             # one var, cut by rows (height for SelectedRows) into the pieces send_varnames name
-            parts = _split_rows(ex.read(names[0]), sections, names[0])
+            parts = split_rows(ex.read(names[0]), sections, names[0])
             for part, n, ep in zip(parts, ctx_names, eps):
                 self.pserver(ep, tr.label).receive(n, part, None, tr.label)
             return
@@ -399,7 +208,7 @@ class Cluster:
             raise SimError("send: %d vars for %d endpoints (epmap %s)" % (len(names), len(eps), eps))
         for n, ep in zip(names, eps):
             v = ex.read(n)
-            self.pserver(ep, tr.label).receive(n, _copy(v), tr.scope.lods.get(n), tr.label)
+            self.pserver(ep, tr.label).receive(n, copy_value(v), tr.scope.lods.get(n), tr.label)
 
     def send_ctx(self, tr: Trainer, ctx_name: str, ex: Executor):
         ctx = (tr.runtime.get("send_ctx") or {}).get(ctx_name)
@@ -421,7 +230,7 @@ class Cluster:
                              np.concatenate([x.value for x in vals]), vals[0].height)
         else:
             v = sum(dense(x) for x in vals)
-        parts = _split_rows(v, ctx.get("sections") or [], ctx_name)
+        parts = split_rows(v, ctx.get("sections") or [], ctx_name)
         names, eps = ctx.get("split_varnames") or [], ctx.get("split_endpoints") or []
         if not (len(parts) == len(names) == len(eps)):
             raise SimError("send_ctx %s: %d sections, %d split_varnames, %d endpoints"
@@ -477,7 +286,7 @@ class Cluster:
             if v is None:
                 raise SimError("%s receives %s from pserver %s, which holds no such var"
                                % (tr.label, n, ep))
-            ex.write(block_idx, out, _copy(v))
+            ex.write(block_idx, out, copy_value(v))
 
     # --- running ------------------------------------------------------------------------
     def startup(self):
@@ -526,7 +335,7 @@ class Cluster:
         for blk in blocks:
             summed = {}
             for op in blk.ops:
-                if op.type == "sum" and sum(bool(_TRAINER_SUFFIX.search(n))
+                if op.type == "sum" and sum(bool(TRAINER_SUFFIX.search(n))
                                             for n in op.input("X")) > 1:
                     summed[op.output("Out")[0]] = True
                 elif op.type == "scale" and op.input("X") and op.input("X")[0] in summed:
@@ -581,28 +390,3 @@ def _pscore_lookup_finding(tr: Trainer, op) -> str:
                 "ops that made them were replaced by distributed_push_sparse)"
                 % ", ".join(unwritten))
     return msg
-
-
-def _copy(v):
-    if isinstance(v, SelectedRows):
-        return SelectedRows(v.rows.copy(), v.value.copy(), v.height)
-    return np.array(v, copy=True)
-
-
-def _split_rows(v, sections, name):
-    if not sections:
-        return [_copy(v)]
-    if isinstance(v, SelectedRows):
-        if sum(sections) != v.height:
-            raise SimError("send_ctx %s: sections %s do not cover height %d"
-                           % (name, sections, v.height))
-        out, start = [], 0
-        for h in sections:
-            m = (v.rows >= start) & (v.rows < start + h)
-            out.append(SelectedRows(v.rows[m] - start, v.value[m], h))
-            start += h
-        return out
-    if sum(sections) != shape_of(v)[0]:
-        raise SimError("send_ctx %s: sections %s do not cover the %d rows"
-                       % (name, sections, shape_of(v)[0]))
-    return [np.array(p, copy=True) for p in np.split(v, np.cumsum(sections)[:-1], axis=0)]

@@ -1,4 +1,5 @@
-"""Runtime values of the simulator: dtypes, SelectedRows, errors."""
+"""Runtime values of the simulator: dtypes, SelectedRows, sparse tables, errors; copying a value
+and cutting it by rows (what a send does)."""
 from __future__ import annotations
 
 import numpy as np
@@ -139,3 +140,30 @@ class SparseTable:
 
     def __repr__(self):
         return "SparseTable(%s, %d ids)" % (list(self.value.shape), len(self.index))
+
+
+def copy_value(v):
+    """A copy of a dense value or SelectedRows (what a send hands over)."""
+    if isinstance(v, SelectedRows):
+        return SelectedRows(v.rows.copy(), v.value.copy(), v.height)
+    return np.array(v, copy=True)
+
+
+def split_rows(v, sections, name):
+    """`v` cut by rows into blocks of `sections` rows (a send_ctx's sections; none: one copy)."""
+    if not sections:
+        return [copy_value(v)]
+    if isinstance(v, SelectedRows):
+        if sum(sections) != v.height:
+            raise SimError("send_ctx %s: sections %s do not cover height %d"
+                           % (name, sections, v.height))
+        out, start = [], 0
+        for h in sections:
+            m = (v.rows >= start) & (v.rows < start + h)
+            out.append(SelectedRows(v.rows[m] - start, v.value[m], h))
+            start += h
+        return out
+    if sum(sections) != shape_of(v)[0]:
+        raise SimError("send_ctx %s: sections %s do not cover the %d rows"
+                       % (name, sections, shape_of(v)[0]))
+    return [np.array(p, copy=True) for p in np.split(v, np.cumsum(sections)[:-1], axis=0)]

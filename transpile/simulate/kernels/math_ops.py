@@ -7,7 +7,7 @@ from ..values import SelectedRows, SimError, dense
 from . import kernel
 
 
-def _bcast_y(x, y, axis):
+def bcast_y(x, y, axis):
     """y reshaped so numpy broadcasting matches Paddle's elementwise `axis` rule."""
     if x.ndim == y.ndim:
         return y
@@ -36,7 +36,7 @@ def _operands(ctx):
     swapped = False
     if y.ndim > x.ndim:
         x, y, swapped = y, x, True
-    yb = _bcast_y(x, y, axis)
+    yb = bcast_y(x, y, axis)
     return (yb, x, swapped) if swapped else (x, yb, swapped)
 
 

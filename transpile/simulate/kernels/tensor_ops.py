@@ -97,10 +97,10 @@ _CMP = {"less_than": np.less, "less_equal": np.less_equal, "greater_than": np.gr
 
 @kernel(*_CMP)
 def compare(ctx):
-    from .math_ops import _bcast_y
+    from .math_ops import bcast_y
     x, y = dense(ctx.x("X")), dense(ctx.x("Y"))
     if y.ndim <= x.ndim:
-        y = _bcast_y(x, y, ctx.attr("axis", -1))
+        y = bcast_y(x, y, ctx.attr("axis", -1))
     ctx.set("Out", _CMP[ctx.op.type](x, y))
 
 
