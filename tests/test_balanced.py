@@ -282,7 +282,7 @@ def test_summary_and_report_compare_with_round_robin():
 
 
 def _plan_cli():
-    from transpile import plan_cli
+    from transpile.commands import plan as plan_cli
 
     @click.group()
     @click.pass_context

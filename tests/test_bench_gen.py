@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from transpile.format import programio
 from transpile.core.config import load_config
+from transpile.format import programio
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from transpile import check as check_mod
-from transpile.format import programio
 from transpile.core.config import load_config
+from transpile.format import programio
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

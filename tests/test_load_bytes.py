@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from transpile.format import opsource, proto, protoread, protowrite, wire
 from transpile.core.errors import ProgramFormatError
+from transpile.format import opsource, proto, protoread, protowrite, wire
 from transpile.ir.program import Attr
 
 from fuzz_cli import mutate

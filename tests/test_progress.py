@@ -3,7 +3,7 @@ import io
 import os
 
 from transpile import load, load_config, split
-from transpile.progress import progress_bar
+from transpile.commands.progress import progress_bar
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

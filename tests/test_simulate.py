@@ -10,9 +10,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from transpile.format import programio
 from transpile.core.config import load_config
 from transpile.core.errors import UserError
+from transpile.format import programio
 from transpile.ir.program import Op
 from transpile.simulate import simulate
 from transpile.simulate.splitprograms import rename_trainer_program
@@ -352,13 +352,13 @@ def test_kernel_gradients_match_finite_differences():
 
 # --- the command -----------------------------------------------------------------------------
 def _group():
-    import cli
-    from transpile.simulate_cli import register
+    from transpile.commands.common import handle_errors
+    from transpile.commands.simulate import register
 
     @click.group()
     def g():
         pass
-    register(g, cli.handle_errors)
+    register(g, handle_errors)
     return g
 
 

@@ -40,7 +40,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     """Split a training program for a parameter-server cluster.
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
-    `progress(done, total)` is called as the programs are built (transpile/progress.py draws
+    `progress(done, total)` is called as the programs are built (commands/progress.py draws
     it). With `emit`, each program is handed to emit(key, program) when built instead of being
     kept in the result (SplitResult.add). Raises UserError (RefusedError) for programs that
     cannot be split.

@@ -8,9 +8,9 @@ import sys
 
 import click
 
-from .plan.compare import compare
-from .render.placement import comparison, comparison_lines
-from .render.show import emit
+from ..plan.compare import compare
+from ..render.placement import comparison, comparison_lines
+from ..render.show import emit
 
 
 def register(main_group, handle_errors):
@@ -36,9 +36,9 @@ def register(main_group, handle_errors):
         Example:
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
-        from .format import programio
-        from .core.config import load_config
-        from .ir.validate import validate_for_split
+        from ..format import programio
+        from ..core.config import load_config
+        from ..ir.validate import validate_for_split
         cfg = load_config(cluster)
         main = programio.load(main_program)
         validate_for_split(main, main_program)

@@ -46,10 +46,10 @@ def register(main_group, handle_errors) -> None:
         \b
         Exit status: 0 clean, 1 findings, 2 bad input.
         """
-        from . import check as check_mod
-        from .format import programio
-        from .core.config import load_config
-        from .core.gcpause import keep_until_exit, paused_gc
+        from .. import check as check_mod
+        from ..format import programio
+        from ..core.config import load_config
+        from ..core.gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar
         cfg = load_config(cluster)
         quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
@@ -57,7 +57,7 @@ def register(main_group, handle_errors) -> None:
             main = programio.load(main_program)
             start = programio.load(startup) if startup else None
             keep_until_exit(main, start)
-            from .render.diff import builtin_op_defaults, load_op_defaults
+            from ..render.diff import builtin_op_defaults, load_op_defaults
             if defaults_path:
                 defaults = load_op_defaults(defaults_path)
             else:       # only the golden diff (--expect) reads them

@@ -5,7 +5,7 @@ import os
 
 import click
 
-from .core.errors import UserError
+from ..core.errors import UserError
 
 
 def register(main_group, handle_errors) -> None:
@@ -41,9 +41,9 @@ def register(main_group, handle_errors) -> None:
         \b
         Exit status: 0 same, 1 different, 2 bad input.
         """
-        from .render import diff as diff_mod
-        from .render import diff_render
-        from .format import programio
+        from ..render import diff as diff_mod
+        from ..render import diff_render
+        from ..format import programio
         defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
                     else diff_mod.builtin_op_defaults())
         da, db = os.path.isdir(a), os.path.isdir(b)

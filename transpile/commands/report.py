@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .core.errors import UserError
+from ..core.errors import UserError
 
 
 def register(main_group, handle_errors):

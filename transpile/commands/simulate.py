@@ -1,6 +1,6 @@
 """`pstranspile simulate`: train the original and its split side by side, compare parameters.
 
-Wired into cli.py with `register(main, handle_errors)`.
+Wired into the root group (root.py) with `register(main, handle_errors)`.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 
 import click
 
-from transpile.core.errors import UserError
+from ..core.errors import UserError
 
 EXIT_DIFFERS = 1
 
@@ -49,9 +49,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from transpile.core import config as config_mod
-    from transpile.format import programio
-    from transpile.simulate import SimError, simulate as run
+    from ..core import config as config_mod
+    from ..format import programio
+    from ..simulate import SimError, simulate as run
 
     ctx = click.get_current_context()
     quiet = bool(getattr(ctx.find_root().obj, "quiet", False))
@@ -64,13 +64,13 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from transpile.simulate.loading import load_split_dir
+        from ..simulate.loading import load_split_dir
         programs, runtime = load_split_dir(split_dir)
     else:
-        from transpile.split import split as do_split
+        from ..split import split as do_split
         result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
         programs, runtime = result.programs, result.runtime
-    from transpile.progress import progress_bar
+    from .progress import progress_bar
     try:
         with progress_bar("simulate", quiet=quiet) as update:
             res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
@@ -87,7 +87,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
             click.echo("note: %s" % n, err=True)
     if res.error:
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
-    from transpile.simulate.render import render
+    from ..simulate.render import render
     render(res, cfg, click.echo)
     ctx.exit(res.exit_code)
 

@@ -1,0 +1,72 @@
+"""What every command shares: turning errors into one line and an exit code, the root group's
+context object, colour, loading a program."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+import click
+
+from ..core.errors import UserError
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class Ctx:
+    def __init__(self, debug: bool, quiet: bool, color):
+        self.debug = debug
+        self.quiet = quiet
+        self.color = color
+
+
+def _err(msg: str) -> None:
+    click.echo("pstranspile: error: %s" % msg, err=True)
+
+
+def handle_errors(fn):
+    """Turn UserError into one line + exit 2, anything unexpected into exit 3."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_object(Ctx) and ctx.find_object(Ctx).debug)
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            if debug:
+                import traceback
+                traceback.print_exc()
+            _err(str(e).replace("\n", " "))
+            ctx.exit(EXIT_USAGE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("pstranspile: interrupted", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:
+            ctx.exit(0)
+        except Exception as e:  # noqa: BLE001 - the last line of defence
+            if debug:
+                import traceback
+                traceback.print_exc()
+            first = (str(e).splitlines() or [""])[0][:300]
+            click.echo("pstranspile: internal error: %s: %s; rerun with --debug and report it"
+                       % (type(e).__name__, first), err=True)
+            ctx.exit(EXIT_INTERNAL)
+    return wrapper
+
+
+def load_program(path: str):
+    """The program at `path` (.pb, .pdmodel or .json); errors name the file."""
+    from ..format import programio
+    return programio.load(path)
+
+
+def use_color(ctx_obj) -> bool:
+    """--color / --no-color, else NO_COLOR, else whether stdout is a terminal."""
+    if ctx_obj is not None and ctx_obj.color is not None:
+        return ctx_obj.color
+    if os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
