@@ -7,6 +7,7 @@ import pytest
 
 from transpile.core.config import load_config
 from transpile.format import programio
+from transpile.format.proto import ProgramDesc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,6 +22,8 @@ def _load_gen():
 
 
 gen = _load_gen()
+# the generator's op vocabulary: bench/gen_ops.py, importable once gen.py put bench/ on sys.path
+from gen_ops import BACKWARD, LOSS, LRSCHED, OPTIMIZE, PADDLE_VERSION  # noqa: E402
 
 OPTIMIZERS = {"sgd": (), "momentum": ("Velocity",),
               "adam": ("Moment1", "Moment2", "Beta1Pow", "Beta2Pow")}
@@ -43,8 +46,9 @@ def programs(kind, optimizer, lr_decay=False, ops=600, **kw):
 def test_round_trip_byte_identical(kind, optimizer, lr_decay):
     main, startup, _ = programs(kind, optimizer, lr_decay)
     for prog in (main, startup):
-        data = gen.fast_encode(prog)
-        assert data == programio.to_bytes(prog)          # the fast path writes the same bytes
+        data = programio.to_bytes(prog)                  # what gen.py writes
+        # as protobuf itself writes them
+        assert ProgramDesc.FromString(data).SerializeToString(deterministic=True) == data
         back = programio.from_bytes(data)
         assert programio.to_bytes(back) == data          # and they read back losslessly
         assert back == prog
@@ -69,12 +73,12 @@ def test_grads_and_one_optimizer_op_per_parameter(kind, optimizer, lr_decay):
     for op in blk.ops:
         rv = op.attr("op_role_var")
         assert len(rv) % 2 == 0
-        if op.attr("op_role") == gen.BACKWARD and rv:
+        if op.attr("op_role") == BACKWARD and rv:
             assert rv[1] in op.output_names()
             pairs.update(zip(rv[::2], rv[1::2]))
     assert pairs == {(p, p + "@GRAD") for p in params}
     # exactly one optimizer op per parameter, with op_role_var (param, grad) and the LR var
-    opt_ops = [op for op in blk.ops if op.attr("op_role") == gen.OPTIMIZE]
+    opt_ops = [op for op in blk.ops if op.attr("op_role") == OPTIMIZE]
     assert {op.type for op in opt_ops} == {optimizer}
     assert sorted(op.input("Param")[0] for op in opt_ops) == sorted(params)
     lr = "tmp_3" if lr_decay else "learning_rate_0"
@@ -103,7 +107,7 @@ def test_grads_and_one_optimizer_op_per_parameter(kind, optimizer, lr_decay):
 def test_looks_like_paddle(kind):
     main, startup, _ = programs(kind, "momentum", True)
     for prog in (main, startup):
-        assert prog.version == gen.PADDLE_VERSION and prog.op_version_map
+        assert prog.version == PADDLE_VERSION and prog.op_version_map
         names = list(prog.global_block.vars)
         assert names == sorted(names)
         for op in prog.global_block.ops:
@@ -111,11 +115,11 @@ def test_looks_like_paddle(kind):
     ops = main.global_block.ops
     roles = [op.attr("op_role") for op in ops]
     # increment first, then forward, loss, LR schedule, backward, optimize
-    assert ops[0].type == "increment" and roles[0] == gen.LRSCHED
+    assert ops[0].type == "increment" and roles[0] == LRSCHED
     assert ops[0].input("X") == ["@LR_DECAY_COUNTER@"]
-    assert roles.count(gen.LOSS) == 1 and roles.count(gen.LOSS | 1) == 1
-    assert roles.index(gen.OPTIMIZE) > max(i for i, r in enumerate(roles) if r == gen.BACKWARD)
-    assert sum(r == gen.LRSCHED for r in roles) == 7
+    assert roles.count(LOSS) == 1 and roles.count(LOSS | 1) == 1
+    assert roles.index(OPTIMIZE) > max(i for i, r in enumerate(roles) if r == BACKWARD)
+    assert sum(r == LRSCHED for r in roles) == 7
     # grad ops carry their forward op's callstack; Paddle-like tracebacks
     cs = ops[1].attr("op_callstack")
     assert cs and cs[0].startswith('  File "') and cs[1].startswith("    ")
@@ -140,9 +144,9 @@ def test_ctr_sparse_tables():
 
 
 def test_deterministic_by_seed():
-    a = gen.fast_encode(gen.generate_programs("mlp", 300, "adam", seed=3)[0])
-    b = gen.fast_encode(gen.generate_programs("mlp", 300, "adam", seed=3)[0])
-    c = gen.fast_encode(gen.generate_programs("mlp", 300, "adam", seed=4)[0])
+    a = programio.to_bytes(gen.generate_programs("mlp", 300, "adam", seed=3)[0])
+    b = programio.to_bytes(gen.generate_programs("mlp", 300, "adam", seed=3)[0])
+    c = programio.to_bytes(gen.generate_programs("mlp", 300, "adam", seed=4)[0])
     assert a == b and a != c
 
 
