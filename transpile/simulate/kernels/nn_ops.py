@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..values import SelectedRows, SimError, dense
-from . import kernel
+from .registry import kernel
 
 
 def _softmax(x, axis=-1):

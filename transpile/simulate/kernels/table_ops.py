@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..values import SelectedRows, SimError, SparseTable, dense
-from . import kernel
+from .registry import kernel
 
 
 @kernel("lookup_sparse_table")
