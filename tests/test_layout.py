@@ -1,0 +1,227 @@
+"""The package's shape: imports run one way, from commands down to the model, with no circles,
+no underscored name taken from another module, and no module too long to read.
+
+Read from the source with `ast` (nothing is imported): every import statement counts, at
+module level or inside a function. A package's __init__.py is the module named after the
+package; `from pkg import name` is an import of the module pkg.name when that is a module, else
+of pkg.
+"""
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = "transpile"
+
+# Layers, lowest first: a module may import its own package's modules and those of lower layers,
+# never a higher layer's nor another package's of the same layer.
+LAYERS = {
+    "core": 0,          # errors, cluster config, gc pause: imported by every layer
+    "ir": 1,            # Program / Block / Op / Var and Paddle's vocabulary over them
+    "format": 2,        # bytes and JSON text in and out of the model
+    "plan": 3,          # slicing, placement, the plan of each style
+    "passes": 4,        # the rewrites of each style
+    "output": 5,        # what a split writes: result, plan.json, runtime.json, output folder
+    "split": 6,         # transpile/split.py: plan + passes + output, per style
+    "render": 6,        # show, report, diff: formatting
+    "check": 7,
+    "simulate": 7,
+    "commands": 8,      # click glue
+    "": 9,              # transpile/__init__.py: the public API
+}
+MAX_LINES = 520
+LONG_MODULES = {}       # path -> why it may be longer than MAX_LINES (none)
+
+
+def _modules():
+    """{module name: (path, is a package __init__)} of every module of the package."""
+    out = {}
+    for d, dirs, files in os.walk(os.path.join(ROOT, PACKAGE)):
+        dirs[:] = sorted(x for x in dirs if not x.startswith((".", "__pycache__")))
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+                is_pkg = parts[-1] == "__init__"
+                out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name):
+    """[(imported module, [names taken from it], line)] of every import in module `name` that
+    resolves inside the package."""
+    path, is_pkg = MODULES[name]
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    pkg = name if is_pkg else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES:
+                    out.append((a.name, [], node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] +
+                                ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base not in MODULES:
+                continue
+            names = []
+            for a in node.names:
+                sub = base + "." + a.name
+                if sub in MODULES:
+                    out.append((sub, [], node.lineno))
+                else:
+                    names.append(a.name)
+            if names:
+                out.append((base, names, node.lineno))
+    return out
+
+
+def _module_aliases(name):
+    """{local name: module} of the package's modules that module `name` binds to a name."""
+    path, is_pkg = MODULES[name]
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    pkg = name if is_pkg else name.rpartition(".")[0]
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] +
+                                ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for a in node.names:
+                if base + "." + a.name in MODULES:
+                    out[a.asname or a.name] = base + "." + a.name
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES and a.asname:
+                    out[a.asname] = a.name
+    return out, tree
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _rel(name):
+    return os.path.relpath(MODULES[name][0], ROOT)
+
+
+def _private(n: str) -> bool:
+    return n.startswith("_") and not (n.startswith("__") and n.endswith("__"))
+
+
+def _layer(name):
+    """(layer key, rank) of a module: its top-level subpackage (or module) of the package."""
+    rest = name[len(PACKAGE) + 1:] if name != PACKAGE else ""
+    key = rest.split(".")[0]
+    return key, LAYERS[key]
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan), and modules that
+    import themselves."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert all(_layer(name)[0] in LAYERS for name in MODULES), \
+        sorted(name for name in MODULES if _layer(name)[0] not in LAYERS)
+
+
+def test_no_import_cycles():
+    graph = {name: {m for m, _, _ in GRAPH[name]} for name in MODULES}
+    assert _cycles(graph) == []
+
+
+def test_no_underscored_name_from_another_module():
+    bad = []
+    for name in MODULES:
+        for mod, names, line in GRAPH[name]:
+            bad += ["%s:%d: from %s import %s" % (_rel(name), line, mod, n)
+                    for n in names if _private(n) and mod != name]
+        aliases, tree = _module_aliases(name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases and _private(node.attr) \
+                    and aliases[node.value.id] != name:
+                bad.append("%s:%d: %s.%s" % (_rel(name), node.lineno, node.value.id,
+                                             node.attr))
+    assert bad == []
+
+
+def test_imports_run_down_the_layers():
+    bad = []
+    for name in MODULES:
+        key, rank = _layer(name)
+        for mod, _, line in GRAPH[name]:
+            mkey, mrank = _layer(mod)
+            if mkey != key and mrank >= rank:
+                bad.append("%s:%d imports %s (%s above or beside %s)"
+                           % (_rel(name), line, mod, mkey or PACKAGE, key or PACKAGE))
+    assert bad == []
+
+
+def _python_files():
+    out = [os.path.join(ROOT, "cli.py")]
+    for top in (PACKAGE, "bench", "tests"):
+        for d, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [x for x in dirs if not x.startswith(".") and x != "__pycache__"]
+            out += [os.path.join(d, f) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("path", _python_files(), ids=lambda p: os.path.relpath(p, ROOT))
+def test_no_module_too_long_to_read(path):
+    with open(path, encoding="utf-8") as f:
+        n = sum(1 for _ in f)
+    rel = os.path.relpath(path, ROOT)
+    assert n <= MAX_LINES or rel in LONG_MODULES, "%s: %d lines" % (rel, n)
+
+
+def test_the_checks_see_the_package():
+    # the graph is not empty by accident: the layers' modules and their imports are found
+    assert {"transpile.format.protoread", "transpile.plan.fleet", "transpile.commands.root",
+            "transpile.check", "transpile"} <= set(MODULES)
+    edges = {(n, m) for n in MODULES for m, _, _ in GRAPH[n]}
+    assert ("transpile.format.protoread", "transpile.format.wire") in edges
+    assert ("transpile.passes.fleet.trainer", "transpile.plan.fleet") in edges
+    assert ("transpile.commands.check", "transpile.check") in edges
