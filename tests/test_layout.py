@@ -51,33 +51,39 @@ def _modules():
 MODULES = _modules()
 
 
+def _parse(name):
+    path, _ = MODULES[name]
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
+TREES = {name: _parse(name) for name in MODULES}
+
+
+def _from_base(name, node):
+    """The module named by `from <node.module> import ...` in module `name` (relative or not)."""
+    if not node.level:
+        return node.module or ""
+    pkg = name if MODULES[name][1] else name.rpartition(".")[0]
+    parts = pkg.split(".")
+    return ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+
+
 def _imports(name):
     """[(imported module, [names taken from it], line)] of every import in module `name` that
     resolves inside the package."""
-    path, is_pkg = MODULES[name]
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    pkg = name if is_pkg else name.rpartition(".")[0]
     out = []
-    for node in ast.walk(tree):
+    for node in ast.walk(TREES[name]):
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name in MODULES:
-                    out.append((a.name, [], node.lineno))
+            out += [(a.name, [], node.lineno) for a in node.names if a.name in MODULES]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = pkg.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] +
-                                ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
+            base = _from_base(name, node)
             if base not in MODULES:
                 continue
             names = []
             for a in node.names:
-                sub = base + "." + a.name
-                if sub in MODULES:
-                    out.append((sub, [], node.lineno))
+                if base + "." + a.name in MODULES:
+                    out.append((base + "." + a.name, [], node.lineno))
                 else:
                     names.append(a.name)
             if names:
@@ -87,27 +93,15 @@ def _imports(name):
 
 def _module_aliases(name):
     """{local name: module} of the package's modules that module `name` binds to a name."""
-    path, is_pkg = MODULES[name]
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    pkg = name if is_pkg else name.rpartition(".")[0]
     out = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(TREES[name]):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = pkg.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] +
-                                ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            for a in node.names:
-                if base + "." + a.name in MODULES:
-                    out[a.asname or a.name] = base + "." + a.name
+            base = _from_base(name, node)
+            out.update((a.asname or a.name, base + "." + a.name) for a in node.names
+                       if base + "." + a.name in MODULES)
         elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name in MODULES and a.asname:
-                    out[a.asname] = a.name
-    return out, tree
+            out.update((a.asname, a.name) for a in node.names if a.name in MODULES and a.asname)
+    return out
 
 
 GRAPH = {name: _imports(name) for name in MODULES}
@@ -178,8 +172,8 @@ def test_no_underscored_name_from_another_module():
         for mod, names, line in GRAPH[name]:
             bad += ["%s:%d: from %s import %s" % (_rel(name), line, mod, n)
                     for n in names if _private(n) and mod != name]
-        aliases, tree = _module_aliases(name)
-        for node in ast.walk(tree):
+        aliases = _module_aliases(name)
+        for node in ast.walk(TREES[name]):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                     and node.value.id in aliases and _private(node.attr) \
                     and aliases[node.value.id] != name:
