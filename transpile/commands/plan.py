@@ -8,10 +8,6 @@ import sys
 
 import click
 
-from ..plan.compare import compare
-from ..render.placement import comparison, comparison_lines
-from ..render.show import emit
-
 
 def register(main_group, handle_errors):
     @main_group.command("plan")
@@ -37,6 +33,9 @@ def register(main_group, handle_errors):
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
         from ..format import programio
+        from ..plan.compare import compare
+        from ..render.placement import comparison, comparison_lines
+        from ..render.show import emit
         from ..core.config import load_config
         from ..ir.validate import validate_for_split
         cfg = load_config(cluster)
