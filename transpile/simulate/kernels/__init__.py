@@ -17,7 +17,8 @@ def kernel(*names):
 
 
 def _load():
-    from . import math_ops, nn_ops, optim_ops, table_ops, tensor_ops  # noqa: F401  (register)
+    from . import (act_ops, math_ops, metric_ops, nn_ops, norm_ops, optim_ops,  # noqa: F401
+                   shape_ops, table_ops, tensor_ops, loss_ops, seq_ops)  # (register)
 
 
 _load()

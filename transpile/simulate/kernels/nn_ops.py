@@ -34,13 +34,23 @@ def _hard_labels(label, n_class, ignore):
     return lab, ok
 
 
+def _swce_last(ctx, *arrays):
+    """The arrays with the op's `axis` moved last (and that axis)."""
+    nd = arrays[0].ndim
+    axis = ctx.attr("axis", -1) % nd
+    if axis == nd - 1:
+        return axis, arrays
+    return axis, tuple(np.moveaxis(a, axis, -1) if a.ndim == nd else a for a in arrays)
+
+
+def _swce_back(axis, nd, a):
+    return a if axis == nd - 1 else np.moveaxis(a, -1, axis)
+
+
 @kernel("softmax_with_cross_entropy")
 def softmax_with_cross_entropy(ctx):
-    logits = dense(ctx.x("Logits"))
-    label = dense(ctx.x("Label"))
-    axis = ctx.attr("axis", -1) % logits.ndim
-    if axis != logits.ndim - 1:
-        raise SimError("softmax_with_cross_entropy: only the last axis is simulated")
+    logits0 = dense(ctx.x("Logits"))
+    axis, (logits, label) = _swce_last(ctx, logits0, dense(ctx.x("Label")))
     # use_softmax=False: Logits already are probabilities (Paddle's cross_entropy(use_softmax=False))
     sm = _softmax(logits, -1) if ctx.attr("use_softmax", True) else logits
     if ctx.attr("soft_label", False):
@@ -51,15 +61,16 @@ def softmax_with_cross_entropy(ctx):
         picked = np.take_along_axis(sm, idx.reshape(sm.shape[:-1] + (1,)), axis=-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             loss = np.where(ok.reshape(picked.shape), -np.log(picked), 0.0)
-    ctx.set("Softmax", sm, lod=ctx.lod("Logits"))
-    ctx.set("Loss", loss.astype(logits.dtype), lod=ctx.lod("Logits"))
+    nd = logits0.ndim
+    ctx.set("Softmax", _swce_back(axis, nd, sm), lod=ctx.lod("Logits"))
+    ctx.set("Loss", _swce_back(axis, nd, loss.astype(logits.dtype)), lod=ctx.lod("Logits"))
 
 
 @kernel("softmax_with_cross_entropy_grad")
 def softmax_with_cross_entropy_grad(ctx):
-    sm = dense(ctx.x("Softmax"))
-    label = dense(ctx.x("Label"))
-    d = dense(ctx.x("Loss@GRAD"))
+    sm0 = dense(ctx.x("Softmax"))
+    axis, (sm, label, d) = _swce_last(ctx, sm0, dense(ctx.x("Label")),
+                                      dense(ctx.x("Loss@GRAD")))
     if ctx.attr("soft_label", False):
         g = (sm - label) * d
     else:
@@ -73,7 +84,7 @@ def softmax_with_cross_entropy_grad(ctx):
             with np.errstate(divide="ignore", invalid="ignore"):
                 g = np.where(onehot > 0, -d / sm, 0.0)
         g = g * ok.reshape(sm.shape[:-1] + (1,))
-    ctx.set("Logits@GRAD", g)
+    ctx.set("Logits@GRAD", _swce_back(axis, sm0.ndim, g))
 
 
 @kernel("cross_entropy", "cross_entropy2")

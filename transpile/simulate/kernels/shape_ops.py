@@ -1,0 +1,530 @@
+"""Shape and indexing ops: slice, strided_slice, squeeze / unsqueeze, flatten, stack / unstack,
+expand / tile, gather / scatter / index_select, where, one_hot, top_k, arg_max, range, cumsum,
+shape; with their grads."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import SimError, dense, np_dtype
+from . import kernel
+
+
+def _ints(ctx, attr, tensor_slot, list_slot):
+    """An int list attr, or its value from a tensor input / a list of 1-element tensors."""
+    if tensor_slot and ctx.has(tensor_slot):
+        return [int(v) for v in np.asarray(dense(ctx.x(tensor_slot))).reshape(-1)]
+    if list_slot and ctx.has(list_slot):
+        return [int(np.asarray(dense(v)).reshape(-1)[0]) for v in ctx.xs(list_slot)]
+    v = ctx.attr(attr, [])
+    return [int(d) for d in (v if isinstance(v, (list, tuple)) else [v])]
+
+
+def _xshape(ctx, x):
+    if ctx.wants("XShape"):
+        ctx.set("XShape", np.zeros((0,) + tuple(x.shape), dtype=x.dtype))
+
+
+def _from_xshape(ctx):
+    return tuple(np.shape(ctx.x("XShape"))[1:])
+
+
+# --- slice ----------------------------------------------------------------------------------
+def _slice_index(ctx, shape, strided):
+    axes = [int(a) for a in ctx.attr("axes", [])]
+    starts = _ints(ctx, "starts", "StartsTensor", "StartsTensorList")
+    ends = _ints(ctx, "ends", "EndsTensor", "EndsTensorList")
+    strides = _ints(ctx, "strides", "StridesTensor", "StridesTensorList") if strided \
+        else [1] * len(axes)
+    if not (len(axes) == len(starts) == len(ends) == len(strides)):
+        raise SimError("%s: axes %s, starts %s, ends %s do not match"
+                       % (ctx.op.type, axes, starts, ends))
+    idx = [slice(None)] * len(shape)
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        a = a % len(shape)
+        dim = shape[a]
+        if st == 0:
+            raise SimError("%s: stride 0" % ctx.op.type)
+        if st > 0:
+            s = s + dim if s < 0 else s
+            e = e + dim if e < 0 else e
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+            idx[a] = slice(s, max(e, s), st)
+        else:
+            s = s + dim if s < 0 else s
+            e = e + dim if e < 0 else e
+            s = min(max(s, -1), dim - 1)
+            e = min(max(e, -1), dim - 1)
+            # a stop of -1 means "past index 0": numpy needs None for that
+            idx[a] = slice(s, e if e >= 0 else None, st) if e < s else slice(0, 0)
+    return tuple(idx)
+
+
+def _decrease(ctx, out):
+    dec = [int(a) % max(out.ndim, 1) for a in (ctx.attr("decrease_axis", []) or [])]
+    if not dec:
+        return out
+    for a in dec:
+        if out.shape[a] != 1:
+            raise SimError("%s: decrease_axis %d has size %d" % (ctx.op.type, a, out.shape[a]))
+    return out.reshape([d for i, d in enumerate(out.shape) if i not in dec])
+
+
+@kernel("slice", "strided_slice")
+def slice_(ctx):
+    x = dense(ctx.x("Input"))
+    idx = _slice_index(ctx, x.shape, ctx.op.type == "strided_slice")
+    ctx.set("Out", _decrease(ctx, x[idx]))
+
+
+@kernel("slice_grad", "strided_slice_grad")
+def slice_grad(ctx):
+    shape = ctx.shape("Input")
+    d = dense(ctx.x("Out@GRAD"))
+    idx = _slice_index(ctx, shape, ctx.op.type == "strided_slice_grad")
+    g = np.zeros(shape, dtype=d.dtype)
+    g[idx] = d.reshape(g[idx].shape)
+    ctx.set("Input@GRAD", g)
+
+
+# --- squeeze / unsqueeze / flatten ----------------------------------------------------------
+def _squeeze_shape(shape, axes):
+    if not axes:
+        return [d for d in shape if d != 1]
+    drop = {a % len(shape) for a in axes if len(shape)}
+    return [d for i, d in enumerate(shape) if not (i in drop and d == 1)]
+
+
+@kernel("squeeze", "squeeze2")
+def squeeze(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", x.reshape(_squeeze_shape(x.shape, list(ctx.attr("axes", []) or []))),
+            lod=ctx.lod("X"))
+    _xshape(ctx, x)
+
+
+def _unsqueeze_shape(shape, axes):
+    out = list(shape)
+    for a in axes:
+        a = a + len(out) + 1 if a < 0 else a
+        if not 0 <= a <= len(out):
+            raise SimError("unsqueeze: axis %d outside a rank-%d tensor" % (a, len(out)))
+        out.insert(a, 1)
+    return out
+
+
+@kernel("unsqueeze", "unsqueeze2")
+def unsqueeze(ctx):
+    x = dense(ctx.x("X"))
+    axes = _ints(ctx, "axes", "AxesTensor", "AxesTensorList")
+    ctx.set("Out", x.reshape(_unsqueeze_shape(x.shape, axes)), lod=ctx.lod("X"))
+    _xshape(ctx, x)
+
+
+def _flatten_range_shape(shape, start, stop):
+    if not shape:
+        return [1]
+    n = len(shape)
+    start, stop = start % n, stop % n
+    if start > stop:
+        raise SimError("flatten: start_axis %d after stop_axis %d" % (start, stop))
+    return list(shape[:start]) + [int(np.prod(shape[start:stop + 1]))] + list(shape[stop + 1:])
+
+
+@kernel("flatten_contiguous_range")
+def flatten_contiguous_range(ctx):
+    x = dense(ctx.x("X"))
+    shape = _flatten_range_shape(x.shape, ctx.attr("start_axis", 1), ctx.attr("stop_axis", 1))
+    ctx.set("Out", x.reshape(shape), lod=ctx.lod("X"))
+    _xshape(ctx, x)
+
+
+@kernel("flatten", "flatten2")
+def flatten(ctx):
+    """The older flatten: to 2-D, dims before `axis` and from `axis` on."""
+    x = dense(ctx.x("X"))
+    a = ctx.attr("axis", 1)
+    ctx.set("Out", x.reshape(int(np.prod(x.shape[:a])), int(np.prod(x.shape[a:]))))
+    _xshape(ctx, x)
+
+
+@kernel("squeeze2_grad", "unsqueeze2_grad", "flatten_contiguous_range_grad", "flatten2_grad")
+def reshape_back_grad(ctx):
+    d = dense(ctx.x("Out@GRAD"))
+    ctx.set("X@GRAD", d.reshape(_from_xshape(ctx)), lod=ctx.lod("Out@GRAD"))
+
+
+@kernel("squeeze_grad", "unsqueeze_grad", "flatten_grad")
+def reshape_back_grad_x(ctx):
+    ctx.set("X@GRAD", dense(ctx.x("Out@GRAD")).reshape(ctx.shape("X")))
+
+
+# --- stack / unstack ------------------------------------------------------------------------
+@kernel("stack")
+def stack(ctx):
+    xs = [dense(v) for v in ctx.xs("X")]
+    axis = ctx.attr("axis", 0)
+    axis = axis + xs[0].ndim + 1 if axis < 0 else axis
+    ctx.set("Y", np.stack(xs, axis=axis))
+
+
+@kernel("stack_grad")
+def stack_grad(ctx):
+    d = dense(ctx.x("Y@GRAD"))
+    n = len(ctx.out_names("X@GRAD"))
+    axis = ctx.attr("axis", 0)
+    axis = axis % d.ndim
+    parts = [np.take(d, i, axis=axis) for i in range(d.shape[axis])]
+    if len(parts) != n:
+        raise SimError("stack_grad: %d slices for %d outputs" % (len(parts), n))
+    for i, p in enumerate(parts):
+        ctx.set("X@GRAD", p, idx=i)
+
+
+@kernel("unstack")
+def unstack(ctx):
+    x = dense(ctx.x("X"))
+    axis = ctx.attr("axis", 0) % x.ndim
+    n = len(ctx.out_names("Y"))
+    if x.shape[axis] != n:
+        raise SimError("unstack: dim %d of %s is not %d" % (axis, x.shape, n))
+    for i in range(n):
+        ctx.set("Y", np.take(x, i, axis=axis), idx=i)
+
+
+@kernel("unstack_grad")
+def unstack_grad(ctx):
+    ds = [dense(v) for v in ctx.xs("Y@GRAD")]
+    axis = ctx.attr("axis", 0)
+    axis = axis + ds[0].ndim + 1 if axis < 0 else axis
+    ctx.set("X@GRAD", np.stack(ds, axis=axis))
+
+
+# --- expand / tile --------------------------------------------------------------------------
+def _sum_to(g, shape):
+    """Sum g (broadcast from `shape` with leading dims added) back to `shape`."""
+    shape = tuple(shape)
+    nd = g.ndim - len(shape)
+    if nd:
+        g = g.sum(axis=tuple(range(nd)))
+    axes = tuple(i for i, d in enumerate(shape) if d == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(shape)
+
+
+@kernel("expand")
+def expand(ctx):
+    x = dense(ctx.x("X"))
+    times = _ints(ctx, "expand_times", "ExpandTimes", "expand_times_tensor")
+    if len(times) != x.ndim:
+        raise SimError("expand: %d expand_times for a rank-%d X" % (len(times), x.ndim))
+    ctx.set("Out", np.tile(x, times))
+
+
+@kernel("expand_grad", "tile_grad")
+def tile_grad(ctx):
+    shape = ctx.shape("X")
+    d = dense(ctx.x("Out@GRAD"))
+    if ctx.op.type == "expand_grad":
+        times = _ints(ctx, "expand_times", "ExpandTimes", "expand_times_tensor")
+    else:
+        times = _ints(ctx, "repeat_times", "RepeatTimes", "repeat_times_tensor")
+    rank = max(len(shape), len(times))
+    xs = [1] * (rank - len(shape)) + list(shape)
+    ts = [1] * (rank - len(times)) + list(times)
+    # [t0, s0, t1, s1, ...]: the repeats are the outer index of each dim
+    g = d.reshape([v for pair in zip(ts, xs) for v in pair]).sum(axis=tuple(range(0, 2 * rank, 2)))
+    ctx.set("X@GRAD", g.reshape(shape))
+
+
+@kernel("tile")
+def tile(ctx):
+    x = dense(ctx.x("X"))
+    times = _ints(ctx, "repeat_times", "RepeatTimes", "repeat_times_tensor")
+    ctx.set("Out", np.tile(x, times) if times else x.copy())
+
+
+def _expand_v2_shape(x_shape, shape):
+    shape = list(shape)
+    lead = len(shape) - len(x_shape)
+    if lead < 0:
+        raise SimError("expand_v2: shape %s has fewer dims than X %s" % (shape, list(x_shape)))
+    out = []
+    for i, d in enumerate(shape):
+        xd = x_shape[i - lead] if i >= lead else None
+        if d == -1:
+            if xd is None:
+                raise SimError("expand_v2: -1 for a new dim in %s" % shape)
+            d = xd
+        if xd is not None and xd != 1 and xd != d:
+            raise SimError("expand_v2: cannot expand %s to %s" % (list(x_shape), shape))
+        out.append(d)
+    return out
+
+
+@kernel("expand_v2", "expand_as_v2", "expand_as")
+def expand_v2(ctx):
+    x = dense(ctx.x("X"))
+    if ctx.op.type == "expand_v2":
+        shape = _ints(ctx, "shape", "Shape", "expand_shapes_tensor")
+    elif ctx.has("Y") if ctx.op.type == "expand_as_v2" else False:
+        shape = list(ctx.shape("Y"))
+    elif ctx.op.type == "expand_as":
+        shape = list(ctx.shape("target_tensor"))
+    else:
+        shape = [int(d) for d in ctx.attr("target_shape", [])]
+    ctx.set("Out", np.broadcast_to(x, _expand_v2_shape(x.shape, shape)).copy())
+
+
+@kernel("expand_v2_grad", "expand_as_v2_grad", "expand_as_grad")
+def expand_v2_grad(ctx):
+    ctx.set("X@GRAD", _sum_to(dense(ctx.x("Out@GRAD")), ctx.shape("X")))
+
+
+# --- gather / scatter / index_select / where ------------------------------------------------
+def _index(ctx, slot="Index"):
+    idx = np.asarray(dense(ctx.x(slot))).astype(np.int64)
+    return idx
+
+
+def _gather_axis(ctx, ndim):
+    a = ctx.attr("axis", 0) or 0
+    if ctx.has("Axis"):
+        a = int(np.asarray(dense(ctx.x("Axis"))).reshape(-1)[0])
+    return a % ndim
+
+
+@kernel("gather")
+def gather(ctx):
+    x = dense(ctx.x("X"))
+    idx = _index(ctx)
+    if idx.ndim > 1:
+        if idx.shape[-1] != 1:
+            raise SimError("gather: Index of shape %s" % (idx.shape,))
+        idx = idx.reshape(-1)
+    axis = _gather_axis(ctx, x.ndim)
+    if idx.size and (idx.min() < -x.shape[axis] or idx.max() >= x.shape[axis]):
+        raise SimError("gather: index %d outside dim %d of size %d"
+                       % (int(idx.max()), axis, x.shape[axis]))
+    ctx.set("Out", np.take(x, idx, axis=axis))
+
+
+@kernel("gather_grad")
+def gather_grad(ctx):
+    shape = ctx.shape("X")
+    idx = _index(ctx).reshape(-1)
+    d = dense(ctx.x("Out@GRAD"))
+    axis = _gather_axis(ctx, len(shape))
+    g = np.zeros(shape, dtype=d.dtype)
+    gm, dm = np.moveaxis(g, axis, 0), np.moveaxis(d, axis, 0)
+    np.add.at(gm, idx, dm)
+    ctx.set("X@GRAD", g)
+
+
+@kernel("gather_nd")
+def gather_nd(ctx):
+    x = dense(ctx.x("X"))
+    idx = _index(ctx)
+    k = idx.shape[-1]
+    if k > x.ndim:
+        raise SimError("gather_nd: index depth %d for a rank-%d X" % (k, x.ndim))
+    ctx.set("Out", x[tuple(np.moveaxis(idx, -1, 0))] if k else
+            np.broadcast_to(x, idx.shape[:-1] + x.shape).copy())
+
+
+@kernel("gather_nd_grad")
+def gather_nd_grad(ctx):
+    shape = ctx.shape("X")
+    idx = _index(ctx)
+    d = dense(ctx.x("Out@GRAD"))
+    g = np.zeros(shape, dtype=d.dtype)
+    if idx.shape[-1]:
+        np.add.at(g, tuple(np.moveaxis(idx, -1, 0)), d)
+    else:
+        g += d.reshape((-1,) + tuple(shape)).sum(axis=0)
+    ctx.set("X@GRAD", g)
+
+
+@kernel("scatter")
+def scatter(ctx):
+    x = dense(ctx.x("X"))
+    ids = _index(ctx, "Ids").reshape(-1)
+    upd = dense(ctx.x("Updates")).reshape((ids.size,) + x.shape[1:])
+    out = np.array(x, copy=True)
+    if ctx.attr("overwrite", True):
+        for i, r in enumerate(ids):      # in order: a repeated id keeps the last update
+            out[r] = upd[i]
+    else:
+        out[ids] = 0
+        np.add.at(out, ids, upd)
+    ctx.set("Out", out)
+
+
+@kernel("scatter_grad")
+def scatter_grad(ctx):
+    ids = _index(ctx, "Ids").reshape(-1)
+    d = dense(ctx.x("Out@GRAD"))
+    if ctx.wants("X@GRAD"):
+        g = np.array(d, copy=True)
+        g[ids] = 0
+        ctx.set("X@GRAD", g)
+    if ctx.wants("Updates@GRAD"):
+        ctx.set("Updates@GRAD", d[ids].reshape(ctx.shape("Updates")))
+
+
+@kernel("index_select")
+def index_select(ctx):
+    x = dense(ctx.x("X"))
+    idx = _index(ctx).reshape(-1)
+    ctx.set("Out", np.take(x, idx, axis=ctx.attr("dim", 0) % x.ndim))
+
+
+@kernel("index_select_grad")
+def index_select_grad(ctx):
+    shape = ctx.shape("X")
+    idx = _index(ctx).reshape(-1)
+    d = dense(ctx.x("Out@GRAD"))
+    axis = ctx.attr("dim", 0) % len(shape)
+    g = np.zeros(shape, dtype=d.dtype)
+    np.add.at(np.moveaxis(g, axis, 0), idx, np.moveaxis(d, axis, 0))
+    ctx.set("X@GRAD", g)
+
+
+@kernel("where")
+def where(ctx):
+    c = np.asarray(dense(ctx.x("Condition"))).astype(bool)
+    ctx.set("Out", np.where(c, dense(ctx.x("X")), dense(ctx.x("Y"))))
+
+
+@kernel("where_grad")
+def where_grad(ctx):
+    c = np.asarray(dense(ctx.x("Condition"))).astype(bool)
+    d = dense(ctx.x("Out@GRAD"))
+    if ctx.wants("X@GRAD"):
+        ctx.set("X@GRAD", _sum_to(np.where(c, d, 0.0), ctx.shape("X")))
+    if ctx.wants("Y@GRAD"):
+        ctx.set("Y@GRAD", _sum_to(np.where(c, 0.0, d), ctx.shape("Y")))
+
+
+@kernel("where_index")
+def where_index(ctx):
+    c = np.asarray(dense(ctx.x("Condition")))
+    ctx.set("Out", np.argwhere(c).astype(np.int64))
+
+
+# --- one_hot / top_k / arg_max --------------------------------------------------------------
+@kernel("one_hot", "one_hot_v2")
+def one_hot(ctx):
+    x = np.asarray(dense(ctx.x("X"))).astype(np.int64)
+    depth = ctx.attr("depth", -1)
+    if ctx.has("depth_tensor"):
+        depth = int(np.asarray(dense(ctx.x("depth_tensor"))).reshape(-1)[0])
+    if ctx.op.type == "one_hot":
+        if x.shape[-1] != 1:
+            raise SimError("one_hot: X must end in a dim of 1, got %s" % (x.shape,))
+        x = x.reshape(x.shape[:-1])
+    bad = (x < 0) | (x >= depth)
+    if bad.any() and not ctx.attr("allow_out_of_range", False):
+        raise SimError("%s: id %d outside depth %d" % (ctx.op.type, int(x[bad][0]), depth))
+    out = (x[..., None] == np.arange(depth)) & ~bad[..., None]
+    ctx.set("Out", out.astype(np_dtype(ctx.attr("dtype", 5), ctx.fdt)), lod=ctx.lod("X"))
+
+
+def _topk(ctx, x):
+    k = ctx.attr("k", 1)
+    if ctx.has("K"):
+        k = int(np.asarray(dense(ctx.x("K"))).reshape(-1)[0])
+    axis = ctx.attr("axis", -1) % x.ndim if x.ndim else 0
+    largest = ctx.attr("largest", True)
+    key = -x if largest else x
+    order = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return idx, axis
+
+
+@kernel("top_k", "top_k_v2")
+def top_k(ctx):
+    x = dense(ctx.x("X"))
+    idx, axis = _topk(ctx, x)
+    ctx.set("Out", np.take_along_axis(x, idx, axis=axis), lod=ctx.lod("X"))
+    ctx.set("Indices", idx.astype(np.int64), lod=ctx.lod("X"))
+
+
+@kernel("top_k_grad", "top_k_v2_grad")
+def top_k_grad(ctx):
+    shape = ctx.shape("X")
+    idx = np.asarray(dense(ctx.x("Indices"))).astype(np.int64)
+    d = dense(ctx.x("Out@GRAD"))
+    axis = ctx.attr("axis", -1) % len(shape) if shape else 0
+    g = np.zeros(shape, dtype=d.dtype)
+    np.put_along_axis(g, idx, d, axis=axis)
+    ctx.set("X@GRAD", g)
+
+
+@kernel("arg_max", "arg_min")
+def arg_max(ctx):
+    x = dense(ctx.x("X"))
+    fn = np.argmax if ctx.op.type == "arg_max" else np.argmin
+    dt = np_dtype(ctx.attr("dtype", 3), ctx.fdt)
+    if dt not in (np.int32, np.int64):
+        dt = np.int64
+    if ctx.attr("flatten", False) or x.ndim == 0:
+        out = np.asarray(fn(x.reshape(-1)))
+        if ctx.attr("keepdims", False):
+            out = out.reshape([1] * x.ndim)
+    else:
+        out = fn(x, axis=ctx.attr("axis", -1) % x.ndim, keepdims=ctx.attr("keepdims", False))
+    ctx.set("Out", np.asarray(out).astype(dt))
+
+
+# --- range / cumsum / shape -----------------------------------------------------------------
+@kernel("range")
+def range_(ctx):
+    s, e, st = (np.asarray(dense(ctx.x(n))).reshape(-1)[0] for n in ("Start", "End", "Step"))
+    dt = np.asarray(dense(ctx.x("Start"))).dtype
+    n = int(np.ceil(abs((e - s) / st))) if st else 0
+    ctx.set("Out", (s + st * np.arange(n)).astype(dt))
+
+
+@kernel("linspace")
+def linspace(ctx):
+    s, e = (float(np.asarray(dense(ctx.x(n))).reshape(-1)[0]) for n in ("Start", "Stop"))
+    n = int(np.asarray(dense(ctx.x("Num"))).reshape(-1)[0])
+    ctx.set("Out", np.linspace(s, e, n).astype(np_dtype(ctx.attr("dtype", 5), ctx.fdt)))
+
+
+def _cumsum(x, ctx, reverse):
+    if ctx.attr("flatten", False) or x.ndim == 0:
+        x = x.reshape(-1)
+        axis = 0
+    else:
+        axis = ctx.attr("axis", -1) % x.ndim
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis)
+    if ctx.attr("exclusive", False):
+        out = out - x
+    return np.flip(out, axis) if reverse else out
+
+
+@kernel("cumsum")
+def cumsum(ctx):
+    x = dense(ctx.x("X"))
+    ctx.set("Out", _cumsum(x, ctx, ctx.attr("reverse", False)).astype(x.dtype, copy=False))
+
+
+@kernel("cumsum_grad")
+def cumsum_grad(ctx):
+    d = dense(ctx.x("Out@GRAD"))
+    g = _cumsum(d, ctx, not ctx.attr("reverse", False))
+    ctx.set("X@GRAD", g.reshape(ctx.shape("X")) if ctx.has("X") else g)
+
+
+@kernel("shape")
+def shape(ctx):
+    ctx.set("Out", np.asarray(ctx.shape("Input"), dtype=np.int32))
+
+
+@kernel("size", "numel")
+def numel(ctx):
+    ctx.set("Out", np.asarray(int(np.prod(ctx.shape("Input"))), dtype=np.int64))
