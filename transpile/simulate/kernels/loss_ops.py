@@ -267,3 +267,52 @@ def label_smooth(ctx):
 @kernel("label_smooth_grad")
 def label_smooth_grad(ctx):
     ctx.set("X@GRAD", (1 - ctx.attr("epsilon", 0.0)) * dense(ctx.x("Out@GRAD")))
+
+
+def _nll_parts(ctx):
+    x = dense(ctx.x("X"))
+    lab = np.asarray(dense(ctx.x("Label"))).astype(np.int64)
+    ignore = ctx.attr("ignore_index", -100)
+    ok = lab != ignore
+    safe = np.where(ok, lab, 0)
+    if np.any((safe < 0) | (safe >= x.shape[1])):
+        raise SimError("nll_loss: label out of range [0, %d)" % x.shape[1])
+    w = dense(ctx.x("Weight")).reshape(-1) if ctx.has("Weight") else np.ones(x.shape[1])
+    wl = np.where(ok, w[safe], 0.0)
+    return x, safe, wl
+
+
+@kernel("nll_loss")
+def nll_loss(ctx):
+    """-Weight[label] * X[n, label] (X [N, C] or [N, C, ...] of log-probabilities), then
+    reduction: mean divides the sum by the total weight of the non-ignored labels."""
+    x, lab, wl = _nll_parts(ctx)
+    picked = np.take_along_axis(x, lab[:, None], axis=1)[:, 0]
+    loss = -wl * picked
+    red = ctx.attr("reduction", "mean")
+    total = wl.sum()
+    if red == "mean":
+        out = np.asarray(loss.sum() / total if total else 0.0)
+    elif red == "sum":
+        out = np.asarray(loss.sum())
+    else:
+        out = loss
+    ctx.set("Out", out)
+    ctx.set("Total_weight", np.asarray(total if red != "none" else 0.0))
+
+
+@kernel("nll_loss_grad")
+def nll_loss_grad(ctx):
+    x, lab, wl = _nll_parts(ctx)
+    d = dense(ctx.x("Out@GRAD"))
+    red = ctx.attr("reduction", "mean")
+    if red == "none":
+        coef = -wl * d
+    else:
+        coef = -wl * float(np.asarray(d).reshape(-1)[0])
+        if red == "mean":
+            total = wl.sum()
+            coef = coef / total if total else coef * 0
+    g = np.zeros_like(x)
+    np.put_along_axis(g, lab[:, None], coef[:, None], axis=1)
+    ctx.set("X@GRAD", g)

@@ -276,10 +276,11 @@ def einsum(ctx):
     sizes = _einsum_sizes(subs, ops)
     full = [np.broadcast_to(o, [sizes[c] for c in t]) for t, o in zip(subs, ops)]
     ctx.set("Out", np.einsum(",".join(subs) + "->" + out, *full))
-    for slot in ("InnerCache", "XShape"):
-        for i, name in enumerate(ctx.out_names(slot)):
-            if name and name != "@EMPTY@" and i < len(ops):
-                ctx.set(slot, np.zeros((0,) + ops[i].shape), idx=i)
+    # Paddle's XShape outputs of einsum hold the operands themselves: its grad op reads them
+    # (slot x_shape) and not Operands. InnerCache (its transposed intermediates) is not kept.
+    for i, name in enumerate(ctx.out_names("XShape")):
+        if name and name != "@EMPTY@" and i < len(ops):
+            ctx.set("XShape", np.array(ops[i], copy=True), idx=i)
 
 
 @kernel("einsum_grad")
@@ -287,7 +288,7 @@ def einsum_grad(ctx):
     """The grad of operand k: Out@GRAD contracted with the other operands onto k's subscripts;
     a label of k found nowhere else (summed away in the forward) is broadcast back, and a dim
     that was broadcast from 1 is summed back to 1."""
-    ops = [dense(v) for v in ctx.xs("Operands")]
+    ops = [dense(v) for v in ctx.xs("x_shape" if ctx.has("x_shape") else "Operands")]
     subs, out = _einsum_parse(ctx.attr("equation", ""), ops)
     sizes = _einsum_sizes(subs, ops)
     full = [np.broadcast_to(o, [sizes[c] for c in t]) for t, o in zip(subs, ops)]

@@ -103,7 +103,8 @@ def cross_entropy(ctx):
     if ctx.wants("MatchX"):
         ctx.set("MatchX", match)
     if ctx.wants("XShape"):
-        ctx.set("XShape", np.zeros((0,) + x.shape))
+        # Paddle 2.6 declares cross_entropy2's XShape as X's dims then a 0
+        ctx.set("XShape", np.zeros(x.shape + (0,)))
 
 
 @kernel("cross_entropy_grad", "cross_entropy_grad2")
@@ -112,7 +113,8 @@ def cross_entropy_grad(ctx):
     label = dense(ctx.x("Label"))
     if ctx.op.type == "cross_entropy_grad2":
         match = dense(ctx.x("MatchX"))
-        shape = np.shape(ctx.x("XShape"))[1:]
+        xs = np.shape(ctx.x("XShape"))
+        shape = xs[:-1] if xs[-1] == 0 else xs[1:]
         g = np.zeros(shape)
         lab, ok = _hard_labels(label, shape[-1], ctx.attr("ignore_index", -100))
         idx = np.where(ok, lab, 0).reshape(tuple(shape[:-1]) + (1,))

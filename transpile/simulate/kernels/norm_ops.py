@@ -125,8 +125,9 @@ def layer_norm(ctx):
     if ctx.has("Bias"):
         y = y + dense(ctx.x("Bias")).reshape(1, -1)
     ctx.set("Y", y.reshape(x.shape).astype(x.dtype, copy=False), lod=ctx.lod("X"))
-    ctx.set("Mean", mean)
-    ctx.set("Variance", var)
+    _, k = _ln_split(ctx, x)
+    ctx.set("Mean", mean.reshape(x.shape[:k]))
+    ctx.set("Variance", var.reshape(x.shape[:k]))
 
 
 @kernel("layer_norm_grad")
@@ -199,6 +200,30 @@ def p_norm_grad(ctx):
     else:
         g = np.sign(x) * np.power(np.abs(x), p - 1) * d / np.power(np.maximum(out, eps), p - 1)
     ctx.set("X@GRAD", g.astype(x.dtype, copy=False))
+
+
+def _fro_axes(ctx, nd):
+    dims = ctx.attr("dim", []) or []
+    if ctx.attr("reduce_all", False) or not dims:
+        return tuple(range(nd))
+    return tuple(sorted(int(d) % nd for d in dims))
+
+
+@kernel("frobenius_norm")
+def frobenius_norm(ctx):
+    x = dense(ctx.x("X"))
+    out = np.sqrt((x * x).sum(axis=_fro_axes(ctx, x.ndim), keepdims=ctx.attr("keep_dim", False)))
+    ctx.set("Out", np.asarray(out, dtype=x.dtype))
+
+
+@kernel("frobenius_norm_grad")
+def frobenius_norm_grad(ctx):
+    x = dense(ctx.x("X"))
+    axes = _fro_axes(ctx, x.ndim)
+    kshape = [1 if i in axes else s for i, s in enumerate(x.shape)]
+    out = np.sqrt((x * x).sum(axis=axes, keepdims=True))
+    d = np.asarray(dense(ctx.x("Out@GRAD"))).reshape(kshape)
+    ctx.set("X@GRAD", x * d / out)
 
 
 @kernel("norm")

@@ -50,12 +50,16 @@ def _slice_index(ctx, shape, strided):
             s, e = min(max(s, 0), dim), min(max(e, 0), dim)
             idx[a] = slice(s, max(e, s), st)
         else:
+            # Paddle: an end of -1 with a negative stride runs through index 0; any other
+            # negative end counts from the back and is clamped at 0 (excluded)
             s = s + dim if s < 0 else s
-            e = e + dim if e < 0 else e
-            s = min(max(s, -1), dim - 1)
-            e = min(max(e, -1), dim - 1)
-            # a stop of -1 means "past index 0": numpy needs None for that
-            idx[a] = slice(s, e if e >= 0 else None, st) if e < s else slice(0, 0)
+            s = min(s, dim - 1)
+            if e == -1:
+                stop = None
+            else:
+                e = e + dim if e < 0 else e
+                stop = min(max(e, 0), dim - 1)
+            idx[a] = slice(s, stop, st) if s >= 0 else slice(0, 0)
     return tuple(idx)
 
 
