@@ -9,8 +9,8 @@ from . import kernel
 
 def _auc_area(pos, neg):
     """ROC area from the per-bucket histograms, walking from the highest bucket down and adding
-    trapezoids (Paddle's calcAuc); 0 unless both classes were seen... the sum is divided by
-    pos * neg only when both totals are positive."""
+    trapezoids (Paddle's calcAuc); the sum is divided by pos * neg only when both totals are
+    positive (else it is returned as is: 0 with one class only)."""
     tot_pos = tot_neg = 0.0
     area = 0.0
     for i in range(len(pos) - 1, -1, -1):
@@ -28,8 +28,9 @@ def auc(ctx):
     """Paddle's auc op. Each sample's bucket is int(p * num_thresholds), p its positive-class
     probability (the last column of Predict); label > 0 counts as positive, 0 as negative.
 
-    slide_steps == 0: StatPos / StatNeg ([1, num_thresholds + 1], or flat) accumulate the
-    histograms over every batch, and AUC is computed from them.
+    slide_steps == 0: StatPos / StatNeg ([1, num_thresholds + 1]; a longer flat buffer is cut to
+    its first num_thresholds + 1 values, as Paddle does) accumulate the histograms over every
+    batch, and AUC is computed from them.
     slide_steps > 0: the buffers are flat, (slide_steps + 1) * (num_thresholds + 1) + 1 long:
     slide_steps rows of per-batch histograms (a ring), then their running sum, then a step
     counter. A batch takes ring row counter % slide_steps: that row is taken out of the sum and
@@ -79,9 +80,13 @@ def auc(ctx):
             buf[total] += buf[row]
             buf[(steps + 1) * blen] += 1
         value = _auc_area(pos[total], neg[total])
-    ctx.set("AUC", np.asarray([value], dtype=np.float64))
-    ctx.set("StatPosOut", pos.reshape(np.shape(pos_in)))
-    ctx.set("StatNegOut", neg.reshape(np.shape(neg_in)))
+    ctx.set("AUC", np.asarray(value, dtype=np.float64))      # 0-d, as Paddle 2.6 makes it
+    # the outputs take the shape Paddle's InferMeta gives them, whatever the input buffers'
+    # (paddle.static.auc's startup fills the slide_steps=0 buffers with num_thresholds + 2
+    # zeros while the op declares and keeps [1, num_thresholds + 1]: the first row)
+    shape = (1, blen) if steps == 0 else (want,)
+    ctx.set("StatPosOut", pos[:want].reshape(shape))
+    ctx.set("StatNegOut", neg[:want].reshape(shape))
 
 
 @kernel("accuracy")
