@@ -18,7 +18,7 @@ def kernel(*names):
 
 def _load():
     from . import (act_ops, math_ops, metric_ops, nn_ops, norm_ops, optim_ops,  # noqa: F401
-                   shape_ops, table_ops, tensor_ops, loss_ops, seq_ops)  # (register)
+                   shape_ops, table_ops, tensor_ops, loss_ops, seq_ops, extra_ops)  # (register)
 
 
 _load()
