@@ -21,6 +21,8 @@ def _dtype_name(a) -> str:
 
 
 def _attr(v):
+    if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+        return Attr("SCALARS", v)
     if isinstance(v, float) and (v == float("inf") or v == float("-inf")):
         return Attr("FLOAT", v)
     return Attr.infer(v)
