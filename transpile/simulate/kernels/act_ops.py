@@ -41,7 +41,8 @@ def _gelu_dx(x, c):
         k = math.sqrt(2.0 / math.pi)
         t = np.tanh(k * (x + 0.044715 * x ** 3))
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3 * 0.044715 * x * x)
-    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) \
+        + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
 def _pow_factor(c):
@@ -81,7 +82,8 @@ def _swish_beta(c):
     return c.attr("beta", 1.0) if c.op.type.startswith("swish") else 1.0
 
 
-# type: (forward(x, ctx), derivative from X (x, ctx) or None, derivative from Out (out, ctx) or None)
+# type: (forward(x, ctx), derivative from X (x, ctx) or None,
+#        derivative from Out (out, ctx) or None)
 _OPS = {
     "relu": (lambda x, c: np.maximum(x, 0), None, lambda o, c: (o > 0) * 1.0),
     "relu6": (lambda x, c: np.clip(x, 0, c.attr("threshold", 6.0)), None,

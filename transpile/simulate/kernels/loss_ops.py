@@ -249,7 +249,8 @@ def bpr_loss_grad(ctx):
     x2 = x.reshape(n, c)
     d = dense(ctx.x("Y@GRAD")).reshape(n, 1)
     pos = x2[np.arange(n), lab][:, None]
-    s = _sigmoid(-(pos - x2)) / (c - 1) * d     # d/d(diff) of -log(sigmoid(diff)) is -sigmoid(-diff)
+    # d/d(diff) of -log(sigmoid(diff)) is -sigmoid(-diff)
+    s = _sigmoid(-(pos - x2)) / (c - 1) * d
     s[np.arange(n), lab] = 0
     g = s.copy()
     g[np.arange(n), lab] = -s.sum(axis=1)

@@ -461,7 +461,8 @@ def pool2d_grad(ctx):
                     flat = seg.reshape(seg.shape[:2] + (-1,))
                     first = np.zeros_like(flat)
                     np.put_along_axis(first, flat.argmax(axis=-1)[..., None], 1.0, axis=-1)
-                    g[:, :, a:b, c:d] += first.reshape(seg.shape) * dout[:, :, i, j][..., None, None]
+                    g[:, :, a:b, c:d] += first.reshape(seg.shape) \
+                        * dout[:, :, i, j][..., None, None]
                 else:
                     g[:, :, a:b, c:d] += dout[:, :, i, j][..., None, None] / seg[0, 0].size
         ctx.set("X@GRAD", _from_nchw(g, nhwc))
