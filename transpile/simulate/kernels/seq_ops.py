@@ -182,3 +182,111 @@ def log_softmax_grad(ctx):
     o, d = dense(ctx.x("Out")), dense(ctx.x("Out@GRAD"))
     axis = ctx.attr("axis", -1)
     ctx.set("X@GRAD", d - np.exp(o) * d.sum(axis=axis, keepdims=True))
+
+
+# --- sequence_expand / sequence_pad / sequence_unpad ----------------------------------------
+def _expand_plan(ctx):
+    """(X's sequence offsets, repeats of each X sequence) for sequence_expand."""
+    x = dense(ctx.x("X"))
+    ylod = ctx.lod("Y")
+    if not ylod:
+        raise SimError("sequence_expand: Y %s has no LoD" % ctx.op.input("Y")[0])
+    level = ctx.attr("ref_level", -1)
+    ref = [int(v) for v in ylod[level]]
+    xlod = ctx.lod("X")
+    xoff = [int(v) for v in xlod[-1]] if xlod else list(range(x.shape[0] + 1))
+    if len(xoff) != len(ref):
+        raise SimError("sequence_expand: X has %d sequences, Y's ref level %d"
+                       % (len(xoff) - 1, len(ref) - 1))
+    return x, xoff, np.diff(ref), bool(xlod)
+
+
+@kernel("sequence_expand")
+def sequence_expand(ctx):
+    """Sequence i of X (row i when X has no LoD) repeated as many times as sequence i of Y's
+    ref_level has elements."""
+    x, xoff, reps, has_lod = _expand_plan(ctx)
+    parts, lens = [], []
+    for i, r in enumerate(reps):
+        seg = x[xoff[i]:xoff[i + 1]]
+        for _ in range(int(r)):
+            parts.append(seg)
+            lens.append(seg.shape[0])
+    out = np.concatenate(parts, axis=0) if parts else np.zeros((0,) + x.shape[1:], x.dtype)
+    lod = [list(np.concatenate([[0], np.cumsum(lens)]).astype(int))] if has_lod else None
+    ctx.set("Out", out, lod=lod)
+
+
+@kernel("sequence_expand_grad")
+def sequence_expand_grad(ctx):
+    x, xoff, reps, _ = _expand_plan(ctx)
+    d = dense(ctx.x("Out@GRAD"))
+    g = np.zeros_like(x, dtype=d.dtype)
+    pos = 0
+    for i, r in enumerate(reps):
+        n = xoff[i + 1] - xoff[i]
+        for _ in range(int(r)):
+            g[xoff[i]:xoff[i + 1]] += d[pos:pos + n]
+            pos += n
+    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+
+
+@kernel("sequence_pad")
+def sequence_pad(ctx):
+    """[total, ...] with LoD -> [sequences, padded_length, ...] filled with PadValue, and the
+    lengths."""
+    x = dense(ctx.x("X"))
+    off = _offsets(ctx, "X")
+    lens = np.diff(off)
+    plen = ctx.attr("padded_length", -1)
+    if plen is None or plen < 0:
+        plen = int(lens.max()) if lens.size else 0
+    if lens.size and lens.max() > plen:
+        raise SimError("sequence_pad: a sequence of %d is longer than padded_length %d"
+                       % (int(lens.max()), plen))
+    pad = np.asarray(dense(ctx.x("PadValue")))
+    out = np.empty((len(lens), plen) + x.shape[1:], dtype=x.dtype)
+    out[...] = pad.reshape(pad.shape if pad.size > 1 else ())
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        out[i, :b - a] = x[a:b]
+    ctx.set("Out", out)
+    ctx.set("Length", lens.astype(np.int64))
+
+
+@kernel("sequence_pad_grad")
+def sequence_pad_grad(ctx):
+    x = dense(ctx.x("X"))
+    off = _offsets(ctx, "X")
+    d = dense(ctx.x("Out@GRAD"))
+    g = np.zeros_like(x, dtype=d.dtype)
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        g[a:b] = d[i, :b - a]
+    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+
+
+@kernel("sequence_unpad")
+def sequence_unpad(ctx):
+    x = dense(ctx.x("X"))
+    lens = np.asarray(dense(ctx.x("Length"))).reshape(-1).astype(np.int64)
+    parts = [x[i, :int(n)] for i, n in enumerate(lens)]
+    out = np.concatenate(parts, axis=0) if parts else np.zeros((0,) + x.shape[2:], x.dtype)
+    ctx.set("Out", out, lod=[[int(v) for v in np.concatenate([[0], np.cumsum(lens)])]])
+
+
+@kernel("sequence_unpad_grad")
+def sequence_unpad_grad(ctx):
+    shape = ctx.shape("X")
+    # Paddle's grad op gets X and Out@GRAD only: the lengths come from Out@GRAD's LoD
+    if ctx.has("Length"):
+        lens = np.asarray(dense(ctx.x("Length"))).reshape(-1).astype(np.int64)
+    elif ctx.lod("Out@GRAD"):
+        lens = np.diff(ctx.lod("Out@GRAD")[-1]).astype(np.int64)
+    else:
+        raise SimError("sequence_unpad_grad: neither Length nor a LoD on Out@GRAD")
+    d = dense(ctx.x("Out@GRAD"))
+    g = np.zeros(shape, dtype=d.dtype)
+    pos = 0
+    for i, n in enumerate(lens):
+        g[i, :n] = d[pos:pos + n]
+        pos += int(n)
+    ctx.set("X@GRAD", g)
