@@ -277,3 +277,38 @@ def test_fill_and_random_init_ops():
     t = run_op("truncated_gaussian_random", {}, {"Out": 1},
                {"shape": [2000], "mean": 0.0, "std": 1.0, "seed": 1})["Out"]
     assert np.abs(t).max() <= 2.0
+
+
+@pytest.mark.parametrize("layout,shape,groups", [("NCHW", (2, 4, 3, 3), 2),
+                                                 ("NHWC", (2, 3, 3, 6), 3)])
+def test_group_norm(layout, shape, groups):
+    x = R.normal(size=shape)
+    c = shape[1] if layout == "NCHW" else shape[-1]
+    ins = {"X": x, "Scale": R.uniform(0.5, 1.5, size=c), "Bias": R.normal(size=c)}
+    attrs = {"groups": groups, "epsilon": 1e-5, "data_layout": layout}
+    res = run_op("group_norm", ins, {"Y": 1, "Mean": 1, "Variance": 1}, attrs)
+    xc = x if layout == "NCHW" else np.moveaxis(x, -1, 1)
+    xg = xc.reshape(shape[0], groups, -1)
+    assert np.allclose(res["Mean"], xg.mean(2)) and np.allclose(res["Variance"], xg.var(2))
+    yc = ((xg - xg.mean(2, keepdims=True)) / np.sqrt(xg.var(2, keepdims=True) + 1e-5)) \
+        .reshape(xc.shape) * ins["Scale"].reshape(1, c, 1, 1) + ins["Bias"].reshape(1, c, 1, 1)
+    assert np.allclose(res["Y"], yc if layout == "NCHW" else np.moveaxis(yc, 1, -1))
+    # the true gradient (Paddle 2.6.2's static group_norm_grad disagrees with its own forward)
+    check_grad("group_norm", ins, attrs, wrt=["X", "Scale", "Bias"], outs=("Y",),
+               extra_outs=("Mean", "Variance"),
+               grad_inputs=("X", "Scale", "Bias", "Mean", "Variance", "Y"))
+
+
+def test_instance_norm():
+    x = R.normal(size=(2, 3, 2, 2))
+    ins = {"X": x, "Scale": R.uniform(0.5, 1.5, size=3), "Bias": R.normal(size=3)}
+    res = run_op("instance_norm", ins, {"Y": 1, "SavedMean": 1, "SavedVariance": 1},
+                 {"epsilon": 1e-5})
+    m = x.mean(axis=(2, 3), keepdims=True)
+    v = x.var(axis=(2, 3), keepdims=True)
+    assert np.allclose(res["Y"], (x - m) / np.sqrt(v + 1e-5) * ins["Scale"].reshape(1, 3, 1, 1)
+                       + ins["Bias"].reshape(1, 3, 1, 1))
+    assert np.allclose(res["SavedVariance"], 1 / np.sqrt(v.reshape(-1) + 1e-5))
+    check_grad("instance_norm", ins, {"epsilon": 1e-5}, wrt=["X", "Scale", "Bias"], outs=("Y",),
+               extra_outs=("SavedMean", "SavedVariance"),
+               grad_inputs=("X", "Scale", "SavedMean", "SavedVariance"))

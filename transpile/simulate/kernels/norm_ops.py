@@ -259,3 +259,92 @@ def clip_by_norm(ctx):
     n = float(np.sqrt((v * v).sum()))
     out = np.asarray(v * (mx / n) if n > mx else v, dtype=v.dtype)
     ctx.set("Out", SelectedRows(sr.rows, out, sr.height) if sr is not None else out)
+
+
+# --- group_norm / instance_norm -------------------------------------------------------------
+def _grouped(ctx, x, groups):
+    """x as NCHW, viewed [N, groups, -1], and whether it was NHWC."""
+    nhwc = (ctx.attr("data_layout", "NCHW") or "NCHW") == "NHWC"
+    if nhwc:
+        x = np.moveaxis(x, -1, 1)
+    return x, x.reshape(x.shape[0], groups, -1), nhwc
+
+
+def _per_channel(ctx, slot, c, default):
+    return dense(ctx.x(slot)).reshape(-1) if ctx.has(slot) else np.full(c, default)
+
+
+def _group_forward(ctx, x, groups):
+    eps = ctx.attr("epsilon", 1e-5)
+    xc, xg, nhwc = _grouped(ctx, x, groups)
+    mean = xg.mean(axis=2)
+    var = xg.var(axis=2)
+    inv = 1.0 / np.sqrt(var + eps)
+    xhat = ((xg - mean[..., None]) * inv[..., None]).reshape(xc.shape)
+    c = xc.shape[1]
+    b = [1, c] + [1] * (xc.ndim - 2)
+    y = xhat * _per_channel(ctx, "Scale", c, 1.0).reshape(b) \
+        + _per_channel(ctx, "Bias", c, 0.0).reshape(b)
+    return (np.moveaxis(y, 1, -1) if nhwc else y), mean, var, inv
+
+
+def _group_backward(ctx, x, groups, mean, inv):
+    xc, xg, nhwc = _grouped(ctx, x, groups)
+    dy = dense(ctx.x("Y@GRAD"))
+    dyc = np.moveaxis(dy, -1, 1) if nhwc else dy
+    c = xc.shape[1]
+    b = [1, c] + [1] * (xc.ndim - 2)
+    xhat = ((xg - mean.reshape(xg.shape[0], groups, 1)) * inv.reshape(xg.shape[0], groups, 1))
+    xhat_c = xhat.reshape(xc.shape)
+    axes = tuple(i for i in range(xc.ndim) if i != 1)
+    if ctx.wants("Scale@GRAD"):
+        ctx.set("Scale@GRAD", (dyc * xhat_c).sum(axis=axes).reshape(
+            ctx.shape("Scale") if ctx.has("Scale") else (c,)))
+    if ctx.wants("Bias@GRAD"):
+        # instance_norm_grad gets no Bias input, only its grad output
+        ctx.set("Bias@GRAD", dyc.sum(axis=axes).reshape(
+            ctx.shape("Bias") if ctx.has("Bias") else (c,)))
+    if ctx.wants("X@GRAD"):
+        g = (dyc * _per_channel(ctx, "Scale", c, 1.0).reshape(b)).reshape(xg.shape)
+        dx = inv.reshape(xg.shape[0], groups, 1) * (
+            g - g.mean(axis=2, keepdims=True) - xhat * (g * xhat).mean(axis=2, keepdims=True))
+        dx = dx.reshape(xc.shape)
+        ctx.set("X@GRAD", np.moveaxis(dx, 1, -1) if nhwc else dx)
+
+
+@kernel("group_norm")
+def group_norm(ctx):
+    """Statistics over each group of groups-many consecutive channels (and the spatial dims);
+    Mean and Variance [N, groups] hold mean and (biased) variance."""
+    x = dense(ctx.x("X"))
+    y, mean, var, _ = _group_forward(ctx, x, int(ctx.attr("groups", 1)))
+    ctx.set("Y", y)
+    ctx.set("Mean", mean)
+    ctx.set("Variance", var)
+
+
+@kernel("group_norm_grad")
+def group_norm_grad(ctx):
+    x = dense(ctx.x("X"))
+    groups = int(ctx.attr("groups", 1))
+    mean = dense(ctx.x("Mean"))
+    inv = 1.0 / np.sqrt(dense(ctx.x("Variance")) + ctx.attr("epsilon", 1e-5))
+    _group_backward(ctx, x, groups, mean, inv)
+
+
+@kernel("instance_norm")
+def instance_norm(ctx):
+    """Statistics per sample and channel over the spatial dims; SavedMean and SavedVariance
+    ([N * C]) hold the mean and the inverse std."""
+    x = dense(ctx.x("X"))
+    y, mean, _, inv = _group_forward(ctx, x, x.shape[1])
+    ctx.set("Y", y)
+    ctx.set("SavedMean", mean.reshape(-1))
+    ctx.set("SavedVariance", inv.reshape(-1))
+
+
+@kernel("instance_norm_grad")
+def instance_norm_grad(ctx):
+    x = dense(ctx.x("X"))
+    _group_backward(ctx, x, x.shape[1], dense(ctx.x("SavedMean")),
+                    dense(ctx.x("SavedVariance")))
