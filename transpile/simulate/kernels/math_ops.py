@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense
+from ..values import SelectedRows, SimError, dense, np_dtype
 from .registry import kernel
 
 
@@ -30,32 +30,52 @@ def bcast_y(x, y, axis):
 
 
 def _operands(ctx):
+    """(x, y) broadcast-ready by Paddle's rule, and the shapes each grad must be summed back to
+    before it takes its input's own shape (the lower-rank operand's dims placed at `axis`)."""
     x = dense(ctx.x("X"))
     y = dense(ctx.x("Y"))
     axis = ctx.attr("axis", -1)
-    swapped = False
+    if axis is None:
+        axis = -1
     if y.ndim > x.ndim:
-        x, y, swapped = y, x, True
+        xb = bcast_y(y, x, axis)
+        return xb, y, xb.shape, y.shape, x.shape, y.shape
     yb = bcast_y(x, y, axis)
-    return (yb, x, swapped) if swapped else (x, yb, swapped)
+    return x, yb, x.shape, yb.shape, x.shape, y.shape
+
+
+def _floordiv(x, y):
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        return np.floor_divide(x, y)
+    return np.floor(x / y)
+
+
+def _mod(x, y):
+    # Paddle's remainder takes the divisor's sign (Python's %), for ints and floats
+    return np.mod(x, y)
 
 
 _FWD = {
     "elementwise_add": np.add, "elementwise_sub": np.subtract, "elementwise_mul": np.multiply,
     "elementwise_div": np.divide, "elementwise_pow": np.power,
     "elementwise_max": np.maximum, "elementwise_min": np.minimum,
+    "elementwise_fmax": np.fmax, "elementwise_fmin": np.fmin,
+    "elementwise_mod": _mod, "elementwise_floordiv": _floordiv,
 }
+_NO_GRAD = ("elementwise_mod", "elementwise_floordiv")
 
 
 @kernel(*_FWD)
 def elementwise(ctx):
-    x, y, _ = _operands(ctx)
+    x, y = _operands(ctx)[:2]
     out = _FWD[ctx.op.type](x, y)
+    if ctx.op.type == "elementwise_pow" and x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        out = out.astype(x.dtype)
     ctx.set("Out", out, lod=ctx.lod("X"))
 
 
 def _reduce_to(g, shape):
-    """Sum a broadcast gradient back to `shape`."""
+    """Sum a broadcast gradient back to `shape` (numpy's rule: leading dims, then 1-sized)."""
     shape = tuple(shape)
     if g.shape == shape:
         return g
@@ -69,12 +89,10 @@ def _reduce_to(g, shape):
     return g.reshape(shape)
 
 
-@kernel(*[k + "_grad" for k in _FWD])
+@kernel(*[k + "_grad" for k in _FWD if k not in _NO_GRAD])
 def elementwise_grad(ctx):
     typ = ctx.op.type[:-5]
-    x0 = dense(ctx.x("X"))
-    y0 = dense(ctx.x("Y"))
-    x, y, swapped = _operands(ctx)
+    x, y, xb_shape, yb_shape, x_shape, y_shape = _operands(ctx)
     dout = dense(ctx.x("Out@GRAD"))
     if typ == "elementwise_add":
         dx, dy = dout, dout
@@ -88,66 +106,19 @@ def elementwise_grad(ctx):
         dx = dout * y * np.power(x, y - 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             dy = dout * np.power(x, y) * np.log(np.where(x > 0, x, 1))
-    else:
-        mx = (x > y) if typ == "elementwise_max" else (x < y)
+    elif typ in ("elementwise_max", "elementwise_fmax"):
+        mx = x > y
         dx, dy = dout * mx, dout * ~mx
+    else:
+        mn = x < y
+        dx, dy = dout * mn, dout * ~mn
     dx = np.broadcast_to(dx, dout.shape)
     dy = np.broadcast_to(dy, dout.shape)
+    # sum back to the operand as broadcast (its dims at `axis`), then to its own shape
     if ctx.wants("X@GRAD"):
-        ctx.set("X@GRAD", _reduce_to(dx, x0.shape), lod=ctx.lod("X"))
+        ctx.set("X@GRAD", _reduce_to(dx, xb_shape).reshape(x_shape), lod=ctx.lod("X"))
     if ctx.wants("Y@GRAD"):
-        ctx.set("Y@GRAD", _reduce_to(dy, y0.shape))
-
-
-# --- activations ------------------------------------------------------------------------
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-_ACT = {
-    "relu": lambda x, c: np.maximum(x, 0),
-    "tanh": lambda x, c: np.tanh(x),
-    "sigmoid": lambda x, c: _sigmoid(x),
-    "square": lambda x, c: x * x,
-    "sqrt": lambda x, c: np.sqrt(x),
-    "exp": lambda x, c: np.exp(x),
-    "abs": lambda x, c: np.abs(x),
-    "floor": lambda x, c: np.floor(x),
-    "ceil": lambda x, c: np.ceil(x),
-    "log": lambda x, c: np.log(x),
-    "leaky_relu": lambda x, c: np.where(x > 0, x, x * c.attr("alpha", 0.02)),
-}
-# d(out)/d(x), from x and out
-_ACT_GRAD = {
-    "relu": lambda x, o, c: (o > 0).astype(o.dtype),
-    "tanh": lambda x, o, c: 1 - o * o,
-    "sigmoid": lambda x, o, c: o * (1 - o),
-    "square": lambda x, o, c: 2 * x,
-    "sqrt": lambda x, o, c: 0.5 / o,
-    "exp": lambda x, o, c: o,
-    "abs": lambda x, o, c: np.sign(x),
-    "log": lambda x, o, c: 1.0 / x,
-    "leaky_relu": lambda x, o, c: np.where(x > 0, 1.0, c.attr("alpha", 0.02)),
-}
-
-
-@kernel(*_ACT)
-def activation(ctx):
-    x = dense(ctx.x("X"))
-    ctx.set("Out", _ACT[ctx.op.type](x, ctx).astype(x.dtype, copy=False), lod=ctx.lod("X"))
-
-
-@kernel(*[k + "_grad" for k in _ACT_GRAD])
-def activation_grad(ctx):
-    typ = ctx.op.type[:-5]
-    dout = dense(ctx.x("Out@GRAD"))
-    x = dense(ctx.x("X")) if ctx.has("X") else None
-    o = dense(ctx.x("Out")) if ctx.has("Out") else None
-    if o is None and x is not None:
-        o = _ACT[typ](x, ctx)
-    if x is None and typ in ("square", "abs", "log", "leaky_relu"):
-        raise SimError("%s needs X" % ctx.op.type)
-    ctx.set("X@GRAD", dout * _ACT_GRAD[typ](x, o, ctx), lod=ctx.lod("Out@GRAD"))
+        ctx.set("Y@GRAD", _reduce_to(dy, yb_shape).reshape(y_shape))
 
 
 # --- matmul -----------------------------------------------------------------------------
@@ -211,22 +182,131 @@ def matmul(ctx):
     ctx.set("Out", out * alpha if alpha != 1.0 else out, lod=ctx.lod("X"))
 
 
-@kernel("matmul_grad", "matmul_v2_grad")
+@kernel("matmul_grad", "matmul_v2_grad", "bmm_grad")
 def matmul_grad(ctx):
-    x, y, tx, ty, alpha = _mm_args(ctx)
-    if x.ndim < 2 or y.ndim < 2:
-        raise SimError("%s: 1-D operands are not simulated" % ctx.op.type)
-    d = dense(ctx.x("Out@GRAD")) * alpha
-    xm = _t(x) if tx else x
-    ym = _t(y) if ty else y
+    if ctx.op.type == "bmm_grad":
+        x, y, tx, ty, alpha = dense(ctx.x("X")), dense(ctx.x("Y")), False, False, 1.0
+    else:
+        x, y, tx, ty, alpha = _mm_args(ctx)
+    # 1-D operands as Paddle (and numpy) promote them: x a row, y a column, dropped after
+    xv = x[None, :] if x.ndim == 1 else x
+    yv = y[:, None] if y.ndim == 1 else y
+    d = np.asarray(dense(ctx.x("Out@GRAD"))) * alpha
+    if x.ndim == 1:
+        d = np.expand_dims(d, -2 if y.ndim > 1 else -1)
+    if y.ndim == 1:
+        d = np.expand_dims(d, -1)
+    xm = _t(xv) if tx and x.ndim > 1 else xv
+    ym = _t(yv) if ty and y.ndim > 1 else yv
     dxm = np.matmul(d, _t(ym))
     dym = np.matmul(_t(xm), d)
-    dx = _t(dxm) if tx else dxm
-    dy = _t(dym) if ty else dym
+    dx = _t(dxm) if tx and x.ndim > 1 else dxm
+    dy = _t(dym) if ty and y.ndim > 1 else dym
     if ctx.wants("X@GRAD"):
-        ctx.set("X@GRAD", _reduce_to(dx, x.shape), lod=ctx.lod("X"))
+        ctx.set("X@GRAD", _reduce_to(dx, xv.shape).reshape(x.shape), lod=ctx.lod("X"))
     if ctx.wants("Y@GRAD"):
-        ctx.set("Y@GRAD", _reduce_to(dy, y.shape))
+        ctx.set("Y@GRAD", _reduce_to(dy, yv.shape).reshape(y.shape))
+
+
+@kernel("bmm")
+def bmm(ctx):
+    x, y = dense(ctx.x("X")), dense(ctx.x("Y"))
+    if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+        raise SimError("bmm: X %s and Y %s do not multiply batch by batch" % (x.shape, y.shape))
+    ctx.set("Out", np.matmul(x, y))
+
+
+# --- einsum ---------------------------------------------------------------------------------
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_parse(eq, ops):
+    """Explicit subscripts: ([one string per operand], output string), '...' replaced by
+    letters (right-aligned across operands, numpy's broadcast) and an implicit output made
+    explicit (ellipsis dims first, then the labels seen once, sorted)."""
+    eq = eq.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ops):
+        raise SimError("einsum: equation %r has %d operands, %d given" % (eq, len(terms), len(ops)))
+    used = set(c for c in eq if c.isalpha())
+    free = [c for c in _LETTERS if c not in used]
+    ell_n = 0
+    for t, op in zip(terms, ops):
+        if "..." in t:
+            ell_n = max(ell_n, op.ndim - (len(t) - 3))
+    ell = "".join(free[:ell_n])
+    subs = []
+    for t, op in zip(terms, ops):
+        if "..." in t:
+            k = op.ndim - (len(t) - 3)
+            t = t.replace("...", ell[ell_n - k:] if k else "")
+        if len(t) != op.ndim:
+            raise SimError("einsum: subscripts %r for an operand of rank %d" % (t, op.ndim))
+        subs.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        counts = {}
+        for t in subs:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    for t in subs:
+        if len(set(t)) != len(t):
+            raise SimError("einsum: a repeated subscript in one operand (%r) is not simulated" % t)
+    return subs, out
+
+
+def _einsum_sizes(subs, ops):
+    sizes = {}
+    for t, op in zip(subs, ops):
+        for c, d in zip(t, op.shape):
+            if d != 1 or c not in sizes:
+                if c in sizes and sizes[c] != 1 and d != sizes[c]:
+                    raise SimError("einsum: subscript %s is %d and %d" % (c, sizes[c], d))
+                sizes[c] = d if c not in sizes or sizes[c] == 1 else sizes[c]
+    return sizes
+
+
+@kernel("einsum")
+def einsum(ctx):
+    ops = [dense(v) for v in ctx.xs("Operands")]
+    subs, out = _einsum_parse(ctx.attr("equation", ""), ops)
+    sizes = _einsum_sizes(subs, ops)
+    full = [np.broadcast_to(o, [sizes[c] for c in t]) for t, o in zip(subs, ops)]
+    ctx.set("Out", np.einsum(",".join(subs) + "->" + out, *full))
+    # Paddle's XShape outputs of einsum hold the operands themselves: its grad op reads them
+    # (slot x_shape) and not Operands. InnerCache (its transposed intermediates) is not kept.
+    for i, name in enumerate(ctx.out_names("XShape")):
+        if name and name != "@EMPTY@" and i < len(ops):
+            ctx.set("XShape", np.array(ops[i], copy=True), idx=i)
+
+
+@kernel("einsum_grad")
+def einsum_grad(ctx):
+    """The grad of operand k: Out@GRAD contracted with the other operands onto k's subscripts;
+    a label of k found nowhere else (summed away in the forward) is broadcast back, and a dim
+    that was broadcast from 1 is summed back to 1."""
+    ops = [dense(v) for v in ctx.xs("x_shape" if ctx.has("x_shape") else "Operands")]
+    subs, out = _einsum_parse(ctx.attr("equation", ""), ops)
+    sizes = _einsum_sizes(subs, ops)
+    full = [np.broadcast_to(o, [sizes[c] for c in t]) for t, o in zip(subs, ops)]
+    d = dense(ctx.x("Out@GRAD")).reshape([sizes[c] for c in out])
+    for k, name in enumerate(ctx.out_names("Operands@GRAD")):
+        if not name or name == "@EMPTY@":
+            continue
+        others = [subs[j] for j in range(len(ops)) if j != k]
+        seen = set(out).union(*others) if others else set(out)
+        keep = "".join(c for c in subs[k] if c in seen)
+        g = np.einsum(",".join([out] + others) + "->" + keep, d,
+                      *[full[j] for j in range(len(ops)) if j != k])
+        g = g.reshape([sizes[c] if c in seen else 1 for c in subs[k]])
+        g = np.broadcast_to(g, [sizes[c] for c in subs[k]])
+        axes = tuple(i for i, dim in enumerate(ops[k].shape) if dim == 1 and g.shape[i] != 1)
+        if axes:
+            g = g.sum(axis=axes, keepdims=True)
+        ctx.set("Operands@GRAD", np.array(g, dtype=ops[k].dtype), idx=k)
 
 
 # --- reductions -------------------------------------------------------------------------
@@ -243,30 +323,65 @@ def _axes(ctx, ndim):
     return tuple(sorted(d % ndim for d in dims)) if ndim else ()
 
 
-@kernel("reduce_mean", "reduce_sum", "mean", "reduce_max", "reduce_min")
+_REDUCE = {"reduce_mean": np.mean, "mean": np.mean, "reduce_sum": np.sum, "reduce_max": np.max,
+           "reduce_min": np.min, "reduce_prod": np.prod, "reduce_amax": np.max,
+           "reduce_amin": np.min, "reduce_all": np.all, "reduce_any": np.any}
+
+
+@kernel(*_REDUCE)
 def reduce(ctx):
     x = dense(ctx.x("X"))
     axes = tuple(range(x.ndim)) if ctx.op.type == "mean" else _axes(ctx, x.ndim)
     keep = ctx.attr("keep_dim", False) and ctx.op.type != "mean"
-    fn = {"reduce_mean": np.mean, "mean": np.mean, "reduce_sum": np.sum,
-          "reduce_max": np.max, "reduce_min": np.min}[ctx.op.type]
-    out = fn(x, axis=axes, keepdims=keep)
+    out = np.asarray(_REDUCE[ctx.op.type](x, axis=axes, keepdims=keep))
     if ctx.op.type == "mean":
         out = np.reshape(out, ())
-    ctx.set("Out", np.asarray(out, dtype=x.dtype))
+    odt = ctx.attr("out_dtype", -1)
+    if ctx.op.type in ("reduce_all", "reduce_any"):
+        out = out.astype(bool)
+    elif odt not in (-1, None):
+        out = out.astype(np_dtype(odt, ctx.fdt))
+    elif x.dtype == np.bool_ and ctx.op.type == "reduce_sum":
+        out = out.astype(np.int64)
+    else:
+        out = out.astype(x.dtype)
+    ctx.set("Out", out)
+
+
+def _reduce_grad_shape(ctx, x):
+    axes = tuple(range(x.ndim)) if ctx.op.type == "mean_grad" else _axes(ctx, x.ndim)
+    return axes, [1 if i in axes else s for i, s in enumerate(x.shape)]
 
 
 @kernel("reduce_mean_grad", "reduce_sum_grad", "mean_grad")
 def reduce_grad(ctx):
-    x = dense(ctx.x("X"))
+    shape = ctx.shape("X")
     d = np.asarray(dense(ctx.x("Out@GRAD")))
-    axes = tuple(range(x.ndim)) if ctx.op.type == "mean_grad" else _axes(ctx, x.ndim)
-    shape = [1 if i in axes else s for i, s in enumerate(x.shape)]
-    g = np.broadcast_to(d.reshape(shape), x.shape).astype(x.dtype)
+    axes = tuple(range(len(shape))) if ctx.op.type == "mean_grad" else _axes(ctx, len(shape))
+    kshape = [1 if i in axes else s for i, s in enumerate(shape)]
+    g = np.broadcast_to(d.reshape(kshape), shape).astype(d.dtype)
     if ctx.op.type != "reduce_sum_grad":
-        n = int(np.prod([x.shape[i] for i in axes])) if axes else 1
+        n = int(np.prod([shape[i] for i in axes])) if axes else 1
         g = g / n
-    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+    ctx.set("X@GRAD", g, lod=ctx.lod("X") if ctx.has("X") else None)
+
+
+@kernel("reduce_max_grad", "reduce_min_grad", "reduce_amax_grad", "reduce_amin_grad",
+        "reduce_prod_grad")
+def reduce_minmax_grad(ctx):
+    x = dense(ctx.x("X"))
+    axes, kshape = _reduce_grad_shape(ctx, x)
+    out = np.asarray(dense(ctx.x("Out"))).reshape(kshape) if ctx.has("Out") else \
+        np.asarray(_REDUCE[ctx.op.type[:-5]](x, axis=axes, keepdims=True))
+    d = np.asarray(dense(ctx.x("Out@GRAD"))).reshape(kshape)
+    if ctx.op.type == "reduce_prod_grad":
+        g = d * out / x
+    elif ctx.op.type in ("reduce_amax_grad", "reduce_amin_grad"):
+        eq = x == out
+        g = d * eq / eq.sum(axis=axes, keepdims=True)       # ties share the gradient
+    else:
+        g = d * (x == out)                                    # every tied element gets it
+    ctx.set("X@GRAD", np.asarray(g, dtype=x.dtype))
 
 
 @kernel("sum")

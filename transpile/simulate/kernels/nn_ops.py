@@ -34,13 +34,23 @@ def _hard_labels(label, n_class, ignore):
     return lab, ok
 
 
+def _swce_last(ctx, *arrays):
+    """The arrays with the op's `axis` moved last (and that axis)."""
+    nd = arrays[0].ndim
+    axis = ctx.attr("axis", -1) % nd
+    if axis == nd - 1:
+        return axis, arrays
+    return axis, tuple(np.moveaxis(a, axis, -1) if a.ndim == nd else a for a in arrays)
+
+
+def _swce_back(axis, nd, a):
+    return a if axis == nd - 1 else np.moveaxis(a, -1, axis)
+
+
 @kernel("softmax_with_cross_entropy")
 def softmax_with_cross_entropy(ctx):
-    logits = dense(ctx.x("Logits"))
-    label = dense(ctx.x("Label"))
-    axis = ctx.attr("axis", -1) % logits.ndim
-    if axis != logits.ndim - 1:
-        raise SimError("softmax_with_cross_entropy: only the last axis is simulated")
+    logits0 = dense(ctx.x("Logits"))
+    axis, (logits, label) = _swce_last(ctx, logits0, dense(ctx.x("Label")))
     # use_softmax=False: Logits already are probabilities (Paddle's cross_entropy(use_softmax=False))
     sm = _softmax(logits, -1) if ctx.attr("use_softmax", True) else logits
     if ctx.attr("soft_label", False):
@@ -51,15 +61,16 @@ def softmax_with_cross_entropy(ctx):
         picked = np.take_along_axis(sm, idx.reshape(sm.shape[:-1] + (1,)), axis=-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             loss = np.where(ok.reshape(picked.shape), -np.log(picked), 0.0)
-    ctx.set("Softmax", sm, lod=ctx.lod("Logits"))
-    ctx.set("Loss", loss.astype(logits.dtype), lod=ctx.lod("Logits"))
+    nd = logits0.ndim
+    ctx.set("Softmax", _swce_back(axis, nd, sm), lod=ctx.lod("Logits"))
+    ctx.set("Loss", _swce_back(axis, nd, loss.astype(logits.dtype)), lod=ctx.lod("Logits"))
 
 
 @kernel("softmax_with_cross_entropy_grad")
 def softmax_with_cross_entropy_grad(ctx):
-    sm = dense(ctx.x("Softmax"))
-    label = dense(ctx.x("Label"))
-    d = dense(ctx.x("Loss@GRAD"))
+    sm0 = dense(ctx.x("Softmax"))
+    axis, (sm, label, d) = _swce_last(ctx, sm0, dense(ctx.x("Label")),
+                                      dense(ctx.x("Loss@GRAD")))
     if ctx.attr("soft_label", False):
         g = (sm - label) * d
     else:
@@ -73,7 +84,7 @@ def softmax_with_cross_entropy_grad(ctx):
             with np.errstate(divide="ignore", invalid="ignore"):
                 g = np.where(onehot > 0, -d / sm, 0.0)
         g = g * ok.reshape(sm.shape[:-1] + (1,))
-    ctx.set("Logits@GRAD", g)
+    ctx.set("Logits@GRAD", _swce_back(axis, sm0.ndim, g))
 
 
 @kernel("cross_entropy", "cross_entropy2")
@@ -92,7 +103,8 @@ def cross_entropy(ctx):
     if ctx.wants("MatchX"):
         ctx.set("MatchX", match)
     if ctx.wants("XShape"):
-        ctx.set("XShape", np.zeros((0,) + x.shape))
+        # Paddle 2.6 declares cross_entropy2's XShape as X's dims then a 0
+        ctx.set("XShape", np.zeros(x.shape + (0,)))
 
 
 @kernel("cross_entropy_grad", "cross_entropy_grad2")
@@ -101,7 +113,8 @@ def cross_entropy_grad(ctx):
     label = dense(ctx.x("Label"))
     if ctx.op.type == "cross_entropy_grad2":
         match = dense(ctx.x("MatchX"))
-        shape = np.shape(ctx.x("XShape"))[1:]
+        xs = np.shape(ctx.x("XShape"))
+        shape = xs[:-1] if xs[-1] == 0 else xs[1:]
         g = np.zeros(shape)
         lab, ok = _hard_labels(label, shape[-1], ctx.attr("ignore_index", -100))
         idx = np.where(ok, lab, 0).reshape(tuple(shape[:-1]) + (1,))
@@ -179,11 +192,13 @@ def lookup_table_grad(ctx):
     flat = ids.reshape(-1)
     d = dense(ctx.x("Out@GRAD")).reshape((flat.size,) + tuple(width))
     pad = ctx.attr("padding_idx", -1)
-    if pad is not None and pad != -1:
-        d = np.where((flat == pad)[:, None], 0.0, d)
     if ctx.attr("is_sparse", False):
+        # Paddle 2.6.2's sparse grad keeps the padding id's rows (only the dense grad zeroes
+        # them): with is_sparse the optimizer moves the padding row, whose output stays 0
         ctx.set("W@GRAD", SelectedRows(flat, d, height))
     else:
+        if pad is not None and pad != -1:
+            d = np.where((flat == pad)[:, None], 0.0, d)
         g = np.zeros((height,) + tuple(width), dtype=d.dtype)
         np.add.at(g, flat, d)
         ctx.set("W@GRAD", g)
@@ -264,7 +279,7 @@ def sequence_pool_grad(ctx):
     ctx.set("X@GRAD", g, lod=ctx.lod("X"))
 
 
-# --- conv2d / pool2d (NCHW) -------------------------------------------------------------
+# --- conv2d / pool2d --------------------------------------------------------------------
 def _pads(ctx, ksize, in_hw, strides, dil):
     algo = ctx.attr("padding_algorithm", "EXPLICIT")
     p = list(ctx.attr("paddings", [0, 0]))
@@ -295,36 +310,55 @@ def _windows(x, kh, kw, sh, sw, dh, dw):
     return out
 
 
+def _nhwc(ctx, attr="data_format"):
+    fmt = ctx.attr(attr, "NCHW") or "NCHW"
+    if fmt not in ("NCHW", "NHWC", "AnyLayout"):
+        raise SimError("%s: data format %s is not simulated" % (ctx.op.type, fmt))
+    return fmt == "NHWC"
+
+
+def _to_nchw(a, nhwc):
+    return np.transpose(a, (0, 3, 1, 2)) if nhwc else a
+
+
+def _from_nchw(a, nhwc):
+    return np.transpose(a, (0, 2, 3, 1)) if nhwc else a
+
+
 def _conv_setup(ctx):
-    x, w = dense(ctx.x("Input")), dense(ctx.x("Filter"))
-    if ctx.attr("data_format", "NCHW") not in ("NCHW", "AnyLayout"):
-        raise SimError("conv2d: only NCHW is simulated")
+    nhwc = _nhwc(ctx)
+    x, w = _to_nchw(dense(ctx.x("Input")), nhwc), dense(ctx.x("Filter"))
     s = list(ctx.attr("strides", [1, 1]))
     d = list(ctx.attr("dilations", [1, 1]))
+    if ctx.attr("padding_algorithm", "EXPLICIT") == "SAME":
+        d = [1, 1]          # Paddle ignores the dilations under SAME padding
     g = ctx.attr("groups", 1) or 1
     p = _pads(ctx, w.shape[2:], x.shape[2:], s, d)
-    return x, w, s, d, g, p
+    return x, w, s, d, g, p, nhwc
 
 
 @kernel("conv2d", "depthwise_conv2d")
 def conv2d(ctx):
-    x, w, s, d, g, p = _conv_setup(ctx)
+    x, w, s, d, g, p, nhwc = _conv_setup(ctx)
     xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
     win = _windows(xp, w.shape[2], w.shape[3], s[0], s[1], d[0], d[1])
-    n, c = x.shape[:2]
+    c = x.shape[1]
     oc = w.shape[0]
     cg, og = c // g, oc // g
+    if w.shape[1] != cg:
+        raise SimError("%s: Filter %s for %d input channels in %d groups"
+                       % (ctx.op.type, list(w.shape), c, g))
     outs = []
     for gi in range(g):
         wi = win[:, gi * cg:(gi + 1) * cg]
         outs.append(np.einsum("nchwij,ocij->nohw", wi, w[gi * og:(gi + 1) * og]))
-    ctx.set("Output", np.concatenate(outs, axis=1))
+    ctx.set("Output", _from_nchw(np.concatenate(outs, axis=1), nhwc))
 
 
 @kernel("conv2d_grad", "depthwise_conv2d_grad")
 def conv2d_grad(ctx):
-    x, w, s, d, g, p = _conv_setup(ctx)
-    dout = dense(ctx.x("Output@GRAD"))
+    x, w, s, d, g, p, nhwc = _conv_setup(ctx)
+    dout = _to_nchw(dense(ctx.x("Output@GRAD")), nhwc)
     xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])))
     kh, kw = w.shape[2:]
     win = _windows(xp, kh, kw, s[0], s[1], d[0], d[1])
@@ -343,48 +377,99 @@ def conv2d_grad(ctx):
                 dxp[:, gi * cg:(gi + 1) * cg, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0],
                     j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]] += dwin[..., i, j]
     if ctx.wants("Input@GRAD"):
-        ctx.set("Input@GRAD", dxp[:, :, p[0]:xp.shape[2] - p[1], p[2]:xp.shape[3] - p[3]])
+        ctx.set("Input@GRAD", _from_nchw(dxp[:, :, p[0]:xp.shape[2] - p[1],
+                                             p[2]:xp.shape[3] - p[3]], nhwc))
     if ctx.wants("Filter@GRAD"):
         ctx.set("Filter@GRAD", dw)
 
 
 def _pool_setup(ctx):
-    x = dense(ctx.x("X"))
-    if ctx.attr("adaptive", False) or ctx.attr("ceil_mode", False):
-        raise SimError("pool2d: adaptive / ceil_mode pooling is not simulated")
+    """(x as NCHW, ksize, strides, pads [top, bottom, left, right], extra bottom/right padding
+    that ceil_mode adds, whether NHWC)."""
+    nhwc = _nhwc(ctx, "data_format")
+    x = _to_nchw(dense(ctx.x("X")), nhwc)
     k = list(ctx.attr("ksize", [1, 1]))
     s = list(ctx.attr("strides", [1, 1]))
     if ctx.attr("global_pooling", False):
         k, s, p = list(x.shape[2:]), [1, 1], [0, 0, 0, 0]
     else:
         p = _pads(ctx, k, x.shape[2:], s, [1, 1])
-    return x, k, s, p
+    extra = [0, 0]
+    if ctx.attr("ceil_mode", False) and not ctx.attr("global_pooling", False):
+        for i in range(2):
+            span = x.shape[2 + i] + p[2 * i] + p[2 * i + 1] - k[i]
+            o = -(-span // s[i]) + 1
+            extra[i] = max((o - 1) * s[i] + k[i] - (x.shape[2 + i] + p[2 * i] + p[2 * i + 1]), 0)
+    return x, k, s, p, extra, nhwc
+
+
+def _adaptive_bins(n, o):
+    return [(i * n // o, -(-(i + 1) * n // o)) for i in range(o)]
+
+
+def _adaptive_pool(ctx, x):
+    oh, ow = (list(ctx.attr("ksize", [1, 1])) * 2)[:2]
+    kind = ctx.attr("pooling_type", "max")
+    out = np.empty(x.shape[:2] + (oh, ow), dtype=x.dtype)
+    for i, (a, b) in enumerate(_adaptive_bins(x.shape[2], oh)):
+        for j, (c, d) in enumerate(_adaptive_bins(x.shape[3], ow)):
+            seg = x[:, :, a:b, c:d]
+            out[:, :, i, j] = seg.max(axis=(2, 3)) if kind == "max" else seg.mean(axis=(2, 3))
+    return out
+
+
+def _pool_div(ctx, x, k, s, p, extra):
+    """Each window's divisor for avg pooling: its count of real elements (exclusive) or of
+    elements within the explicit padding (Paddle clips a ceil_mode window to it)."""
+    h, w = x.shape[2:]
+    real = np.pad(np.ones((h, w)), ((p[0], p[1] + extra[0]), (p[2], p[3] + extra[1])))
+    if not ctx.attr("exclusive", True):
+        real = np.pad(np.ones((h + p[0] + p[1], w + p[2] + p[3])), ((0, extra[0]), (0, extra[1])))
+    return _windows(real[None, None], k[0], k[1], s[0], s[1], 1, 1).sum(axis=(-1, -2))
 
 
 @kernel("pool2d")
 def pool2d(ctx):
-    x, k, s, p = _pool_setup(ctx)
+    x, k, s, p, extra, nhwc = _pool_setup(ctx)
+    if ctx.attr("adaptive", False):
+        ctx.set("Out", _from_nchw(_adaptive_pool(ctx, x), nhwc))
+        return
     kind = ctx.attr("pooling_type", "max")
     fill = -np.inf if kind == "max" else 0.0
-    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])), constant_values=fill)
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1] + extra[0]), (p[2], p[3] + extra[1])),
+                constant_values=fill)
     win = _windows(xp, k[0], k[1], s[0], s[1], 1, 1)
     if kind == "max":
         out = win.max(axis=(-1, -2))
     else:
-        ones = np.pad(np.ones(x.shape[2:]), ((p[0], p[1]), (p[2], p[3])))
-        cnt = _windows(ones[None, None], k[0], k[1], s[0], s[1], 1, 1).sum(axis=(-1, -2))
-        div = cnt if ctx.attr("exclusive", True) else k[0] * k[1]
-        out = win.sum(axis=(-1, -2)) / div
-    ctx.set("Out", out)
+        out = win.sum(axis=(-1, -2)) / _pool_div(ctx, x, k, s, p, extra)
+    ctx.set("Out", _from_nchw(out, nhwc))
 
 
 @kernel("pool2d_grad")
 def pool2d_grad(ctx):
-    x, k, s, p = _pool_setup(ctx)
+    x, k, s, p, extra, nhwc = _pool_setup(ctx)
     kind = ctx.attr("pooling_type", "max")
-    dout = dense(ctx.x("Out@GRAD"))
+    dout = _to_nchw(dense(ctx.x("Out@GRAD")), nhwc)
+    if ctx.attr("adaptive", False):
+        g = np.zeros_like(x)
+        oh, ow = dout.shape[2:]
+        for i, (a, b) in enumerate(_adaptive_bins(x.shape[2], oh)):
+            for j, (c, d) in enumerate(_adaptive_bins(x.shape[3], ow)):
+                seg = x[:, :, a:b, c:d]
+                if kind == "max":
+                    flat = seg.reshape(seg.shape[:2] + (-1,))
+                    first = np.zeros_like(flat)
+                    np.put_along_axis(first, flat.argmax(axis=-1)[..., None], 1.0, axis=-1)
+                    g[:, :, a:b, c:d] += first.reshape(seg.shape) \
+                        * dout[:, :, i, j][..., None, None]
+                else:
+                    g[:, :, a:b, c:d] += dout[:, :, i, j][..., None, None] / seg[0, 0].size
+        ctx.set("X@GRAD", _from_nchw(g, nhwc))
+        return
     fill = -np.inf if kind == "max" else 0.0
-    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1]), (p[2], p[3])), constant_values=fill)
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[1] + extra[0]), (p[2], p[3] + extra[1])),
+                constant_values=fill)
     win = _windows(xp, k[0], k[1], s[0], s[1], 1, 1)
     oh, ow = dout.shape[2:]
     if kind == "max":
@@ -395,12 +480,10 @@ def pool2d_grad(ctx):
         np.put_along_axis(first, flat.argmax(axis=-1)[..., None], True, axis=-1)
         dwin = first.reshape(m.shape) * dout[..., None, None]
     else:
-        ones = np.pad(np.ones(x.shape[2:]), ((p[0], p[1]), (p[2], p[3])))
-        cnt = _windows(ones[None, None], k[0], k[1], s[0], s[1], 1, 1).sum(axis=(-1, -2))
-        div = cnt if ctx.attr("exclusive", True) else k[0] * k[1]
+        div = _pool_div(ctx, x, k, s, p, extra)
         dwin = np.broadcast_to((dout / div)[..., None, None], win.shape)
     dxp = np.zeros(xp.shape)
     for i in range(k[0]):
         for j in range(k[1]):
             dxp[:, :, i:i + s[0] * (oh - 1) + 1:s[0], j:j + s[1] * (ow - 1) + 1:s[1]] += dwin[..., i, j]
-    ctx.set("X@GRAD", dxp[:, :, p[0]:xp.shape[2] - p[1], p[2]:xp.shape[3] - p[3]])
+    ctx.set("X@GRAD", _from_nchw(dxp[:, :, p[0]:p[0] + x.shape[2], p[2]:p[2] + x.shape[3]], nhwc))
