@@ -307,7 +307,13 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
                                       int(math.ceil(t.shape[0] / float(len(endpoints)))),
                                       lookups)
 
-    fake = set()
+    # Paddle collects the tables to fake_init (`_get_sparse_table_names`) from the trainer program
+    # *after* `transpile` swapped each remote-prefetch table's lookups for one
+    # distributed_lookup_table, so those tables count too, whatever their lookup type (v2 ops
+    # are otherwise not looked at). It swaps a table when the first remote op reading it is a
+    # lookup (an nce first keeps the table).
+    fake = {p.name for p in params if p.remote_prefetch
+            and _first_remote_reader_type(block, remote_ops, p.name) in LOOKUP_TABLE_TYPES}
     for op in block.ops:
         if op.type in CLASSIC_FAKE_INIT_TYPES and op.attr("is_sparse") is True:
             fake.add(table_of(op))
@@ -331,3 +337,11 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         optimize_ops=tuple(opt), lr_ops=tuple(lr),
         fake_init_tables=tuple(sorted(fake)), remote_prefetch_ops=remote_ops,
         distributed_table=dist_table, clip_ops=clip)
+
+
+def _first_remote_reader_type(block, remote_ops: tuple, name: str) -> Optional[str]:
+    """The type of the first remote-prefetch op that reads `name` (any input), or None."""
+    for i in remote_ops:
+        if name in block.ops[i].input_names():
+            return block.ops[i].type
+    return None

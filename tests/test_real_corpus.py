@@ -1,0 +1,38 @@
+"""Real recommendation models (PaddleRec's own model code, built by Paddle 2.6.2) against Paddle's
+own splits: tests/corpus/paddlerec-classic (DistributeTranspiler) and paddlerec-fleet (Fleet's
+parameter-server passes), every mode the corpus has. Refusals (geo without a sparse table) exit 2
+and write nothing."""
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main as cli_main
+from golden import case_dirs, compare_case, is_refused, split_args
+
+CASES = case_dirs("paddlerec-classic") + case_dirs("paddlerec-fleet")
+
+
+def _id(case):
+    return "%s/%s" % (os.path.basename(os.path.dirname(case)), os.path.basename(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_case_matches_paddle(case, tmp_path):
+    out = str(tmp_path / "out")
+    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case, out))
+    diffs = compare_case(case, out, r.exit_code)
+    assert not diffs, "\n".join([r.output] + diffs[:40])
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=_id)
+def test_refusal_is_one_line_and_writes_nothing(case, tmp_path):
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli_main, split_args(case, str(out)))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert not out.exists()
+
+
+def test_the_families_are_there():
+    """The parametrization above is not empty (a missing corpus would pass vacuously)."""
+    assert len(case_dirs("paddlerec-classic")) >= 7 and len(case_dirs("paddlerec-fleet")) >= 17
