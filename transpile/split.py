@@ -99,10 +99,12 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
     SplitResult."""
     from .passes.fleet.pserver import OriginIndex, pserver_programs
     from .passes.fleet.trainer import trainer_main, trainer_startup
+    from .ir.lr_schedule import resolve
     from .plan.fleet import make_plan
     from .output.planjson import plan_json
     from .output.runtime import runtime_json
-    plan = make_plan(main, startup, config)
+    plan = make_plan(main, startup, config,
+                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
     result = SplitResult(emit=emit)
     total = len(trainer_ids) + len(plan.endpoints)
     progress = progress or (lambda done, total: None)

@@ -26,6 +26,7 @@ class ClusterConfig:
     min_block_size: int = 8192
     split_method: str = "round_robin"
     geo_push_nums: int = 100
+    lr_scheduler: Union[bool, str] = "auto"  # True, False or "auto" (ir/lr_schedule.py)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
@@ -44,7 +45,7 @@ class ClusterConfig:
 
 
 FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
-          "min_block_size", "split_method", "geo_push_nums")
+          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler")
 
 
 class _LineLoader:
@@ -222,6 +223,12 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         kw["split_method"] = _choice(data, "split_method", source, lines, SPLIT_METHODS)
     if "geo_push_nums" in data:
         kw["geo_push_nums"] = _int(data, "geo_push_nums", source, lines, 1)
+    if "lr_scheduler" in data:
+        v = data["lr_scheduler"]
+        if not (isinstance(v, bool) or v == "auto"):
+            raise _err(source, "lr_scheduler", lines,
+                       "expected auto, true or false, got %r" % (v,))
+        kw["lr_scheduler"] = v
     return ClusterConfig(**kw)
 
 

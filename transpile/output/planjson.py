@@ -79,7 +79,7 @@ def _fleet(plan, main: Program):
             removed.append(RemovedOp(i, "sparse_lookup", replaced_by="distributed_push_sparse"
                                      if grad else "distributed_lookup_table"))
     queues = [q for q, _ in trainer_send_queues(plan)]
-    lr = {"var": plan.lr_var,
+    lr = {"var": plan.lr_var, "scheduler": plan.has_lr_scheduler,
           "global_step": "@LR_DECAY_COUNTER@" if plan.need_global_step else None,
           "counters": [STEP_COUNTER] if STEP_COUNTER in queues else []}
     effective = {"min_block_size": FLEET_MIN_BLOCK_SIZE,

@@ -193,13 +193,17 @@ def _var(main: Program, name: str, why: str) -> Var:
 
 
 # --- the plan --------------------------------------------------------------------------------
+# The LR var Fleet keeps on the trainer when the program has a Python LR scheduler.
+SCHEDULER_LR_VAR = "learning_rate_0"
+
+
 def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
               lr_scheduler: bool = False) -> FleetPlan:
     """Compute the fleet plan; raises RefusedError where Paddle refuses the program.
 
-    `lr_scheduler`: the program's learning rate is set by a Python LRScheduler each step.
-    A ProgramDesc does not record that (Paddle 2.6 even initialises the var in startup as it
-    does a constant rate), so it has to be said; Fleet then keeps the LR var on the trainer.
+    `lr_scheduler`: the program's learning rate is set by a Python LRScheduler each step
+    (ir/lr_schedule.py tells it from the program, the config can say it); Fleet then keeps the
+    LR var on the trainer.
     """
     ops = main.global_block.ops
     endpoints = tuple(config.pservers)
@@ -291,6 +295,14 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     lr_var = _lr_var(main, optimize_ops)
     notes = []
     if lr_scheduler:
+        # Fleet's delete_optimizer_pass (_add_lr_var) re-declares the var by this fixed name,
+        # whatever the optimizer reads, and fails when the program has no such var
+        if main.global_block.var(SCHEDULER_LR_VAR) is None:
+            raise RefusedError("the learning rate is set by an LR scheduler, but the program has "
+                               "no var %s: Fleet's delete_optimizer_pass looks that name up and "
+                               "fails (set lr_scheduler: false if the rate is constant)"
+                               % SCHEDULER_LR_VAR)
+        lr_var = SCHEDULER_LR_VAR
         notes.append("the learning rate %s is fed by an LR scheduler: the trainer keeps it as a "
                      "persistable var" % lr_var)
 
