@@ -20,7 +20,8 @@ OPT_OPS = {"sgd", "momentum", "adam", "adagrad", "decayed_adagrad", "rmsprop", "
 
 def cases(family=None):
     out = []
-    for fam in ([family] if family else ["classic", "fleet"]):
+    for fam in ([family] if family else ["classic", "fleet", "paddlerec-classic",
+                                         "paddlerec-fleet"]):
         root = os.path.join(CORPUS, fam)
         for c in sorted(os.listdir(root)):
             if os.path.isdir(os.path.join(root, c, "expected", "trainer_0")):
@@ -199,13 +200,11 @@ MUTATIONS = {
 
 
 def _applies(case, kind):
-    fleet = case.startswith("fleet/")
+    fleet = case.startswith(("fleet/", "paddlerec-fleet/"))
     geo = "geo" in case
     if kind in ("wrong_epmap", "drop_recv") and fleet:
         return False            # fleet trainers have no epmap / recv ops: the communicator does
     if kind == "wrong_send_ctx" and not fleet:
-        return False
-    if kind == "drop_send" and geo:
         return False
     if kind == "keep_opt_op" and geo:
         return False
@@ -423,3 +422,60 @@ def test_cli_expect(tmp_path):
                                                   case_path("classic/basic", "expected")]))
     assert r.exit_code == 1
     assert "missing op scale" in r.output
+
+
+# ---------------------------------------------------------------------------------------------
+# what the real models showed
+
+def test_classic_async_lr_decay_counter_to_every_pserver_is_right(tmp_path):
+    """Classic async with LR decay sends the trainer's step counter to every pserver (one var,
+    every endpoint): each runs the LR-decay block that sums the counters. Not a finding."""
+    from cli import main as cli_main
+    case = "classic/lr_decay"
+    with open(case_path(case, "cluster.yaml")) as f:
+        text = f.read()
+    (tmp_path / "c.yaml").write_text(text + "\nmode: async\n")
+    out = str(tmp_path / "split")
+    r = CliRunner().invoke(cli_main, ["-q", "split", case_path(case, "main.pb"), "--startup",
+                                      case_path(case, "startup.pb"), "--cluster",
+                                      str(tmp_path / "c.yaml"), "--out", out])
+    assert r.exit_code == 0, r.output
+    main = programio.load(case_path(case, "main.pb"))
+    startup = programio.load(case_path(case, "startup.pb"))
+    cfg = load_config(str(tmp_path / "c.yaml"))
+    tmain = programio.load(os.path.join(out, "trainer_0", "main.pb"))
+    assert any(op.type == "send" and len(op.input("X")) == 1 and op.attr("merge_add") is True
+               and len(op.attr("epmap") or []) == len(cfg.pservers)
+               for op in tmain.global_block.ops), "no counter send to every pserver"
+    report = check_mod.check_dir(main, startup, cfg, out)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    # and a pserver that no longer reads the counters is a finding
+    ps = sorted(d for d in os.listdir(out) if d.startswith("pserver_"))[0]
+    pmain = programio.load(os.path.join(out, ps, "main.pb"))
+    for b in pmain.blocks[1:]:
+        b.ops = [op for op in b.ops if not any(".trainer_" in n for n in op.input_names())]
+    programio.save(pmain, os.path.join(out, ps, "main.pb"))
+    report = check_mod.check_dir(main, startup, cfg, out)
+    assert any("step counter" in f.message for f in report.findings), \
+        "\n".join(f.line() for f in report.findings)
+
+
+@pytest.mark.parametrize("case,op_type,phrase", [
+    ("paddlerec-fleet/fm_async", "distributed_push_sparse", "never sends the sparse grad"),
+    ("paddlerec-fleet/fm_geo", "send", "never sends the"),
+    ("paddlerec-fleet/fm_async", "send", "never sends"),
+])
+def test_each_dropped_sparse_send_is_caught(case, op_type, phrase, tmp_path):
+    """Dropping any one push or send of a table (not only the first send) is a finding."""
+    s0 = Split(case, tmp_path / "probe")
+    n = sum(1 for op in s0.prog("trainer_0/main").global_block.ops if op.type == op_type)
+    assert n >= 1
+    for k in range(n):
+        s = Split(case, tmp_path / str(k))
+        ops = s.prog("trainer_0/main").global_block.ops
+        idx = [i for i, op in enumerate(ops) if op.type == op_type][k]
+        dropped = ops.pop(idx)
+        report = run_check(case, s.save())
+        assert any(phrase in f.message for f in report.findings), \
+            "dropping %s %s: %s" % (op_type, dropped.inputs,
+                                    "\n".join(f.line() for f in report.findings))

@@ -37,6 +37,7 @@ class _Edge:
     op: Optional[int]
     section: Optional[int] = None     # rows, from runtime.json
     via: str = ""                     # "send", "recv", "send_ctx", "recv_ctx"
+    counter: bool = False             # the LR-decay step counter, sent to every pserver
 
 
 def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None:
@@ -55,13 +56,23 @@ def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None
                                        else "recv_varnames") or [])
             if split_names:
                 names = split_names
+            counter = _is_broadcast(op, names, eps)
+            if counter:
+                names = names * len(eps)
             if len(eps) != len(names):
                 ctx.add(op_type, part, bi, j,
                         "%s has %d vars but %d epmap entries" % (op_type, len(names), len(eps)),
                         "one endpoint per var")
                 continue
             for n, ep in zip(names, eps):
-                out.append(_Edge(n, ep, part.name, bi, j, via=op_type))
+                out.append(_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter))
+
+
+def _is_broadcast(op, names: list, eps: list) -> bool:
+    """Classic async/half_async with LR decay: the trainer's step counter goes to every pserver
+    (each runs the LR-decay block), one var with every endpoint, sent with merge_add."""
+    return (op.type == "send" and len(names) == 1 and len(eps) > 1
+            and op.attr("merge_add") is True and not op.attr("sections"))
 
 
 def _edges_from_ctx(ctx, part_name, rt: dict, key: str, out: list) -> None:
@@ -167,16 +178,38 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
                     ctx.add("send", part, bi, j,
                             "send names %s, which runtime.json's send_ctx does not list" % n,
                             "a send_ctx entry for %s" % n)
-    if ctx.geo:
-        return          # geo: the communicator pushes dense deltas itself
+    # a push names the table's grad as the backward pass named its first part
+    # (`<table>@GRAD@RENAME@block0@0` where several lookups summed into it)
+    pushed = {n.split("@RENAME@")[0] for bi in sorted(ctx.reach.get(part.name, {0}))
+              for op in prog.blocks[bi].ops if op.type == "distributed_push_sparse"
+              for n in op.input("W")}
     for var, c in send_ctx.items():
-        if not isinstance(c, dict) or c.get("is_tensor_table") or c.get("is_sparse"):
+        if not isinstance(c, dict) or var in sent:
             continue
-        if var not in sent:
-            ctx.add("send", part, None, None,
-                    "the trainer never sends %s: no send op names it (runtime.json send_ctx "
-                    "lists it)" % var,
-                    "a send op with send_varnames [%s]" % var)
+        if c.get("is_tensor_table"):
+            # the step counter: async and geo trainers name it in a send (Fleet's sync and
+            # half_async trainers drop it, and with it the LR decay's global step in sync: a
+            # Paddle fault, not a finding)
+            if ctx.config.mode in ("async", "geo"):
+                ctx.add("send", part, None, None,
+                        "the trainer never sends the step counter %s: no send op names it "
+                        "(runtime.json send_ctx lists it)" % var,
+                        "a send op with send_varnames [%s]" % var)
+            continue
+        if ctx.geo and not c.get("is_sparse"):
+            continue    # geo: the communicator pushes dense deltas itself
+        if c.get("is_sparse") and not ctx.geo:
+            if var not in pushed:
+                ctx.add("send", part, None, None,
+                        "the trainer never sends the sparse grad %s: no send op names it and "
+                        "no distributed_push_sparse pushes it (runtime.json send_ctx lists it)"
+                        % var, "a distributed_push_sparse of %s, or a send op with "
+                        "send_varnames [%s]" % (var, var))
+            continue
+        ctx.add("send", part, None, None,
+                "the trainer never sends %s%s: no send op names it (runtime.json send_ctx "
+                "lists it)" % ("the sparse table delta " if ctx.geo else "", var),
+                "a send op with send_varnames [%s]" % var)
 
 
 def _check_sends(ctx, tid, main: Part, sends: list) -> None:
@@ -194,6 +227,9 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
         keys = ctx.grad_keys.get(e.endpoint)
         if keys is None:
             continue        # that pserver's program is missing or broken: reported there
+        if e.counter:
+            _check_counter_target(ctx, e)
+            continue
         cands = _strip_peer(e.name)
         key = next((c for c in cands if c in keys), None)
         if key is None:
@@ -223,6 +259,17 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                         "a send of %s%s to %s" % (pb.grad, ".trainer_%d" % tid
                                                   if cfg.sync_mode and cfg.trainers > 1
                                                   else "", ep))
+
+
+def _check_counter_target(ctx, e: _Edge) -> None:
+    """A trainer's step counter must be read by the pserver's LR-decay ops (which sum the
+    trainers' counters into the global step)."""
+    prog = ctx.split.pservers[e.endpoint]["main"].prog
+    if not any(e.name in input_names(op) for b in prog.blocks[1:] for op in b.ops):
+        ctx.add("send", e.part, e.block, e.op,
+                "sends the step counter %s to %s, where no block reads it"
+                % (e.name, e.endpoint),
+                "an LR-decay block on %s that sums the trainers' counters" % e.endpoint)
 
 
 def _check_send_target(ctx, e: _Edge, key: str) -> None:
