@@ -83,7 +83,7 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
     index = OriginIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
         pmain, aliases = build_pserver_main(main, plan, ep, index.trainer_id, index)
-        pstartup = build_pserver_startup(startup, pmain, aliases, writers)
+        pstartup = build_pserver_startup(startup, pmain, aliases, writers, ep)
         result.add(endpoint_dir(ep) + "/main", pmain)
         result.add(endpoint_dir(ep) + "/startup", pstartup)
         del pmain, pstartup, aliases         # with emit set, nothing holds them now

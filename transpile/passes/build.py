@@ -9,6 +9,7 @@ import itertools
 from typing import Optional
 
 from ..ir.program import Attr, Block, Op, Program, Var, VarType
+from ..core.errors import RefusedError
 from ..ir import roles
 
 CONTROL_VAR_PREFIX = "__control_var@"
@@ -238,3 +239,16 @@ def new_block(program: Program, parent: int) -> Block:
     b = Block(len(program.blocks), parent)
     program.blocks.append(b)
     return b
+
+
+def require_held_inputs(op: Op, index: int, held, endpoint: str) -> None:
+    """A startup op copied to a pserver reads only vars that pserver holds (by name): Paddle's
+    pserver startup pass looks each input up among the pserver's vars and fails on any other
+    (a `coalesce_tensor` over weights that were sliced or placed elsewhere, for instance)."""
+    for args in op.inputs.values():
+        for a in args:
+            if a not in held:
+                raise RefusedError(
+                    "startup op %d (%s) initialises a var of pserver %s from %s, which that "
+                    "pserver does not hold: Paddle's pserver startup pass fails here "
+                    "(KeyError: %r)" % (index, op.type, endpoint, a, a))

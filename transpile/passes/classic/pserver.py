@@ -20,7 +20,7 @@ from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
 from ...plan.slicing import trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
-                     make_op, new_block, tensor_like)
+                     make_op, new_block, require_held_inputs, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (OriginIndex.slots).
@@ -408,10 +408,11 @@ def startup_writers(startup: Program) -> dict:
 
 
 def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict,
-                          writers: Optional[dict] = None) -> Program:
+                          writers: Optional[dict] = None, endpoint: str = "") -> Program:
     """Initialise exactly the vars the pserver holds: each init op of the origin startup whose
     output lives here, renamed to the block and reshaped to it (once per local block).
-    `writers`: startup_writers(startup), built once and shared by every endpoint."""
+    `writers`: startup_writers(startup), built once and shared by every endpoint; `endpoint`
+    names the pserver in a refusal."""
     gvars = pserver_main.global_block.vars
     prog = Program([Block(0, -1)], startup.version, startup.has_version,
                    None if startup.op_version_map is None else list(startup.op_version_map))
@@ -428,6 +429,7 @@ def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict
         if targets is None:
             continue
         slot, names = targets
+        require_held_inputs(op, i, gvars, endpoint)
         reshape = op.type in INITIALIZER_ATTRS
         for name in names:
             new = op.copy({k: [a for a in args if a in gvars] for k, args in op.inputs.items()},

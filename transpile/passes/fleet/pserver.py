@@ -22,7 +22,7 @@ from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
                      initializer_signature, make_op, new_block, new_tensor, persistable_copy,
-                     role_attrs)
+                     require_held_inputs, role_attrs)
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
@@ -453,6 +453,7 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
                 outputs[slot] = list(args)
         if not outputs:
             continue
+        require_held_inputs(ops[i], i, gvars, s.endpoint)
         new = ops[i].copy(outputs=outputs)
         if reshape and "Out" in outputs and outputs["Out"][0] in svars:
             shape = svars[outputs["Out"][0]].shape or ()
