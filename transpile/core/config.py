@@ -13,6 +13,7 @@ from .errors import ConfigError
 MODES = ("sync", "async", "half_async", "geo")
 STYLES = ("fleet", "classic")
 SPLIT_METHODS = ("round_robin", "hash_name", "balanced")
+PADDLE_FAULTS = ("reproduce", "fix")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class ClusterConfig:
     split_method: str = "round_robin"
     geo_push_nums: int = 100
     lr_scheduler: Union[bool, str] = "auto"  # True, False or "auto" (ir/lr_schedule.py)
+    paddle_faults: str = "reproduce"         # reproduce | fix (plan/faults.py)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
@@ -38,6 +40,12 @@ class ClusterConfig:
     def sync_mode(self) -> bool:
         return self.mode == "sync"
 
+    @property
+    def fix_faults(self) -> bool:
+        """`paddle_faults: fix`: write splits that train like the original where Paddle's
+        do not (plan/faults.py)."""
+        return self.paddle_faults == "fix"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["pservers"] = list(self.pservers)
@@ -45,7 +53,7 @@ class ClusterConfig:
 
 
 FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
-          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler")
+          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler", "paddle_faults")
 
 
 class _LineLoader:
@@ -229,6 +237,8 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
             raise _err(source, "lr_scheduler", lines,
                        "expected auto, true or false, got %r" % (v,))
         kw["lr_scheduler"] = v
+    if "paddle_faults" in data:
+        kw["paddle_faults"] = _choice(data, "paddle_faults", source, lines, PADDLE_FAULTS)
     return ClusterConfig(**kw)
 
 

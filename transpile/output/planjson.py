@@ -205,5 +205,6 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
                 "kept_as_backward": [{"index": i, "type": ops[i].type} for i in clip]},
         "endpoints": holds, "total_bytes": total, "imbalance": imbalance, "balance": balance,
         "programs": _programs(result, main, startup),
+        "faults": [f.to_dict() for f in result.faults],
         "notes": notes,
     }

@@ -50,7 +50,7 @@ class SplitResult:
 
     `runtime` holds the fleet style's communicator settings per trainer folder ("trainer_0" ->
     the runtime.json dict); `plan` is the JSON-able plan (plan.json); `summaries` what the
-    plan says of each program.
+    plan says of each program; `faults` the Paddle faults the split reproduces or fixes.
 
     With `emit` set, each program is handed to emit(key, program) as soon as it is built and
     not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
@@ -60,6 +60,7 @@ class SplitResult:
     runtime: dict[str, dict] = field(default_factory=dict)
     plan: dict = field(default_factory=dict)
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
+    faults: list = field(default_factory=list)      # plan/faults.py Fault: found in the input
     emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
 
     def add(self, key: str, prog: Program) -> None:

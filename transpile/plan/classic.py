@@ -90,6 +90,7 @@ class DistributionPlan:
     optimize_ops: tuple                     # indices: every op moved to the pservers
     lr_ops: tuple                           # indices: the LR schedule ops
     fake_init_tables: tuple                 # sparse tables the trainer does not initialise
+    local_tables: tuple                     # tables Paddle fake_inits that the trainer reads
     remote_prefetch_ops: tuple              # indices of lookup ops with remote_prefetch
     distributed_table: Optional[DistributedTable] = None
     clip_ops: tuple = ()                    # @CLIP ops kept on the trainer as backward ops
@@ -321,6 +322,11 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
             fake.add(op.input("W")[0])
     if table is not None:
         fake.add(table)
+    # tables fake_init'ed although the trainer reads them itself (a local lookup): Paddle never
+    # fills them (fault classic-local-table-fake-init); fixing it receives them instead
+    local = tuple(sorted(t for t in fake if _read_locally(block, t)))
+    if config.fix_faults:
+        fake -= set(local)
 
     lr = roles.lr_sched_ops(main)
     counter = None
@@ -335,7 +341,7 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         split_method=config.split_method, slice_var_up=config.slice_var_up,
         min_block_size=config.min_block_size, params=tuple(params), send_order=tuple(order),
         optimize_ops=tuple(opt), lr_ops=tuple(lr),
-        fake_init_tables=tuple(sorted(fake)), remote_prefetch_ops=remote_ops,
+        fake_init_tables=tuple(sorted(fake)), local_tables=local, remote_prefetch_ops=remote_ops,
         distributed_table=dist_table, clip_ops=clip)
 
 
@@ -345,3 +351,10 @@ def _first_remote_reader_type(block, remote_ops: tuple, name: str) -> Optional[s
         if name in block.ops[i].input_names():
             return block.ops[i].type
     return None
+
+
+def _read_locally(block, table: str) -> bool:
+    """Some lookup reads `table` on the trainer itself (not remote prefetch, not distributed)."""
+    return any(op.type in LOOKUP_TABLE_TYPES and op.input("W")[:1] == [table]
+               and op.attr("remote_prefetch") is not True and op.attr("is_distributed") is not True
+               for op in block.ops)

@@ -29,6 +29,7 @@ from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
+from .faults import clip_fix_blocker
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                       split_var, trainer_copy_name)
 
@@ -105,6 +106,7 @@ class FleetPlan:
     lr_var: Optional[str] = None
     notes: tuple = field(default=())
     split_method: str = "round_robin"           # "balanced" when asked for, else Fleet's own
+    fixes: frozenset = frozenset()              # Paddle fault ids this split fixes (faults.py)
 
     # --- questions the passes ask -----------------------------------------------------------
     @property
@@ -306,6 +308,15 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         notes.append("the learning rate %s is fed by an LR scheduler: the trainer keeps it as a "
                      "persistable var" % lr_var)
 
+    # the Paddle faults (plan/faults.py) this split fixes, when the config asks for that
+    fixes = set()
+    if config.fix_faults and config.mode == "sync":
+        if need_global_step:
+            fixes.add("fleet-sync-step-counter")
+        if config.trainers > 1 and clip_ops and \
+                clip_fix_blocker(main, clip_ops, placed_grads) is None:
+            fixes.add("fleet-clip-before-merge")
+
     return FleetPlan(
         mode=config.mode, endpoints=endpoints, trainers=config.trainers,
         dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
@@ -315,10 +326,12 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         optimize_ops=tuple(optimize_ops), clip_ops=tuple(clip_ops), lr_ops=tuple(lr_ops),
         sparse_tables=tuple(sparse_tables), distributed_tables=tuple(dist_tables),
         table_ids=MappingProxyType(table_ids), update_ops=MappingProxyType(update_ops),
-        pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])),
+        pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])
+                             or "fleet-sync-step-counter" in fixes),
         sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
         has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes),
-        split_method="balanced" if config.split_method == "balanced" else "round_robin")
+        split_method="balanced" if config.split_method == "balanced" else "round_robin",
+        fixes=frozenset(fixes))
 
 
 def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None:

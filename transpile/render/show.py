@@ -6,6 +6,7 @@ from typing import Optional
 
 from ..ir.program import Op, Program, Var
 from ..ir.roles import BACKWARD, DIST, FORWARD, LOSS, LRSCHED, OPTIMIZE, RPC
+from ..plan.faults import summary as faults_summary
 
 # attrs that are noise in a listing
 _DEBUG_ATTRS = {"op_callstack", "op_namescope", "op_device", "with_quant_attr", "op_role",
@@ -166,6 +167,9 @@ def split_summary_lines(plan: dict, out_dir: str):
     yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
     for key, p in sorted(plan["programs"].items()):
         yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+    line = faults_summary(plan.get("faults") or [])
+    if line:
+        yield "yellow" if "reproduced" in line else "", "  " + line
 
 
 def print_split_summary(plan: dict, out_dir: str, color: bool = False) -> None:

@@ -45,6 +45,9 @@ class OriginIndex:
         self._origin_names: dict[str, str] = {}
         self._update_slots: dict[int, tuple] = {}
         self.merge_templates: Optional[tuple] = None
+        # the trainer's clip op of each clipped gradient (by the var it writes)
+        self.clip_of = {ops[i].output("Out")[0]: ops[i] for i in plan.clip_ops
+                        if ops[i].output("Out")}
         # startup op indices by the first argument of each of their output slots
         self.startup_writers: dict[str, list[int]] = {}
         self.initializer: dict[str, Op] = {}
@@ -293,6 +296,10 @@ def build_optimize_blocks(s: _Server) -> tuple:
                 break
         if merged is None:
             continue
+        clip = s.index.clip_of.get(s.index.origin_name(merged.name))
+        if clip is not None and "fleet-clip-before-merge" in s.plan.fixes:
+            # the clip the trainer no longer runs, on the averaged gradient
+            block.ops.append(clip.copy({"X": [merged.name]}, {"Out": [merged.name]}))
         for op in group:
             if is_optimizer_update(op):
                 _append_optimizer_op(s, block, op, merged)

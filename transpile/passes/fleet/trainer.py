@@ -20,10 +20,16 @@ from ..build import OpOrder, make_op, new_control_var, role_attrs
 
 # --- main ------------------------------------------------------------------------------------
 def demote_clip_ops(main: Program, plan: FleetPlan) -> Program:
-    """Gradient-clip ops run on the trainer as backward ops (Fleet re-labels them so)."""
+    """Gradient-clip ops run on the trainer as backward ops (Fleet re-labels them so). Fixing
+    fleet-clip-before-merge, each becomes an assign of the unclipped gradient to the var the
+    trainer sends: the pservers clip the averaged gradient (passes/fleet/pserver.py)."""
     prog = main.shallow_copy()
     ops = prog.global_block.ops
     for i in plan.clip_ops:
+        if "fleet-clip-before-merge" in plan.fixes:
+            ops[i] = make_op("assign", {"X": ops[i].input("X")}, {"Out": ops[i].output("Out")},
+                             role_attrs(BACKWARD))
+            continue
         ops[i] = ops[i].copy()
         ops[i].set_attr("op_role", BACKWARD)
     return prog

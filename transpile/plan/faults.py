@@ -1,0 +1,198 @@
+"""Paddle's known faults: places where the split Paddle makes does not train like the program it
+came from, each with a stable id.
+
+`split` reproduces them by default (`paddle_faults: reproduce`: the output equals Paddle's) and,
+with `paddle_faults: fix`, writes the smallest change that makes the split train like the
+original. A few faults are corrected in both settings (the reference corpus corrects them: the
+output Paddle should have written). `simulate` proves the difference; `check` names the fault
+of a split that reproduces one (check/faults.py).
+
+This module is the vocabulary (FAULT_KINDS) and the finding of faults in a program for a config;
+the fixes live where the programs are made (plan/classic.py, plan/fleet.py and the passes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    id: str
+    style: str          # classic | fleet
+    modes: str          # where it occurs, as text
+    paddle: str         # what happens in Paddle's split
+    fix: str            # what `paddle_faults: fix` changes
+    always_fixed: bool = False      # corrected in both settings (the corpus corrects it)
+
+
+FAULT_KINDS = (
+    FaultKind("classic-local-table-fake-init", "classic", "sync, async, half_async",
+              "a sparse table the trainer looks up locally (lookup_table with is_sparse, no "
+              "remote_prefetch) is fake_init'ed in the trainer startup and never received, so "
+              "the first step reads a table with no values",
+              "the trainer startup receives the table from the pservers (recv + concat), as "
+              "every other parameter"),
+    FaultKind("classic-dist-table-optimizer", "classic", "sync, async, half_async",
+              "the distributed lookup table (is_distributed) is trained on the pservers with sgd "
+              "whatever the program's optimizer, and in sync mode the trainers' gradients are "
+              "summed without the 1/trainers scale",
+              "the table is served as row blocks looked up by remote prefetch (the "
+              "transpiler's own mechanism for a sparse table), each block trained by the "
+              "program's optimizer on the averaged gradient"),
+    FaultKind("classic-rmsprop-mean-grad-shape", "classic", "every mode",
+              "rmsprop's MeanGrad accumulator keeps the whole parameter's shape on a pserver "
+              "that holds a slice of it",
+              "MeanGrad gets the slice's shape, as Moment and MeanSquare (corrected in both "
+              "settings)", always_fixed=True),
+    FaultKind("classic-unwired-grad-chain", "classic", "every mode",
+              "the pserver computes the clip / weight-decay chain of a parameter's gradient "
+              "and then updates the parameter with the merged gradient, ignoring the chain",
+              "the optimizer reads the chain's result (corrected in both settings)",
+              always_fixed=True),
+    FaultKind("fleet-clip-before-merge", "fleet", "sync, 2+ trainers",
+              "gradient clipping runs on each trainer's gradient before the pservers average "
+              "them, not on the averaged gradient",
+              "the trainer sends the gradient unclipped (the clip op becomes an assign) and "
+              "each pserver clips the averaged gradient; clip by value, and clip by norm of an "
+              "unsliced parameter (a global-norm clip needs every gradient at once and stays "
+              "as Paddle has it)"),
+    FaultKind("fleet-sync-step-counter", "fleet", "sync, with LR decay",
+              "the trainers drop the step counter's increment and sync trainers never send "
+              "it, so the pservers' @LR_DECAY_COUNTER@ keeps its startup value and the "
+              "learning rate never follows the schedule",
+              "the pservers' LR-decay block increments the counter once per step (the "
+              "increment the original runs), as the classic transpiler does"),
+)
+KIND = {k.id: k for k in FAULT_KINDS}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault found in a program: its kind, where, and whether this split fixes it."""
+    id: str
+    where: str
+    fixed: bool
+    note: str = ""          # why `paddle_faults: fix` cannot correct it, when it cannot
+
+    @property
+    def kind(self) -> FaultKind:
+        return KIND[self.id]
+
+    def to_dict(self) -> dict:
+        d = {"id": self.id, "where": self.where, "fixed": self.fixed}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+def fault(fault_id: str, where: str, fix: bool, blocked: Optional[str] = None) -> Fault:
+    """A Fault of a known kind found at `where`. `fix`: the config asks for fixes; `blocked`:
+    why this one cannot be fixed (None when it can). Kinds corrected in both settings are
+    always fixed."""
+    if KIND[fault_id].always_fixed:
+        return Fault(fault_id, where, True)
+    return Fault(fault_id, where, fix and not blocked, blocked or "")
+
+
+def _ids(faults) -> str:
+    return ", ".join(sorted({f["id"] for f in faults}))
+
+
+def summary(faults: list) -> Optional[str]:
+    """One line for the terminal from plan.json's `faults` (dicts of Fault.to_dict): the
+    faults this split reproduces or fixes, or None when it has none to speak of."""
+    faults = [f for f in faults if f["id"] in KIND and not KIND[f["id"]].always_fixed]
+    if not faults:
+        return None
+    fixed = [f for f in faults if f["fixed"]]
+    kept = [f for f in faults if not f["fixed"]]
+    parts = []
+    if fixed:
+        n = len({f["id"] for f in fixed})
+        parts.append("%d Paddle fault%s fixed: %s" % (n, "s" * (n > 1), _ids(fixed)))
+    if kept:
+        n = len({f["id"] for f in kept})
+        line = "%d Paddle fault%s reproduced: %s" % (n, "s" * (n > 1), _ids(kept))
+        fixable = [f for f in kept if not f.get("note")]
+        stuck = [f for f in kept if f.get("note")]
+        if fixable:
+            line += "; `paddle_faults: fix` corrects %s" % (
+                ("it" if n == 1 else "them") if not stuck else _ids(fixable))
+        if stuck:
+            line += "; not fixable in a split: %s" % _ids(stuck)
+        parts.append(line)
+    return "; ".join(parts)
+
+
+# --- finding them ---------------------------------------------------------------------------------
+def classic_table_fault(main, config) -> Optional[Fault]:
+    """classic-dist-table-optimizer, found on the original program (its fix rewrites the
+    program before it is planned: passes/classic/fixes.py)."""
+    from .classic import find_distributed_table
+    table = find_distributed_table(main)
+    if table is None:
+        return None
+    opt = next((op.type for op in main.global_block.ops
+                if op.input("Param") == [table] and op.input("Grad")), None)
+    unscaled = config.sync_mode and config.trainers > 1
+    if opt in (None, "sgd") and not unscaled:
+        return None
+    why = []
+    if opt not in (None, "sgd"):
+        why.append("sgd instead of %s" % opt)
+    if unscaled:
+        why.append("gradients summed, not averaged")
+    return fault("classic-dist-table-optimizer", "table %s (%s)" % (table, "; ".join(why)),
+                 config.fix_faults)
+
+
+def classic_faults(main, config, plan) -> list:
+    """The faults of the classic plan made for `config` (its fixes already applied when asked)."""
+    out = [fault("classic-local-table-fake-init", "table %s" % t, config.fix_faults)
+           for t in plan.local_tables]
+    ops = main.global_block.ops
+    for p in plan.params:
+        if p.sliced and any(s.slot == "MeanGrad" for s in p.states) and \
+                p.optimizer_type == "rmsprop":
+            out.append(fault("classic-rmsprop-mean-grad-shape", "parameter %s" % p.name, True))
+        grad_in = ops[p.optimizer_op].input("Grad")[:1]
+        if grad_in and grad_in[0] != p.grad:
+            out.append(fault("classic-unwired-grad-chain", "parameter %s (%s)"
+                             % (p.name, grad_in[0]), True))
+    return out
+
+
+# the clip ops a pserver can run on the averaged gradient of a block it holds
+PER_TENSOR_CLIPS = ("clip",)
+PER_PARAM_CLIPS = ("clip_by_norm",)
+
+
+def fleet_faults(main, config, plan) -> list:
+    """The faults of the fleet plan made for `config` (fixes already applied when asked)."""
+    out = []
+    if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
+        blocked = clip_fix_blocker(main, plan.clip_ops, plan.grad_slices)
+        out.append(fault("fleet-clip-before-merge", "%d clip op(s) on the trainer"
+                         % len(plan.clip_ops), config.fix_faults, blocked))
+    if plan.is_sync and plan.need_global_step:
+        out.append(fault("fleet-sync-step-counter", "the pservers' LR-decay block",
+                         config.fix_faults))
+    return out
+
+
+def clip_fix_blocker(main, clip_ops, grad_slices) -> Optional[str]:
+    """Why the trainer's clip ops (`clip_ops`: block-0 indices) cannot move to the pservers, or
+    None when they can: each must clip one gradient on its own (elementwise, or by the norm of
+    a parameter no pserver holds in slices; `grad_slices`: grad -> its blocks)."""
+    ops = main.global_block.ops
+    sliced = {g for g, blocks in grad_slices.items() if len(blocks) > 1}
+    for i in clip_ops:
+        op = ops[i]
+        if op.type in PER_TENSOR_CLIPS:
+            continue
+        if op.type in PER_PARAM_CLIPS and not sliced & set(op.input("X")):
+            continue
+        return ("a %s clip (op %d) needs more than the gradient one pserver holds"
+                % (op.type, i))
+    return None
