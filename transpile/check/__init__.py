@@ -19,6 +19,8 @@ config and look at the split from both sides:
               endpoint knows; every received parameter block exists where it is received from;
               every optimized block is fed and read back;                          trainer.py
   trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
+  fault       a warning naming each known Paddle fault (plan/faults.py) the split reproduces;
+                                                                                   faults.py
   golden      with --expect, every difference from a golden split (render/diff.py). golden.py
 
 Reading the split is loading.py; what the checks share while they run, context.py; how they
@@ -34,6 +36,7 @@ from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
 from .context import Ctx, ParamBlock
 from .coverage import check_coverage, trainable_params
+from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
 from .loading import Part, Split, load_program_raw, load_split
@@ -52,7 +55,8 @@ __all__ = [
 
 
 # in this order: each check reads what the ones before it put in ctx
-CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers)
+CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers,
+               check_faults)
 CHECK_STEPS = len(CHECK_ORDER)
 
 

@@ -203,12 +203,13 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
             if a not in outs:
                 continue
             v = prog.find_var(a, pb.block)
-            want_acc[a] = (shape, pb)
+            want_acc[a] = (shape, pb, _accumulator_fault(op, slot))
             if v is not None and is_dense(v) and is_dense(pb.var) and tuple(v.shape) != \
                     tuple(shape):
                 ctx.add("optimize", part, 0, None,
-                        "accumulator %s (%s of %s on %s) has shape %s"
-                        % (a, slot, pb.param, op.type, fmt_shape(v.shape)),
+                        "accumulator %s (%s of %s on %s) has shape %s%s"
+                        % (a, slot, pb.param, op.type, fmt_shape(v.shape),
+                           _accumulator_fault(op, slot)),
                         "%s, the shape of %s" % (fmt_shape(shape), pb.param))
     g = op.input("Grad")
     if g:
@@ -221,14 +222,22 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
                     "%s, the shape of %s" % (fmt_shape(shape), pb.param))
 
 
+def _accumulator_fault(op, slot: str) -> str:
+    """The Paddle fault a wrongly shaped accumulator is, as a suffix of the finding."""
+    if op.type == "rmsprop" and slot == "MeanGrad":
+        return " (Paddle fault classic-rmsprop-mean-grad-shape)"
+    return ""
+
+
 def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> None:
     """The startup program declares and initialises each accumulator with its block's shape."""
     sb = startup.prog.global_block
-    for name, (shape, pb) in sorted(want_acc.items()):
+    for name, (shape, pb, fault) in sorted(want_acc.items()):
         v = sb.vars.get(name)
         if is_dense(v) and tuple(v.shape) != tuple(shape):
             ctx.add("optimize", startup, 0, None,
-                    "accumulator %s of %s is declared %s" % (name, pb.param, fmt_shape(v.shape)),
+                    "accumulator %s of %s is declared %s%s" % (name, pb.param,
+                                                             fmt_shape(v.shape), fault),
                     "%s, the shape of %s" % (fmt_shape(shape), pb.param))
     for j, op in enumerate(sb.ops):
         if op.type not in _INIT_OPS or not op.has_attr("shape"):
@@ -238,8 +247,8 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                 shape = want_acc[out][0]
                 if list(op.attr("shape")) != list(shape):
                     ctx.add("optimize", startup, 0, j,
-                            "%s initialises %s with shape %s" % (op.type, out,
-                                                                 fmt_shape(op.attr("shape"))),
+                            "%s initialises %s with shape %s%s"
+                            % (op.type, out, fmt_shape(op.attr("shape")), want_acc[out][2]),
                             "%s, the shape of %s" % (fmt_shape(shape), want_acc[out][1].param))
     # every persistable var both programs declare: the same shape
     main_vars = main.global_block.vars
@@ -329,8 +338,10 @@ def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
         if outs and all(not _read_by_others(readers.get(o), here) for o in outs):
             reads = pb.op.input("Grad") or [pb.grad]
             ctx.add("optimize", part, pb.block, j,
-                    "%s writes %s, which nothing reads: %s reads %s instead"
-                    % (op.type, ", ".join(outs), pb.op.type, reads[0]),
+                    "%s writes %s, which nothing reads: %s reads %s instead%s"
+                    % (op.type, ", ".join(outs), pb.op.type, reads[0],
+                       " (Paddle fault classic-unwired-grad-chain)"
+                       if ctx.config.style == "classic" else ""),
                     "%s reads the result (%s)" % (pb.op.type, outs[0]))
 
 

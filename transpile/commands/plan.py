@@ -29,12 +29,14 @@ def register(main_group, handle_errors):
         accumulators), with a load bar, and the imbalance (max / mean bytes; 1.00 is even).
         The last line is the best imbalance any placement of these blocks can reach.
         Fleet style ignores hash_name and round-robins, as Paddle does (marked *).
+        Then the Paddle faults a split of MAIN meets (see `paddle_faults` in the README),
+        reproduced or fixed as the config's paddle_faults says.
         Example:
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
         from ..format import programio
-        from ..plan.compare import compare
-        from ..render.placement import comparison, comparison_lines
+        from ..plan.compare import compare, faults_of
+        from ..render.placement import comparison, comparison_lines, fault_lines
         from ..render.show import emit
         from ..core.config import load_config
         from ..ir.validate import validate_for_split
@@ -51,4 +53,5 @@ def register(main_group, handle_errors):
         color = obj.color if obj is not None and obj.color is not None else (
             sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         emit(comparison_lines(compare(main, start, cfg), cfg, main_program), color)
+        emit(fault_lines([f.to_dict() for f in faults_of(main, start, cfg)]), color)
     return plan

@@ -51,8 +51,10 @@ def register(main_group, handle_errors):
           pserver_<host>_<port>/main.pb, startup.pb     one pair per endpoint
           plan.json     what went where (docs/plan-json.md)
           report.md     the same for a person: `pstranspile report DIR` prints it
-        and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, and
-        per program the ops removed and inserted.
+        and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, per
+        program the ops removed and inserted, and the Paddle faults the split reproduces (the
+        output equals Paddle's) or fixes (`paddle_faults: fix` in the cluster config: a split
+        that trains like the original; the README lists the faults).
         \b
         Example:
           pstranspile split samples/mlp_sgd/main.pb --startup samples/mlp_sgd/startup.pb \\

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 from ..core.config import SPLIT_METHODS
 from ..ir.program import Program
 from .classic import make_plan as classic_make_plan
+from .faults import classic_faults, classic_table_fault, fleet_faults
 from .fleet import make_plan as fleet_make_plan
 from .placed import effective_split_method, holdings, placed_params
 from .placement import best_placement, imbalance
@@ -60,3 +61,14 @@ def compare(main: Program, startup: Optional[Program], config,
     (default: every method the config accepts)."""
     return [placement(main, startup, replace(config, split_method=m))
             for m in (methods or SPLIT_METHODS)]
+
+
+def faults_of(main: Program, startup: Optional[Program], config, plan=None) -> list:
+    """The Paddle faults (plan/faults.py) a split of `main` for `config` meets, each marked
+    fixed or not as `config.paddle_faults` says (`plan`: the style plan, when made)."""
+    if plan is None:
+        plan = style_plan(main, startup, config)
+    if config.style == "classic":
+        table = classic_table_fault(main, config)
+        return ([table] if table else []) + classic_faults(main, config, plan)
+    return fleet_faults(main, config, plan)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..plan.compare import Placement, compare
+from ..plan.compare import Placement, compare, faults_of
+from ..plan.faults import KIND, summary
 from .show import human_bytes, load_bar
 
 BAR = 12
@@ -17,7 +18,8 @@ def comparison(main, startup, config) -> dict:
     return {"style": config.style, "mode": config.mode, "pservers": list(config.pservers),
             "split_method": config.split_method,
             "best_imbalance": best.best_imbalance, "best_exact": best.best_exact,
-            "methods": [p.to_dict() for p in placements]}
+            "methods": [p.to_dict() for p in placements],
+            "faults": [f.to_dict() for f in faults_of(main, startup, config)]}
 
 
 def _ratio(x: Optional[float]) -> str:
@@ -52,3 +54,17 @@ def comparison_lines(placements: list[Placement], config, source: str = ""):
         yield "", "  * %s style uses %s instead (as Paddle's Fleet does)" % (
             config.style, ", ".join(sorted({p.effective for p in placements
                                             if p.effective != p.split_method})))
+
+
+def fault_lines(faults: list):
+    """(style, text) lines on the Paddle faults a split for this config meets (`faults`: dicts
+    of plan/faults.py Fault.to_dict)."""
+    line = summary(faults)
+    if not line:
+        return
+    yield "bold", "  " + line
+    for f in faults:
+        kind = KIND[f["id"]]
+        state = "fixed" if f["fixed"] else ("not fixable: " + f["note"] if f.get("note")
+                                            else "reproduced")
+        yield "", "    %s (%s): %s [%s]" % (f["id"], f["where"], kind.paddle, state)

@@ -13,6 +13,8 @@ from typing import Optional
 
 from ..ir import roles
 from ..ir.program import Op, Program
+from ..plan.faults import KIND
+from ..plan.faults import summary as faults_summary
 from .diff import diff_programs_and_names
 from .show import balance_line, format_op, human_bytes
 
@@ -293,6 +295,23 @@ def _placement(plan: dict) -> list[str]:
     return out
 
 
+def _faults(faults: list) -> list[str]:
+    """The Paddle faults the split reproduces or fixes (plan/faults.py), as a table."""
+    if not faults:
+        return []
+    out = ["## Paddle faults", "", faults_summary(faults) or
+           "Corrected here as in the reference corpus:", "",
+           "| fault | where | this split | in Paddle's split | `paddle_faults: fix` |",
+           "|---|---|---|---|---|"]
+    for f in faults:
+        kind = KIND[f["id"]]
+        state = "fixed" if f["fixed"] else (
+            "reproduced (not fixable: %s)" % f["note"] if f.get("note") else "reproduced")
+        out.append("| `%s` | %s | %s | %s | %s |" % (f["id"], f["where"], state, kind.paddle,
+                                                      kind.fix))
+    return out + [""]
+
+
 def program_section(key: str, main: Program, prog: Program) -> list[str]:
     """The report's lines on one program of a split, by its key ("trainer_0/main",
     "pserver_<ep>/startup" ...); `main`: the original main program."""
@@ -335,6 +354,7 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
     out.append("")
     if plan:
         out += _placement(plan)
+        out += _faults(plan.get("faults") or [])
 
     def lines():
         yield from out

@@ -1,0 +1,135 @@
+"""Paddle's known faults (plan/faults.py): for each fault id a small program that shows it
+(Paddle 2.6.2's own programs from tests/corpus, each a handful of ops), and:
+  - `paddle_faults: reproduce` (the default): the split equals Paddle's (the corpus tests), lists
+    the fault as not fixed, `check` warns naming the id (exit 0), `simulate` finds the split
+    trains differently from the original;
+  - `paddle_faults: fix`: the fault is listed as fixed, `check` is clean, `simulate` equal."""
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main as cli_main
+from transpile.plan.faults import FAULT_KINDS, KIND, summary
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+# fault id -> a corpus case whose program shows it
+SHOWN_BY = {
+    "classic-local-table-fake-init": "classic/local_lookup_table",
+    "classic-dist-table-optimizer": "classic/dist_lookup_table",
+    "fleet-clip-before-merge": "fleet/l2decay_clip_unsplit_sync",
+    "fleet-sync-step-counter": "fleet/lrdecay_momentum_sync",
+}
+# corrected in both settings: the corpus's corrections
+ALWAYS_FIXED = {
+    "classic-rmsprop-mean-grad-shape": "classic/rmsprop",
+    "classic-unwired-grad-chain": "classic/l2decay",
+}
+
+
+def _config(tmp_path, case, setting):
+    with open(os.path.join(CORPUS, case, "cluster.yaml")) as f:
+        text = f.read()
+    path = tmp_path / ("%s.yaml" % setting)
+    path.write_text(text + "\npaddle_faults: %s\n" % setting)
+    return str(path)
+
+
+def _run(*args):
+    return CliRunner().invoke(cli_main, list(args))
+
+
+def _split(tmp_path, case, setting):
+    out = str(tmp_path / ("split-" + setting))
+    c = os.path.join(CORPUS, case)
+    cfg = _config(tmp_path, case, setting)
+    r = _run("split", c + "/main.pb", "--startup", c + "/startup.pb", "--cluster", cfg,
+             "--out", out)
+    assert r.exit_code == 0, r.output
+    with open(os.path.join(out, "plan.json")) as f:
+        return out, cfg, json.load(f), r.output
+
+
+def _check(case, cfg, split_dir):
+    c = os.path.join(CORPUS, case)
+    return _run("check", c + "/main.pb", "--startup", c + "/startup.pb", "--cluster", cfg,
+                split_dir)
+
+
+def _simulate(case, cfg, split_dir):
+    c = os.path.join(CORPUS, case)
+    return _run("simulate", c + "/main.pb", "--startup", c + "/startup.pb", "--cluster", cfg,
+                split_dir, "--steps", "3")
+
+
+def test_every_fault_kind_is_covered_here():
+    assert set(SHOWN_BY) | set(ALWAYS_FIXED) <= set(KIND)
+    assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= set(SHOWN_BY), \
+        "a fault kind without a program that shows it"
+
+
+@pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
+def test_reproduced_then_fixed(fault_id, tmp_path):
+    case = SHOWN_BY[fault_id]
+    # reproduce: listed, not fixed; summary says so; check warns with the id; simulate differs
+    out, cfg, plan, text = _split(tmp_path, case, "reproduce")
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and not any(f["fixed"] for f in mine), plan["faults"]
+    assert "reproduced: " in text and fault_id in text
+    r = _check(case, cfg, out)
+    assert r.exit_code == 0, r.output
+    assert "Paddle fault %s" % fault_id in r.output
+    r = _simulate(case, cfg, out)
+    assert r.exit_code == 1, r.output
+    # fix: listed as fixed; check clean (no warning of any fault); simulate equal
+    out, cfg, plan, text = _split(tmp_path, case, "fix")
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    assert "fixed: " in text and fault_id in text
+    r = _check(case, cfg, out)
+    assert r.exit_code == 0 and "Paddle fault" not in r.output, r.output
+    r = _simulate(case, cfg, out)
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
+def test_paddles_own_split_gets_the_warning(fault_id):
+    case = SHOWN_BY[fault_id]
+    c = os.path.join(CORPUS, case)
+    r = _check(case, c + "/cluster.yaml", c + "/expected")
+    assert r.exit_code == 0 and "Paddle fault %s" % fault_id in r.output, r.output
+
+
+@pytest.mark.parametrize("fault_id", sorted(ALWAYS_FIXED))
+@pytest.mark.parametrize("setting", ["reproduce", "fix"])
+def test_corrected_faults_stay_corrected(fault_id, setting, tmp_path):
+    case = ALWAYS_FIXED[fault_id]
+    out, cfg, plan, _ = _split(tmp_path, case, setting)
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    assert _check(case, cfg, out).exit_code == 0
+    c = os.path.join(CORPUS, case)
+    r = _check(case, c + "/cluster.yaml", c + "/expected")    # Paddle's: a finding
+    assert r.exit_code == 1 and fault_id in r.output, r.output
+
+
+def test_no_fault_no_line(tmp_path):
+    _, _, plan, text = _split(tmp_path, "classic/basic", "reproduce")
+    assert plan["faults"] == [] and "Paddle fault" not in text
+
+
+def test_summary_wording():
+    assert summary([]) is None
+    assert summary([{"id": "classic-rmsprop-mean-grad-shape", "where": "x", "fixed": True}]) \
+        is None
+    two = [{"id": "fleet-clip-before-merge", "where": "a", "fixed": False},
+           {"id": "fleet-sync-step-counter", "where": "b", "fixed": False}]
+    assert summary(two) == ("2 Paddle faults reproduced: fleet-clip-before-merge, "
+                            "fleet-sync-step-counter; `paddle_faults: fix` corrects them")
+    assert summary([dict(f, fixed=True) for f in two]) == \
+        "2 Paddle faults fixed: fleet-clip-before-merge, fleet-sync-step-counter"
+    stuck = [dict(two[0], note="a global-norm clip")]
+    assert summary(stuck) == ("1 Paddle fault reproduced: fleet-clip-before-merge; not "
+                              "fixable in a split: fleet-clip-before-merge")

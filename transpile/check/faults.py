@@ -1,0 +1,112 @@
+"""The Paddle faults a split reproduces (plan/faults.py), told from the split itself: a warning
+naming the fault id for each (a split Paddle made, or ours under `paddle_faults: reproduce`,
+trains differently from the original there; `paddle_faults: fix` writes one that does not).
+Warnings, not findings: the split is what Paddle writes."""
+from __future__ import annotations
+
+from ..ir.tables import LOOKUP_TABLE_TYPES
+from ..plan.classic import find_distributed_table
+from ..plan.faults import KIND
+from ..plan.slicing import origin_varname
+from .ops import input_names, is_update_op, output_names
+
+LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
+STEP_COUNTER = "@PS_STEP_COUNTER@"
+FLEET_CLIP_SCOPE = "gradient_clip"
+
+
+def _warn(ctx, fault_id, part, block, op, message):
+    ctx.warn("fault", part, block, op, "Paddle fault %s: %s" % (fault_id, message),
+             "what `paddle_faults: fix` writes: " + KIND[fault_id].fix.split(";")[0])
+
+
+def check_faults(ctx) -> None:
+    """Warn of each known Paddle fault the split reproduces."""
+    if ctx.config.style == "classic":
+        _local_table(ctx)
+        _dist_table(ctx)
+    elif ctx.config.style == "fleet" and ctx.config.sync_mode:
+        if ctx.config.trainers > 1:
+            _clip_before_merge(ctx)
+        _sync_step_counter(ctx)
+
+
+def _local_table(ctx) -> None:
+    for tid in sorted(ctx.split.trainers):
+        t = ctx.split.trainers[tid]
+        if t["startup"] is None:
+            continue
+        sops = t["startup"].prog.global_block.ops
+        faked = {n for op in sops if op.type == "fake_init" for n in op.output("Out")}
+        received = {origin_varname(n) for op in sops if op.type in ("recv", "concat")
+                    for n in output_names(op)}
+        for j, op in enumerate(t["main"].prog.global_block.ops):
+            w = op.input("W")[:1] if op.type in LOOKUP_TABLE_TYPES else []
+            if w and w[0] in faked and w[0] not in received and \
+                    op.attr("remote_prefetch") is not True:
+                _warn(ctx, "classic-local-table-fake-init", t["main"], 0, j,
+                      "the trainer looks %s up itself, but its startup fake_inits the table "
+                      "and never receives it: the first step reads a table with no values"
+                      % w[0])
+                faked.discard(w[0])
+
+
+def _dist_table(ctx) -> None:
+    table = find_distributed_table(ctx.main)
+    if table is None:
+        return
+    original = next((op.type for op in ctx.main.global_block.ops
+                     if op.input("Param") == [table] and op.input("Grad")), None)
+    average = ctx.config.sync_mode and ctx.config.trainers > 1
+    for ep in ctx.config.pservers:
+        p = ctx.split.pservers.get(ep)
+        if not p:
+            continue
+        prog = p["main"].prog
+        for bi, block in enumerate(prog.blocks):
+            for j, op in enumerate(block.ops):
+                if not is_update_op(op) or op.input("Param") != [table]:
+                    continue
+                why = []
+                if original is not None and op.type != original:
+                    why.append("with %s, not the program's %s" % (op.type, original))
+                grad = op.input("Grad")[:1]
+                if average and not any(o.type == "scale" and o.input("X") == grad
+                                       for o in block.ops[:j]):
+                    why.append("on the trainers' summed gradients, not their average")
+                if why:
+                    _warn(ctx, "classic-dist-table-optimizer", p["main"], bi, j,
+                          "the distributed table %s is trained %s" % (table, " and ".join(why)))
+
+
+def _clip_before_merge(ctx) -> None:
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        for j, op in enumerate(main.prog.global_block.ops):
+            if op.type != "assign" and FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or ""):
+                _warn(ctx, "fleet-clip-before-merge", main, 0, j,
+                      "trainer %d clips its own gradient (%s of %s) before the pservers "
+                      "average the trainers' gradients" % (tid, op.type,
+                                                           ", ".join(input_names(op))))
+                break
+
+
+def _sync_step_counter(ctx) -> None:
+    sent = any(STEP_COUNTER in (op.attr("send_varnames") or [])
+               for t in ctx.split.trainers.values()
+               for op in t["main"].prog.global_block.ops if op.type == "send")
+    if sent:
+        return
+    for ep in ctx.config.pservers:
+        p = ctx.split.pservers.get(ep)
+        if not p:
+            continue
+        prog = p["main"].prog
+        reads = [(bi, j) for bi, b in enumerate(prog.blocks) for j, op in enumerate(b.ops)
+                 if LR_DECAY_COUNTER in input_names(op)]
+        writes = any(LR_DECAY_COUNTER in output_names(op) for b in prog.blocks[1:]
+                     for op in b.ops)
+        if reads and not writes:
+            _warn(ctx, "fleet-sync-step-counter", p["main"], reads[0][0], reads[0][1],
+                  "the LR decay reads %s, which no pserver op increments and no trainer "
+                  "sends: the learning rate stays at its first value" % LR_DECAY_COUNTER)
