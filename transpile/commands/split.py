@@ -96,6 +96,8 @@ def register(main_group, handle_errors):
                     result = do_split(main_prog, startup_prog, cfg, progress=update, emit=emit)
                 for key, rt in result.runtime.items():
                     stage.write(key + "/runtime.json", outdir.json_bytes(rt))
+                for rel, text in result.texts.items():
+                    stage.write(rel, text.encode("utf-8"))
                 if result.plan:
                     stage.write("plan.json", outdir.json_chunks(result.plan))
                 stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(

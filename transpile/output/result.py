@@ -49,8 +49,9 @@ class SplitResult:
     "trainer_0/main", "trainer_0/startup", "pserver_127.0.0.1_6174/main", ...
 
     `runtime` holds the fleet style's communicator settings per trainer folder ("trainer_0" ->
-    the runtime.json dict); `plan` is the JSON-able plan (plan.json); `summaries` what the
-    plan says of each program.
+    the runtime.json dict); `texts` other files by path ("trainer_0/worker_desc.txt" -> the
+    ps style's descriptor text); `plan` is the JSON-able plan (plan.json); `summaries` what
+    the plan says of each program.
 
     With `emit` set, each program is handed to emit(key, program) as soon as it is built and
     not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
@@ -58,6 +59,7 @@ class SplitResult:
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
     plan: dict = field(default_factory=dict)
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
     emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
