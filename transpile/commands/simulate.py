@@ -61,6 +61,10 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     if not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
+    if cfg.style == "ps":
+        raise UserError("simulate does not support the ps style (its tables live in Paddle's "
+                        "brpc servers, which the simulator does not model); check the split "
+                        "with `pstranspile check`")
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:

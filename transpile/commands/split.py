@@ -47,8 +47,10 @@ def register(main_group, handle_errors):
 
         \b
         Writes, under --out:
-          trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style)
+          trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style,
+                                            worker_desc.txt in ps style)
           pserver_<host>_<port>/main.pb, startup.pb     one pair per endpoint
+                                            (+ server_desc.txt in ps style)
           plan.json     what went where (docs/plan-json.md)
           report.md     the same for a person: `pstranspile report DIR` prints it
         and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, and
