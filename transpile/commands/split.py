@@ -111,7 +111,11 @@ def register(main_group, handle_errors):
                 click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
             else:
                 from ..render import show as show_mod
-                show_mod.print_split_summary(result.plan, out_dir, color=use_color(obj))
+                if result.plan.get("style") == "ps":
+                    from ..render.psreport import print_summary
+                    print_summary(result.plan, out_dir, color=use_color(obj))
+                else:
+                    show_mod.print_split_summary(result.plan, out_dir, color=use_color(obj))
         if expect:
             from ..check.golden import golden_findings
             from ..render.diff import builtin_op_defaults

@@ -157,3 +157,14 @@ def plan_lr_var(plan: PsPlan, main: Program):
         if lr:
             return lr[0]
     return None
+
+
+def ps_plan_json(main: Program, startup, config) -> dict:
+    """plan.json of the split `config` would make, without making it (no programs): what
+    `pstranspile plan` shows for the ps style."""
+    from ..ir.lr_schedule import resolve
+    from ..plan.ps import make_plan
+    startup = startup if startup is not None else Program.empty()
+    plan = make_plan(main, startup, config,
+                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
+    return plan_json(plan, main, startup, config, SplitResult(), config.trainer_ids())
