@@ -76,6 +76,18 @@ def test_geo_rule_is_sum_and_never_refuses_another_optimizer():
     assert plan.tables[0].table_class == "MemorySparseGeoTable"
 
 
+def test_data_norm_statistics_get_a_summary_table_of_their_own():
+    m, s, c = load_case("ps-gen", "datanorm_sgd_sync")
+    plan = make_plan(m, s, c)
+    assert [t.kind for t in plan.tables] == ["sparse", "dense", "datanorm", "barrier"]
+    dn = plan.tables[2]
+    assert plan.ctxs[2].name == "DataNorm@GRAD_2" and dn.table_name == "MergedDense"
+    assert (dn.rule, dn.params, dn.table_num) == ("summary", ("Param", "SummaryDecayRate"), 39)
+    assert dn.initializers[1] == "fill_constant&0.999999"
+    assert dn.attr == "summary_decay_rate&0.9999998807907104"
+    assert dn.dims(2, 1) == [19, 1]
+
+
 def test_adagrad_outside_geo_is_refused_with_paddles_message():
     m, s, c = load_case("ps", "ctr_adagrad_sync")
     with pytest.raises(RefusedError, match="only supported SGD or Adam"):

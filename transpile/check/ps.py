@@ -219,7 +219,7 @@ def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
         want_sync = sync
         shard = get_shard(total, expect.n_ps, role)
     opt = expect.optimizer_type(c.params[0])
-    rule = "sum" if expect.geo else opt
+    rule = "sum" if expect.geo else "summary" if c.kind == "datanorm" else opt
     if cm.name != rule:
         bad("rule %r" % cm.name, "%r (%s of %s)" % (rule, "geo" if expect.geo else
                                                      "the optimizer", c.params[0]))

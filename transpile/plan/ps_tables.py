@@ -22,8 +22,12 @@ RULE_INPUTS = {
     "adam": (("Param", None), ("Moment1", None), ("Moment2", None), ("Beta1Pow", 1),
              ("Beta2Pow", 1), ("LearningRate", 1)),
     "sum": (("Param", None),),
+    "summary": (("Param", None), ("SummaryDecayRate", 1)),      # data_norm's statistics
 }
-RULE_ATTRS = {"sgd": (), "sum": (), "adam": ("beta1", "beta2", "epsilon")}
+RULE_ATTRS = {"sgd": (), "sum": (), "adam": ("beta1", "beta2", "epsilon"),
+              "summary": ("summary_decay_rate",)}
+# the summary rule's fixed initializers (the Param's comes from the startup program)
+SUMMARY_INITS = {"SummaryDecayRate": "fill_constant&0.999999"}
 # the startup ops whose attrs make an initializer string (opt_init_map)
 INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
               "uniform_random": ("seed", "min", "max"),
@@ -62,7 +66,7 @@ class PsTable:
     accessor_class: str
     fea_dim: int
     embedx_dim: int
-    rule: str = ""                  # common.name: sgd | adam | sum ("" for the barrier)
+    rule: str = ""                  # common.name: sgd | adam | sum | summary ("": barrier)
     params: tuple = ()              # the rule's inputs (Param, LearningRate, ...)
     param_dims: tuple = ()          # per input: None = the table's dim or dense shard, else 1
     initializers: tuple = ()
@@ -152,6 +156,11 @@ def _rule_inputs(ctx, main: Program, startup: Program, oop: Op, rule: str):
     params, dims, inits = [], [], []
     gvars = main.global_block.vars
     for formal, dim in RULE_INPUTS[rule]:
+        if rule == "summary" and formal != "Param":
+            params.append(formal)
+            dims.append(dim)
+            inits.append(SUMMARY_INITS.get(formal, "fill_constant&0"))
+            continue
         name = (oop.input(formal) or [None])[0]
         if name is None or name not in gvars:
             raise RefusedError("'%s': the %s op of %s has no %s var (Paddle's "
@@ -167,6 +176,10 @@ def _rule_inputs(ctx, main: Program, startup: Program, oop: Op, rule: str):
         params.append(formal)
         dims.append(dim)
         inits.append(initializer_attr(startup, name))
+    if rule == "summary":
+        # the decay rate is read off the data_norm op of the first statistic, if any
+        oop = next((op for op in main.global_block.ops if op.type == "data_norm"
+                    and op.input("BatchSize")[:1] == [ctx.params[0]]), oop)
     attrs = ["%s&%s" % (a, oop.attr(a)) for a in RULE_ATTRS[rule]]
     return tuple(params), tuple(dims), tuple(inits), attrs
 
@@ -185,9 +198,7 @@ def describe_table(ctx, main: Program, startup: Program, opt: list, config) -> P
     if geo:
         rule = "sum"
     elif ctx.kind == "datanorm":
-        raise RefusedError("'NoneType' object is not iterable (data_norm statistics %s make "
-                           "a DataNorm table, which Paddle 2.6.2's PsDescBuilder fails to "
-                           "describe outside geo mode)" % ", ".join(ctx.grads))
+        rule = "summary"
     elif oop.type in ("sgd", "adam"):
         rule = oop.type
     else:
