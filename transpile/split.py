@@ -140,26 +140,27 @@ def transpile_ps(main: Program, startup: Program, config: ClusterConfig,
     pserver programs plus their descriptors (SplitResult.texts); inputs are not modified."""
     from .ir.lr_schedule import resolve
     from .output.planjson_ps import plan_json
-    from .output.psdesc import server_desc, worker_desc
+    from .output.psdesc import DescWriter
     from .passes.ps.pserver import pserver_programs
     from .passes.ps.trainer import trainer_main, trainer_startup
     from .plan.ps import make_plan
     plan = make_plan(main, startup, config,
                      lr_scheduler=resolve(config.lr_scheduler, main, startup))
     result = SplitResult(emit=emit)
+    descs = DescWriter(plan)
     total = len(trainer_ids) + len(plan.endpoints)
     progress = progress or (lambda done, total: None)
     for done, tid in enumerate(trainer_ids, 1):
         key = "trainer_%d" % tid
         result.add(key + "/main", trainer_main(main, plan, tid))
         result.add(key + "/startup", trainer_startup(startup, main, plan))
-        result.texts[key + "/worker_desc.txt"] = worker_desc(plan, tid)
+        result.add_text(key + "/worker_desc.txt", descs.worker_desc(tid))
         progress(done, total)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
         ps_main, ps_startup = pserver_programs(plan, ep)
         result.add(endpoint_dir(ep) + "/main", ps_main)
         result.add(endpoint_dir(ep) + "/startup", ps_startup)
-        result.texts[endpoint_dir(ep) + "/server_desc.txt"] = server_desc(plan, ep)
+        result.add_text(endpoint_dir(ep) + "/server_desc.txt", descs.server_desc(ep))
         progress(done, total)
     result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
     return result

@@ -25,7 +25,7 @@ from ..ir import roles
 from ..ir.program import Program
 from ..output.result import endpoint_dir
 from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts, Pair
-from ..plan.ps_tables import get_shard, optimizer_of
+from ..plan.ps_tables import OriginIndex, get_shard
 from ..ir.tables import is_distributed_lookup, table_of
 from .context import Ctx
 
@@ -54,9 +54,12 @@ class PsExpect:
         self.config = config
         self.n_ps = len(config.pservers)
         self.geo = config.mode == "geo"
+        self._optimizer = None
 
     def optimizer_type(self, param: str) -> Optional[str]:
-        i = optimizer_of(self.main, self.opt, param)
+        if self._optimizer is None:
+            self._optimizer = OriginIndex(self.main, Program.empty(), self.opt).optimizer
+        i = self._optimizer.get(param)
         return None if i is None else self.main.global_block.ops[i].type
 
     def emb_dim(self, table: str) -> Optional[int]:

@@ -194,8 +194,13 @@ def _check_leftovers(ctx, expect: PsExpect, main) -> None:
 
 def _check_fake_inits(ctx, expect: PsExpect, startup) -> None:
     block = startup.prog.global_block
+    tables = {p.param for p in expect.sparse}
+    by_table: dict = {}
+    for j, op in enumerate(block.ops):
+        for name in set(op.output_names()) & tables:
+            by_table.setdefault(name, []).append((j, op))
     for p in expect.sparse:
-        writers = [(j, op) for j, op in enumerate(block.ops) if p.param in op.output_names()]
+        writers = by_table.get(p.param, [])
         v = expect.main.global_block.vars.get(p.param)
         shape = list(v.shape) if v is not None and v.shape else None
         fakes = [(j, op) for j, op in writers if op.type == "fake_init"]

@@ -88,6 +88,9 @@ def register(main_group, handle_errors):
         def emit(key, prog):
             # each program is written as soon as it is built and then let go: a split to many
             # pservers is many times larger than its input
+            if isinstance(prog, str):           # a text file (the ps descriptors)
+                stage.write(key, prog.encode("utf-8"))
+                return
             stage.write(key + ".pb", programio.to_chunks(prog))
             lines = program_section(key, main_prog, prog)
             sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold

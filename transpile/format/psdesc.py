@@ -204,6 +204,10 @@ _pool = descriptor_pool.DescriptorPool()
 _pool.Add(schema())
 PSParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(PACKAGE
                                                                           + ".PSParameter"))
+TableParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(
+    PACKAGE + ".TableParameter"))
+ServerServiceParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(
+    PACKAGE + ".ServerServiceParameter"))
 TABLE_TYPES = {name: number for name, number in ENUMS[0][1]}
 
 
@@ -272,6 +276,15 @@ def to_text(msg) -> str:
     """The message as protobuf 4.25's text_format.MessageToString prints it."""
     out: list = []
     _lines(msg, 0, out)
+    return "".join(out)
+
+
+def field_text(name: str, msg, indent: int) -> str:
+    """A message field `name { ... }` at `indent` spaces, as to_text prints it inside its
+    parent: lets a writer print a sub-message once and use the text in many messages."""
+    out = ["%s%s {\n" % (" " * indent, name)]
+    _lines(msg, indent + 2, out)
+    out.append("%s}\n" % (" " * indent))
     return "".join(out)
 
 

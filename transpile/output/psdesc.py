@@ -8,7 +8,8 @@ in the order and with the values Paddle sets them; format/psdesc.py prints the t
 """
 from __future__ import annotations
 
-from ..format.psdesc import TABLE_TYPES, PSParameter, to_text
+from ..format.psdesc import (TABLE_TYPES, ServerServiceParameter, TableParameter,
+                             field_text)
 from ..plan.ps import PsPlan
 from ..plan.ps_tables import CTR_ACCESSOR, WEIGHT_BOUNDS, PsTable
 
@@ -74,31 +75,56 @@ def fill_table(msg, t: PsTable, n_ps: int, role_id: int) -> None:
     c.attr = t.attr
 
 
-def _service(msg) -> None:
+def _service_text() -> str:
+    msg = ServerServiceParameter()
     for name, value in SERVICE:
         setattr(msg, name, value)
+    return field_text("service_param", msg, 4)
+
+
+class DescWriter:
+    """The descriptors of one plan. Each table is printed once and its text reused: only the
+    dense tables' dims depend on the role, and a split to many servers would otherwise print
+    every sparse table once per server and twice per trainer. The text is what to_text prints
+    for the whole PSParameter (format/psdesc.py's field_text is the same printer)."""
+
+    def __init__(self, plan: PsPlan):
+        self.plan = plan
+        self.n_ps = len(plan.endpoints)
+        self._texts: dict = {}
+        self._service = _service_text()
+
+    def _table(self, t: PsTable, role_id: int) -> str:
+        key = (t.table_id, role_id if t.is_dense else None)
+        text = self._texts.get(key)
+        if text is None:
+            msg = TableParameter()
+            fill_table(msg, t, self.n_ps, role_id)
+            text = self._texts[key] = field_text("downpour_table_param", msg, 4)
+        return text
+
+    def _tables(self, role_id: int) -> str:
+        return "".join(self._table(t, role_id) for t in self.plan.tables)
+
+    def worker_desc(self, trainer_id: int) -> str:
+        """build_worker_desc() of trainer `trainer_id`."""
+        tables = self._tables(trainer_id)
+        return ("worker_param {\n  downpour_worker_param {\n" + tables + "  }\n}\n"
+                "server_param {\n  downpour_server_param {\n" + tables + self._service
+                + "  }\n}\n")
+
+    def server_desc(self, endpoint: str) -> str:
+        """build_server_desc() of the pserver at `endpoint`."""
+        tables = self._tables(self.plan.server_index(endpoint))
+        return ("server_param {\n  downpour_server_param {\n" + tables + self._service
+                + "  }\n}\n")
 
 
 def worker_desc(plan: PsPlan, trainer_id: int) -> str:
     """build_worker_desc() of trainer `trainer_id`."""
-    desc = PSParameter()
-    n_ps = len(plan.endpoints)
-    for t in plan.tables:
-        fill_table(desc.worker_param.downpour_worker_param.downpour_table_param.add(), t, n_ps,
-                   trainer_id)
-        fill_table(desc.server_param.downpour_server_param.downpour_table_param.add(), t, n_ps,
-                   trainer_id)
-    _service(desc.server_param.downpour_server_param.service_param)
-    return to_text(desc)
+    return DescWriter(plan).worker_desc(trainer_id)
 
 
 def server_desc(plan: PsPlan, endpoint: str) -> str:
     """build_server_desc() of the pserver at `endpoint`."""
-    desc = PSParameter()
-    n_ps = len(plan.endpoints)
-    role_id = plan.server_index(endpoint)
-    for t in plan.tables:
-        fill_table(desc.server_param.downpour_server_param.downpour_table_param.add(), t, n_ps,
-                   role_id)
-    _service(desc.server_param.downpour_server_param.service_param)
-    return to_text(desc)
+    return DescWriter(plan).server_desc(endpoint)

@@ -55,7 +55,7 @@ class SplitResult:
 
     With `emit` set, each program is handed to emit(key, program) as soon as it is built and
     not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
-    larger than its input many times over).
+    larger than its input many times over); so is each text file, as emit(path, text).
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
@@ -63,6 +63,13 @@ class SplitResult:
     plan: dict = field(default_factory=dict)
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
     emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
+
+    def add_text(self, rel: str, text: str) -> None:
+        """A text file of the split is made: keep or emit it."""
+        if self.emit is None:
+            self.texts[rel] = text
+        else:
+            self.emit(rel, text)
 
     def add(self, key: str, prog: Program) -> None:
         """A program of the split is built: summarize it, then keep or emit it."""

@@ -23,9 +23,10 @@ from typing import Mapping, Optional
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
 from ..ir import roles
-from ..ir.program import Op, Program
+from ..ir.program import Program
 from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
-from .ps_tables import PsTable, barrier_table, describe_table, get_shard  # noqa: F401
+from .ps_tables import (OriginIndex, PsTable, barrier_table, describe_table,  # noqa: F401
+                        get_shard)
 
 # DistributedMode of Paddle's ps pipeline (ps/utils/public.py); half_async is not built on CPU
 MODES = {"sync": ("SYNC", 0), "async": ("ASYNC", 1), "geo": ("GEO", 3)}
@@ -211,7 +212,8 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                                % (SCHEDULER_LR_VAR, SCHEDULER_LR_VAR))
         check_table_inits(startup, startup_table_names(main))
 
-    tables = [describe_table(c, main, startup, opt, config) for c in ctxs]
+    index = OriginIndex(main, startup, opt)
+    tables = [describe_table(c, main, index, config) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
 
     notes = []
@@ -233,27 +235,24 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         notes=tuple(notes))
 
 
-def table_init_ops(startup: Program, table: str) -> list[Op]:
-    """The startup ops that write `table` (each once)."""
-    return [op for op in startup.global_block.ops if table in op.output_names()]
+def table_writers(startup: Program, tables) -> dict:
+    """{table: [the startup ops that write it, each once, in order]}, in one walk."""
+    out: dict = {t: [] for t in tables}
+    for op in startup.global_block.ops:
+        for name in set(op.output_names()):
+            if name in out:
+                out[name].append(op)
+    return out
 
 
 def check_table_inits(startup: Program, tables) -> None:
     """fake_init_ops_pass's refusals: a table must be declared in the startup program and
     written there by exactly one op."""
+    writers = table_writers(startup, tables)
     for t in tables:
         if t not in startup.global_block.vars:
             raise RefusedError("'%s': the startup program does not declare the embedding "
                                "table %s (Paddle's fake_init_ops_pass: KeyError)" % (t, t))
-        n = len(table_init_ops(startup, t))
+        n = len(writers[t])
         if n != 1:
             raise RefusedError("table init op num should be 1, now is %d (table %s)" % (n, t))
-
-
-def tables_by_kind(plan: PsPlan, kind: str) -> list[PsTable]:
-    return [t for t in plan.tables if t.kind == kind]
-
-
-def describe_plan(plan: PsPlan) -> Optional[str]:
-    """One line: the tables of the plan (for messages)."""
-    return ", ".join("%d %s %s" % (t.table_id, t.kind, t.table_name) for t in plan.tables)

@@ -112,36 +112,44 @@ def get_shard(total: int, shard_num: int, shard_id: int) -> int:
     return 0
 
 
-def initializer_attr(startup: Program, var: str) -> str:
-    """get_initializer_attr: `type&attr&...` of the first initializer op writing `var` (Out[0]),
-    with Python's str() of each attr; "" when none does."""
-    for op in startup.global_block.ops:
-        attrs = INIT_ATTRS.get(op.type)
-        if attrs is not None and op.output("Out")[:1] == [var]:
-            return "&".join([op.type] + [str(op.attr(a)) for a in attrs])
-    return ""
+def initializer_attr(op: Op) -> str:
+    """get_initializer_attr's string of an initializer op: `type&attr&...`, Python's str()
+    of each attr."""
+    return "&".join([op.type] + [str(op.attr(a)) for a in INIT_ATTRS[op.type]])
 
 
-def optimizer_of(main: Program, opt: list, param: str) -> Optional[int]:
-    """The first optimizer op (of `opt`) whose Param is `param`."""
-    ops = main.global_block.ops
-    for i in opt:
-        if ops[i].input("Param")[:1] == [param]:
-            return i
-    return None
+class OriginIndex:
+    """What describe_table looks up in the original programs, indexed once (Paddle walks the
+    programs for every table; a program with thousands of tables should not):
 
+      optimizer   param -> index of the first optimizer op (of `opt`) whose Param it is
+      inits       var -> the initializer string of the first startup op of INIT_ATTRS's types
+                  whose Out[0] it is ("" for none: get_initializer_attr)
+      entries     table -> the entry of its first sparse or distributed lookup (parse_entry:
+                  lookup_table's `entry` attr, "none" for lookup_table_v2)
+    """
 
-def entry_of(main: Program, table: str) -> str:
-    """parse_entry: the `entry` attr of the first sparse or distributed lookup_table of `table`
-    ("none" for lookup_table_v2 and for tables nobody looks up)."""
-    for op in main.global_block.ops:
-        if not (is_sparse_lookup(op) or is_distributed_lookup(op)) or table_of(op) != table:
-            continue
-        if op.type == "lookup_table":
-            return str(op.attr("entry", "none"))
-        if op.type == "lookup_table_v2":
-            return "none"
-    return "none"
+    def __init__(self, main: Program, startup: Program, opt: list):
+        ops = main.global_block.ops
+        self.optimizer: dict = {}
+        for i in opt:
+            p = ops[i].input("Param")[:1]
+            if p:
+                self.optimizer.setdefault(p[0], i)
+        self.inits: dict = {}
+        for op in startup.global_block.ops:
+            if op.type in INIT_ATTRS and op.output("Out")[:1] and \
+                    op.output("Out")[0] not in self.inits:
+                self.inits[op.output("Out")[0]] = initializer_attr(op)
+        self.entries: dict = {}
+        for op in ops:
+            if not (is_sparse_lookup(op) or is_distributed_lookup(op)) or \
+                    table_of(op) in self.entries:
+                continue
+            if op.type == "lookup_table":
+                self.entries[table_of(op)] = str(op.attr("entry", "none"))
+            elif op.type == "lookup_table_v2":
+                self.entries[table_of(op)] = "none"
 
 
 def _to_float(text: str) -> float:
@@ -151,7 +159,7 @@ def _to_float(text: str) -> float:
         raise RefusedError(str(e)) from None
 
 
-def _rule_inputs(ctx, main: Program, startup: Program, oop: Op, rule: str):
+def _rule_inputs(ctx, main: Program, index: OriginIndex, oop: Op, rule: str):
     """(params, param_dims, initializers, attrs) of parse_by_optimizer."""
     params, dims, inits = [], [], []
     gvars = main.global_block.vars
@@ -175,7 +183,7 @@ def _rule_inputs(ctx, main: Program, startup: Program, oop: Op, rule: str):
             name = LR_VAR
         params.append(formal)
         dims.append(dim)
-        inits.append(initializer_attr(startup, name))
+        inits.append(index.inits.get(name, ""))
     if rule == "summary":
         # the decay rate is read off the data_norm op of the first statistic, if any
         oop = next((op for op in main.global_block.ops if op.type == "data_norm"
@@ -184,14 +192,14 @@ def _rule_inputs(ctx, main: Program, startup: Program, oop: Op, rule: str):
     return tuple(params), tuple(dims), tuple(inits), attrs
 
 
-def describe_table(ctx, main: Program, startup: Program, opt: list, config) -> PsTable:
+def describe_table(ctx, main: Program, index: OriginIndex, config) -> PsTable:
     """The table of one send context, as PsDescBuilder describes it; RefusedError where it
     fails (the optimizer is neither sgd nor adam outside geo, ...)."""
     geo = config.mode == "geo"
     n_ps = len(config.pservers)
     if not ctx.grads:       # a dense table of data_norm grads only leaves this one empty
         return PsTable(ctx.table_id, ctx.kind, "", 0, "", "", 0, 0, empty=True)
-    i = optimizer_of(main, opt, ctx.params[0])
+    i = index.optimizer.get(ctx.params[0])
     if i is None:
         raise RefusedError("can not find optimizer for %s" % ctx.grads[0])
     oop = main.global_block.ops[i]
@@ -203,7 +211,7 @@ def describe_table(ctx, main: Program, startup: Program, opt: list, config) -> P
         rule = oop.type
     else:
         raise RefusedError(ONLY_SGD_ADAM + " (%s updates %s)" % (oop.type, ctx.params[0]))
-    params, dims, inits, attrs = _rule_inputs(ctx, main, startup, oop, rule)
+    params, dims, inits, attrs = _rule_inputs(ctx, main, index, oop, rule)
     common = dict(rule=rule, params=params, param_dims=dims, initializers=inits,
                   attr="#".join(attrs), trainer_num=config.trainers, grads=ctx.grads,
                   model_params=ctx.params, optimizer=oop.type, optimizer_op=i,
@@ -214,7 +222,7 @@ def describe_table(ctx, main: Program, startup: Program, opt: list, config) -> P
                        sync=config.mode == "sync", table_num=ctx.sections[0], table_dim=1,
                        **common)
     table = ctx.params[0]
-    entry = entry_of(main, table)
+    entry = index.entries.get(table, "none")
     rows, dim = ctx.sections
     if geo:
         return PsTable(ctx.table_id, "sparse", "MemorySparseGeoTable", 256, table,

@@ -16,6 +16,7 @@ from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program, Var
 from ...ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
 from ...plan.ps import PsPlan
+from ..build import OpOrder
 from .opmake import ps_op
 
 
@@ -42,7 +43,8 @@ def lookup_groups(ops: list):
 
 
 def reorder(ops: list, inputs: list, outputs: list) -> None:
-    """dag_check_up_and_reorder, in place on the op list."""
+    """dag_check_up_and_reorder, in place on the op list: as Paddle does it, step by step
+    (fuse_pulls calls it only when it would move something)."""
     ins, outs = set(inputs), set(outputs)
     n = len(ops)
     in_flag = [0] * n
@@ -93,42 +95,87 @@ def _lookup_attrs(first: Op, table_id: int) -> dict:
             "is_test": Attr("BOOLEAN", False)}
 
 
-def fuse_pulls(ops: list, pulls: dict, plan: PsPlan) -> None:
-    """_pull_sparse_fuse, table by table, in place on the op list."""
+def fuse_by_index(ops: list, w: str, group: list, attrs: dict) -> None:
+    """One table's lookups fused as Paddle writes it, with list indices (in place)."""
+    inputs = [op.input("Ids")[0] for op in group]
+    outputs = [op.output("Out")[0] for op in group]
+    pos = {id(op): i for i, op in enumerate(ops)}
+    op_idxs = [pos[id(op)] for op in group]
+    for i in sorted(op_idxs, reverse=True):
+        del ops[i]
+    in_idx = [-1] * len(inputs)
+    out_idx = [len(ops) + 1] * len(outputs)
+    for i, op in enumerate(ops):
+        made, read = set(op.output_names()), set(op.input_names())
+        for k, name in enumerate(inputs):
+            if name in made:
+                in_idx[k] = i
+        for k, name in enumerate(outputs):
+            if name in read and out_idx[k] > i:
+                out_idx[k] = i
+    if min(out_idx) - max(in_idx) >= 1:
+        at = min(op_idxs) if max(in_idx) == -1 else max(in_idx) + 1
+        ops.insert(at, ps_op("distributed_lookup_table", {"Ids": inputs, "W": [w]},
+                             {"Outputs": outputs}, attrs))
+    else:
+        for k in range(len(inputs)):
+            ops.insert(op_idxs[k], ps_op("distributed_lookup_table",
+                                         {"Ids": [inputs[k]], "W": [w]},
+                                         {"Outputs": [outputs[k]]}, dict(attrs)))
+
+
+def _needs_reorder(order: OpOrder, inputs: list, outputs: list) -> bool:
+    """Whether dag_check_up_and_reorder would move anything: no op both makes ids and reads
+    rows, and a reader of the rows comes before a maker of the ids."""
+    makers = [op for name in inputs for op in order.producers.get(name, ())
+              if id(op) in order.live]
+    readers = [op for name in outputs for op in order.consumers.get(name, ())
+               if id(op) in order.live]
+    if not makers or not readers or {id(op) for op in makers} & {id(op) for op in readers}:
+        return False
+    return min(order.key[id(op)] for op in readers) < max(order.key[id(op)] for op in makers)
+
+
+def fuse_pulls(ops: list, pulls: dict, plan: PsPlan) -> list:
+    """_pull_sparse_fuse, table by table; the new op list.
+
+    Positions are OpOrder keys rather than list indices, so a table costs what its ids and
+    rows touch, not a walk over the program: inserting at `max producer index + 1` is placing
+    right after the last producer (before what an earlier insert put there, as a list insert
+    would), inserting at a removed lookup's index is taking its key. Only when Paddle would
+    reorder, or a reorder left the table's lookups out of order, is the list materialized and
+    Paddle's algorithm run as it is (reorder, fuse_by_index)."""
+    order = OpOrder(ops)
     for w, group in pulls.items():
         table_id = plan.table_ids[w]
         inputs = [op.input("Ids")[0] for op in group]
         outputs = [op.output("Out")[0] for op in group]
-        reorder(ops, inputs, outputs)
-        pos = {id(op): i for i, op in enumerate(ops)}
-        op_idxs = [pos[id(op)] for op in group]
-        for i in sorted(op_idxs, reverse=True):
-            del ops[i]
-        in_idx = [-1] * len(inputs)
-        out_idx = [len(ops) + 1] * len(outputs)
-        where_in = {}
-        for k, name in enumerate(inputs):
-            where_in.setdefault(name, []).append(k)
-        where_out = {}
-        for k, name in enumerate(outputs):
-            where_out.setdefault(name, []).append(k)
-        for i, op in enumerate(ops):
-            for a in op.output_names():
-                for k in where_in.get(a, ()):
-                    in_idx[k] = max(in_idx[k], i)
-            for a in op.input_names():
-                for k in where_out.get(a, ()):
-                    out_idx[k] = min(out_idx[k], i)
+        if _needs_reorder(order, inputs, outputs):
+            ops = order.ops()
+            reorder(ops, inputs, outputs)
+            order = OpOrder(ops)
+        keys = [order.key[id(op)] for op in group]
         attrs = _lookup_attrs(group[0], table_id)
-        if min(out_idx) - max(in_idx) >= 1:
-            at = min(op_idxs) if max(in_idx) == -1 else max(in_idx) + 1
-            ops.insert(at, ps_op("distributed_lookup_table", {"Ids": inputs, "W": [w]},
-                                 {"Outputs": outputs}, attrs))
+        if keys != sorted(keys):
+            # a reorder moved lookups of this table past each other: Paddle's stale indices
+            # then put the ops where only its own list arithmetic says
+            ops = order.ops()
+            fuse_by_index(ops, w, group, attrs)
+            order = OpOrder(ops)
+            continue
+        for op in group:
+            order.remove(op)
+        made = order.keys(order.producers, inputs)
+        read = order.keys(order.consumers, outputs)
+        if not made or not read or max(made) < min(read):
+            at = min(keys) if not made else order.after(max(made))
+            order.add(ps_op("distributed_lookup_table", {"Ids": inputs, "W": [w]},
+                            {"Outputs": outputs}, attrs), at)
         else:
             for k in range(len(inputs)):
-                ops.insert(op_idxs[k], ps_op("distributed_lookup_table",
-                                             {"Ids": [inputs[k]], "W": [w]},
-                                             {"Outputs": [outputs[k]]}, dict(attrs)))
+                order.add(ps_op("distributed_lookup_table", {"Ids": [inputs[k]], "W": [w]},
+                                {"Outputs": [outputs[k]]}, dict(attrs)), keys[k])
+    return order.ops()
 
 
 def show_click(block, first_grad: Op) -> tuple:
@@ -156,9 +203,9 @@ def fuse_pushes(block, pushes: dict, plan: PsPlan, emb_size: dict, use_cvm: bool
     if not pushes:
         return
     show, clk = show_click(block, next(iter(pushes.values()))[0])
+    gone = {id(op) for group in pushes.values() for op in group}
+    block.ops = [op for op in block.ops if id(op) not in gone]
     for w, group in pushes.items():
-        gone = {id(op) for op in group}
-        block.ops = [op for op in block.ops if id(op) not in gone]
         first = group[0]
         block.ops.append(ps_op(
             "distributed_push_sparse",
@@ -185,8 +232,7 @@ def distributed_ops(main: Program, plan: PsPlan) -> Program:
         if var is None or not var.shape or len(var.shape) < 2:
             raise UserError("embedding table %s is not declared as a [rows, dim] var" % w)
         emb_size[w] = int(var.shape[1])
-    ops = list(block.ops)
-    fuse_pulls(ops, pulls, plan)
-    block.ops = ops
+    if pulls:
+        block.ops = fuse_pulls(block.ops, pulls, plan)
     fuse_pushes(block, pushes, plan, emb_size, use_cvm)
     return prog

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...ir.program import Attr, Program
 from ...ir.roles import BACKWARD, RPC, ROLE_VAR_ATTR
-from ...plan.ps import SCHEDULER_LR_VAR, PsPlan, table_init_ops
+from ...plan.ps import SCHEDULER_LR_VAR, PsPlan, table_writers
 from ..build import new_control_var
 from .lookups import distributed_ops
 from .opmake import ps_op
@@ -116,12 +116,15 @@ def fake_init_tables(startup: Program, plan: PsPlan) -> Program:
     appended at the end (Paddle walks a set of names; here they go by name)."""
     prog = startup.shallow_copy()
     block = prog.global_block
+    writers = table_writers(prog, plan.fake_init_tables)
+    fakes, gone = [], set()
     for table in plan.fake_init_tables:
-        (init,) = table_init_ops(prog, table)       # plan.check_table_inits made sure
+        (init,) = writers[table]        # plan.check_table_inits made sure
         shape = init.find_attr("shape")
-        block.ops.append(ps_op("fake_init", {}, {"Out": [table]}, {
+        fakes.append(ps_op("fake_init", {}, {"Out": [table]}, {
             "shape": Attr("LONGS", [int(d) for d in shape.value] if shape else [])}))
-        block.ops = [op for op in block.ops if op is not init]
+        gone.add(id(init))
+    block.ops = [op for op in block.ops if id(op) not in gone] + fakes
     return prog
 
 
