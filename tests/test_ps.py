@@ -145,6 +145,19 @@ def test_worker_desc_has_both_halves_and_server_desc_its_own_dims():
         assert server_desc(plan, "127.0.0.1:6174") == f.read()
 
 
+def test_descriptor_text_reads_the_same_in_any_layout():
+    path = os.path.join(PS, "two_tables_sgd_sync", "expected", "trainer_1", "worker_desc.txt")
+    with open(path) as f:
+        text = f.read()
+    one_line = " ".join(text.split())            # not text_format's layout: parsed as a whole
+    fast, slow = parse_text(text), parse_text(one_line)
+    assert fast.SerializeToString(deterministic=True) == \
+        slow.SerializeToString(deterministic=True)
+    assert to_text(slow) == text
+    with pytest.raises(Exception, match="not a PSParameter text"):
+        parse_text(text.replace("table_id: 1", "table_id: x"), "w.txt")
+
+
 # --- commands ----------------------------------------------------------------------------------
 def _args(case, *more):
     return [os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),

@@ -20,7 +20,7 @@ import os
 from typing import Optional
 
 from ..core.errors import UserError
-from ..format.psdesc import TABLE_TYPES, as_dict, parse_text
+from ..format.psdesc import TABLE_TYPES, parse_text
 from ..ir import roles
 from ..ir.program import Program
 from ..output.result import endpoint_dir
@@ -93,7 +93,8 @@ def descriptors(ctx: Ctx) -> dict:
             continue
         server = list(d.server_param.downpour_server_param.downpour_table_param)
         worker = list(d.worker_param.downpour_worker_param.downpour_table_param)
-        if [as_dict(t) for t in worker] != [as_dict(t) for t in server]:
+        if [t.SerializeToString(deterministic=True) for t in worker] != \
+                [t.SerializeToString(deterministic=True) for t in server]:
             ctx.add("tables", part, None, None,
                     "worker_param's tables differ from server_param's",
                     "the same tables twice (build_worker_desc)")

@@ -289,12 +289,71 @@ def field_text(name: str, msg, indent: int) -> str:
 
 
 def parse_text(text: str, source: str = "descriptor"):
-    """A PSParameter from its text; UserError naming `source` when it does not parse."""
+    """A PSParameter from its text; UserError naming `source` when it does not parse.
+
+    Text laid out as text_format prints it (Paddle's and ours) is read table by table, each
+    distinct table text parsed once (the descriptors of one split repeat their tables, and
+    protobuf's text parser is slow); any other layout is parsed as a whole."""
+    msg = _parse_by_table(text)
+    if msg is not None:
+        return msg
     msg = PSParameter()
     try:
         text_format.Parse(text, msg)
     except text_format.ParseError as e:
         raise UserError("%s: not a PSParameter text (%s)" % (source, e)) from None
+    return msg
+
+
+# the sections a descriptor has, as text_format lays them out: (opening lines, repeated field)
+_SECTIONS = {"worker_param {\n": ("  downpour_worker_param {\n", "worker_param"),
+             "server_param {\n": ("  downpour_server_param {\n", "server_param")}
+_TABLE_OPEN, _SERVICE_OPEN, _SUB_CLOSE = ("    downpour_table_param {\n",
+                                          "    service_param {\n", "    }\n")
+_table_cache: dict = {}
+
+
+def _parse_table(body: str):
+    msg = _table_cache.get(body)
+    if msg is None:
+        msg = TableParameter()
+        text_format.Parse(body, msg)
+        if len(_table_cache) > 4096:
+            _table_cache.clear()
+        _table_cache[body] = msg
+    return msg
+
+
+def _parse_by_table(text: str):
+    """parse_text's fast path; None when the text is laid out otherwise (or does not parse:
+    the whole-text parse then says where)."""
+    lines = text.splitlines(keepends=True)
+    msg = PSParameter()
+    i, n = 0, len(lines)
+    try:
+        while i < n:
+            section = _SECTIONS.get(lines[i])
+            if section is None or i + 1 >= n or lines[i + 1] != section[0]:
+                return None
+            outer = getattr(msg, section[1])
+            inner = getattr(outer, "downpour_worker_param" if section[1] == "worker_param"
+                            else "downpour_server_param")
+            inner.SetInParent()
+            i += 2
+            while i < n and lines[i] in (_TABLE_OPEN, _SERVICE_OPEN):
+                j = lines.index(_SUB_CLOSE, i + 1)
+                body = "".join(lines[i + 1:j])
+                if lines[i] == _TABLE_OPEN:
+                    inner.downpour_table_param.add().CopyFrom(_parse_table(body))
+                else:
+                    text_format.Parse(body, inner.service_param)
+                    inner.service_param.SetInParent()
+                i = j + 1
+            if lines[i:i + 2] != ["  }\n", "}\n"]:
+                return None
+            i += 2
+    except (ValueError, IndexError, text_format.ParseError):
+        return None
     return msg
 
 
