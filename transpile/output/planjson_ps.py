@@ -50,15 +50,15 @@ def table_dict(plan: PsPlan, t) -> dict:
 
 def _endpoints(plan: PsPlan) -> dict:
     n_ps = len(plan.endpoints)
+    dense = [t for t in plan.tables if t.is_dense and not t.empty]
+    sparse = sum(1 for t in plan.tables if t.is_sparse)
     out = {}
     for i, ep in enumerate(plan.endpoints):
-        dense = [t for t in plan.tables if t.is_dense and not t.empty]
         values = sum(sum(t.dims(n_ps, i)) for t in dense)
         out[ep] = {"index": i,
                    "dense_shard": {str(t.table_id): t.dims(n_ps, i)[0] for t in dense},
-                   "sparse_tables": [t.table_id for t in plan.tables if t.is_sparse],
-                   "bytes": values * FLOAT_BYTES,
-                   "param_blocks": len(dense) + sum(1 for t in plan.tables if t.is_sparse)}
+                   "sparse_tables": sparse, "bytes": values * FLOAT_BYTES,
+                   "param_blocks": len(dense) + sparse}
     return out
 
 
