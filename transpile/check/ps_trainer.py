@@ -109,9 +109,11 @@ def _check_dense_sends(ctx, expect: PsExpect, main, tid, tables) -> None:
 
 
 def _check_geo_sends(ctx, expect: PsExpect, main) -> None:
-    sends = _sends(main)
+    by_table: dict = {}
+    for j, op in _sends(main):
+        by_table.setdefault(op.attr("table_id"), []).append((j, op))
     for c in expect.ctxs:
-        found = [(j, op) for j, op in sends if op.attr("table_id") == c.table_id]
+        found = by_table.get(c.table_id, [])
         if not c.is_sparse:
             for j, _ in found:
                 ctx.add("send", main, 0, j, "geo send to the dense table %d" % c.table_id,
@@ -168,14 +170,14 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
             name = t.common.table_name if t is not None else tid
             for ids, g in zip(op.input("Ids"), op.output("Outputs")):
                 pushed.setdefault(name, set()).add((ids, g))
+    sparse = {p.param for p in expect.sparse}
     for op in expect.main.global_block.ops:
         if is_remote_prefetch(op) and op.input("W"):
             w, key = op.input("W")[0], (op.input("Ids")[0], op.output("Out")[0])
             if key not in pulled.get(w, ()):
                 ctx.add("tables", main, 0, None, "the lookup of %s by %s is not pulled"
                         % (w, key[0]), "a distributed_lookup_table of %s" % w)
-        if op.type in LOOKUP_GRAD_TYPES and op.input("W") and \
-                op.input("W")[0] in {p.param for p in expect.sparse}:
+        if op.type in LOOKUP_GRAD_TYPES and op.input("W") and op.input("W")[0] in sparse:
             w, key = op.input("W")[0], (op.input("Ids")[0], op.input("Out@GRAD")[0])
             if key not in pushed.get(w, ()):
                 ctx.add("tables", main, 0, None, "the grad of %s by %s is not pushed"

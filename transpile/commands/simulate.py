@@ -43,6 +43,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         same global batch. Trainers the folder lacks are derived from trainer_0.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
+    Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
     Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the split
     fails to execute (async / half-async report differences without failing unless
     --expect-equal); 2 bad input or an op with no kernel.

@@ -119,11 +119,11 @@ def optimize_ops(main: Program) -> list[int]:
 
 def remote_tables(main: Program) -> list[str]:
     """Ws of the lookups with remote_prefetch, first appearance first: the sparse params."""
-    out: list = []
+    out: dict = {}
     for op in main.global_block.ops:
-        if is_remote_prefetch(op) and op.input("W") and op.input("W")[0] not in out:
-            out.append(op.input("W")[0])
-    return out
+        if is_remote_prefetch(op) and op.input("W"):
+            out.setdefault(op.input("W")[0], None)
+    return list(out)
 
 
 def startup_table_names(main: Program) -> list[str]:
