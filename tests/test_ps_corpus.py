@@ -1,8 +1,9 @@
 """Style ps (Paddle 2.1+'s parameter-server pipeline) against Paddle 2.6.2's own output:
-tests/corpus/ps (the team's reference cases) and tests/corpus/ps-gen (more cases made the same
-way with the generator of notes/ps/gen), programs compared structurally and the descriptors byte
-for byte; refusals exit 2 with Paddle's reason and write nothing; the output is the same bytes
-whatever PYTHONHASHSEED; what is written loads back; Paddle's splits check clean."""
+tests/corpus/ps (the team's reference cases), tests/corpus/ps-gen (more cases made the same
+way with the generator of notes/ps/gen) and tests/corpus/paddlerec-ps (real PaddleRec models),
+programs compared structurally and the descriptors byte for byte; refusals exit 2 with
+Paddle's reason and write nothing; the output is the same bytes whatever PYTHONHASHSEED; what
+is written loads back; Paddle's splits check clean."""
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ from transpile.format.psdesc import parse_text, to_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-CASES = case_dirs("ps") + case_dirs("ps-gen")
+CASES = case_dirs("ps") + case_dirs("ps-gen") + case_dirs("paddlerec-ps")
 
 
 def _id(case):
@@ -60,7 +61,7 @@ def test_paddles_split_checks_clean(case):
 
 def test_the_families_are_there():
     assert len(case_dirs("ps")) >= 29 and len(case_dirs("ps-gen")) >= 25
-    assert sum(map(is_refused, case_dirs("ps"))) == 4
+    assert sum(map(is_refused, case_dirs("ps"))) == 4 and len(case_dirs("paddlerec-ps")) == 4
 
 
 @pytest.mark.parametrize("name", ["two_tables_sgd_sync", "rec_fm_async", "ctr_adam_geo"])
