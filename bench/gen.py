@@ -4,7 +4,7 @@
     python bench/gen.py --kind mlp|ctr --ops N --optimizer sgd|momentum|adam [--lr-decay] --out DIR
 
 writes DIR/main.pb, DIR/startup.pb, DIR/info.json and the cluster configs
-DIR/cluster_p{2,16,64}_{fleet,classic}.yaml (sync mode, 2 trainers).
+DIR/cluster_p{2,16,64}_{fleet,classic,ps}.yaml (sync mode, 2 trainers).
 
 The programs imitate what Paddle 2.6 writes after `optimizer.minimize(loss)` (compare with
 /work/shared/corpus-perf): the same op types, slot names, attr names, attr types and attr order
@@ -245,7 +245,7 @@ def generate_programs(kind: str, ops: int, optimizer: str = "sgd", lr_decay: boo
 
 
 PSERVER_COUNTS = (2, 16, 64)
-STYLES = ("fleet", "classic")
+STYLES = ("fleet", "classic", "ps")
 
 
 def cluster_yaml(n: int, style: str, trainers: int = 2) -> str:

@@ -9,6 +9,7 @@ then times, as separate processes (wall clock, median of --repeats runs, peak RS
   floor            a process that only parses the input (main + startup) with protobuf and
                    serializes it twice: what any tool that reads and writes these bytes pays
   split            pstranspile split --quiet to 2, 16 and 64 pservers, fleet and classic style
+                   (--styles adds ps)
   check            pstranspile check of the 16-pserver split (both styles)
   diff             pstranspile diff of the input main.pb against the 16-pserver fleet trainer
   show             pstranspile show of the input main.pb (text, to /dev/null)
@@ -122,7 +123,9 @@ class Bench:
         if os.path.exists(info_path) and not a.regenerate:
             with open(info_path) as f:
                 info = json.load(f)
-            if all(info.get(k) == v for k, v in want.items()) and \
+            configs = all(os.path.exists(os.path.join(d, "cluster_p%d_%s.yaml" % (n, style)))
+                          for n in a.pservers for style in a.styles)
+            if all(info.get(k) == v for k, v in want.items()) and configs and \
                     (a.width is None or info.get("width") == a.width):
                 self.inputs[(kind, size)] = info
                 return d
@@ -216,7 +219,8 @@ def parse_args(argv=None):
     ap.add_argument("--width", type=int, default=None, help="layer width for bench/gen.py")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pservers", default="2,16,64", help="pserver counts (default 2,16,64)")
-    ap.add_argument("--styles", default="fleet,classic")
+    ap.add_argument("--styles", default="fleet,classic",
+                    help="split styles (default fleet,classic; ps too: --styles ps)")
     ap.add_argument("--check-pservers", type=int, default=16,
                     help="which split `check` and `diff` look at (default 16)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
@@ -247,8 +251,8 @@ def parse_args(argv=None):
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     if any(k not in ("mlp", "ctr") for k in args.kinds):
         ap.error("--kinds: mlp and/or ctr")
-    if any(s not in ("fleet", "classic") for s in args.styles):
-        ap.error("--styles: fleet and/or classic")
+    if any(s not in ("fleet", "classic", "ps") for s in args.styles):
+        ap.error("--styles: fleet, classic and/or ps")
     if not args.sizes or any(s < 50 for s in args.sizes):
         ap.error("--sizes: op counts of at least 50")
     if args.check_pservers not in args.pservers:

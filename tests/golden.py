@@ -10,11 +10,14 @@ The same rules as the team's corpus checker:
   - set-ordered lists (listen_and_serv grad_to_block_id, runs of fake_init ops) are sorted;
   - runtime.json compared as JSON values, the geo communicator's `sparse_attrs` (entries joined
     with '#' from a Python set of table names in Paddle) as a set of entries;
+  - the ps style's descriptors (worker_desc.txt, server_desc.txt) compared byte for byte
+    (ours are byte-identical to Paddle's; a difference is shown as a unified diff);
   - a case with expected/error.txt passes iff the split exited 2 and wrote no program files.
 """
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import os
 import re
@@ -267,9 +270,23 @@ def expected_files(case_dir):
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for f in sorted(filenames):
-            if f.endswith(".pb") or f == "runtime.json":
+            if f.endswith(".pb") or f == "runtime.json" or f.endswith("_desc.txt"):
                 out.append(os.path.relpath(os.path.join(dirpath, f), root))
     return out
+
+
+def compare_texts(exp_path: str, act_path: str, context: int = 2) -> list[str]:
+    """Byte-for-byte comparison of two text files: [] or the lines of a unified diff."""
+    with open(exp_path, "rb") as f:
+        exp = f.read()
+    with open(act_path, "rb") as f:
+        act = f.read()
+    if exp == act:
+        return []
+    lines = list(difflib.unified_diff(exp.decode("utf-8", "replace").splitlines(),
+                                      act.decode("utf-8", "replace").splitlines(),
+                                      "expected", "ours", n=context, lineterm=""))
+    return lines[:60] or ["the bytes differ (line endings or encoding)"]
 
 
 def is_refused(case_dir) -> bool:
@@ -297,7 +314,9 @@ def compare_case(case_dir: str, out_dir: str, exit_code: int | None = None) -> l
         if not os.path.isfile(act_path):
             diffs.append("%s: missing" % rel)
             continue
-        if rel.endswith(".pb"):
+        if rel.endswith("_desc.txt"):
+            diffs += ["%s: %s" % (rel, d) for d in compare_texts(exp_path, act_path)]
+        elif rel.endswith(".pb"):
             exp = canonical(programio.load(exp_path))
             act = canonical(programio.load(act_path))
             key = rel[:-3].replace(os.sep, "/")

@@ -16,6 +16,13 @@ Fleet (style: fleet, the default): Paddle 2.x Fleet's parameter-server passes.
                   runtime.json                         (output/runtime.py)
     pserver_<ep>: pserver_programs                     (passes/fleet/pserver.py)
 
+Ps (style: ps): Paddle 2.1+'s parameter-server pipeline (PsProgramBuilder + TheOnePSRuntime).
+
+    plan = make_plan(main, startup, config)            # tables, ids, rules (plan/ps.py)
+    trainer_<id>: trainer_main / trainer_startup       (passes/ps/trainer.py)
+                  worker_desc.txt                      (output/psdesc.py)
+    pserver_<ep>: pserver_programs, server_desc.txt    (passes/ps/pserver.py)
+
 Refusals (RefusedError) come from make_plan, before any program is built. Every pass reads its
 inputs and returns new programs; the inputs are never modified, so splitting twice gives the
 same result (Paddle's in-place transpiler did not). Both styles end with plan.json
@@ -55,6 +62,8 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         if config.style == "classic":
             return transpile_classic(main, startup, config, ids, progress=progress,
                                      emit=emit)
+        if config.style == "ps":
+            return transpile_ps(main, startup, config, ids, progress=progress, emit=emit)
         return transpile_fleet(main, startup, config, ids, progress=progress, emit=emit)
 
 
@@ -128,6 +137,38 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
         result.add(endpoint_dir(ep) + "/main", ps_main)
         result.add(endpoint_dir(ep) + "/startup", ps_startup)
         del ps_main, ps_startup              # with emit set, nothing holds them now
+        progress(done, total)
+    result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
+    return result
+
+
+def transpile_ps(main: Program, startup: Program, config: ClusterConfig,
+                 trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
+    """Split `main` / `startup` as Paddle 2.6's parameter-server pipeline does: trainer and
+    pserver programs plus their descriptors (SplitResult.texts); inputs are not modified."""
+    from .ir.lr_schedule import resolve
+    from .output.planjson_ps import plan_json
+    from .output.psdesc import DescWriter
+    from .passes.ps.pserver import pserver_programs
+    from .passes.ps.trainer import trainer_main, trainer_startup
+    from .plan.ps import make_plan
+    plan = make_plan(main, startup, config,
+                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
+    result = SplitResult(emit=emit)
+    descs = DescWriter(plan)
+    total = len(trainer_ids) + len(plan.endpoints)
+    progress = progress or (lambda done, total: None)
+    for done, tid in enumerate(trainer_ids, 1):
+        key = "trainer_%d" % tid
+        result.add(key + "/main", trainer_main(main, plan, tid))
+        result.add(key + "/startup", trainer_startup(startup, main, plan))
+        result.add_text(key + "/worker_desc.txt", descs.worker_desc(tid))
+        progress(done, total)
+    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
+        ps_main, ps_startup = pserver_programs(plan, ep)
+        result.add(endpoint_dir(ep) + "/main", ps_main)
+        result.add(endpoint_dir(ep) + "/startup", ps_startup)
+        result.add_text(endpoint_dir(ep) + "/server_desc.txt", descs.server_desc(ep))
         progress(done, total)
     result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
     return result

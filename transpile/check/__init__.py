@@ -23,6 +23,10 @@ config and look at the split from both sides:
                                                                                    faults.py
   golden      with --expect, every difference from a golden split (render/diff.py). golden.py
 
+Style ps (Paddle 2.1+'s pipeline: tables in worker_desc.txt / server_desc.txt, pserver programs
+all but empty) has checks of its own after structure: ps.py (listen, tables, coverage of the
+dense shards) and ps_trainer.py (send / barrier wiring, lookups against the tables, trainer).
+
 Reading the split is loading.py; what the checks share while they run, context.py; how they
 read ops and vars, ops.py. Findings are data (findings.py); render.py only formats them.
 """
@@ -41,6 +45,7 @@ from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
 from .loading import Part, Split, load_program_raw, load_split
 from .programs import block_refs, check_structure, reachable_blocks
+from .ps_trainer import ps_checks
 from .pserver import MODE_IDS, check_listen, check_optimize, expected_distributed_mode
 from .render import RENDERERS, render_json, render_junit, render_text
 from .trainer import check_trainers
@@ -65,7 +70,8 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
     ctx = Ctx(main, startup, config, split)
-    for check in CHECK_ORDER:
+    order = (check_structure,) + ps_checks() if config.style == "ps" else CHECK_ORDER
+    for check in order:
         check(ctx)
         if step is not None:
             step()

@@ -9,7 +9,8 @@ from typing import Optional
 
 # The checks a finding can come from, in the order they run (the JUnit renderer lists a passing
 # test for each one that found nothing).
-CHECKS = ("structure", "listen", "optimize", "coverage", "send", "recv", "trainer", "fault",
+CHECKS = ("structure", "listen", "optimize", "coverage", "send", "recv", "trainer", "tables",
+          "fault",
           "golden")
 
 

@@ -39,6 +39,11 @@ def register(main_group, handle_errors) -> None:
           - no optimizer op is left on the trainer (except geo), sync mode has its barriers,
             Fanin = trainers, every var an op uses is declared
         Blocks no op reaches get a warning, not a finding.
+        Style ps (worker_desc.txt / server_desc.txt beside the programs): the tables of the
+        descriptors are the original's (sparse tables with their embedding's dims, the
+        merged dense table whose shards cover it exactly once, the barrier), table ids agree
+        between the trainer's lookups, pushes and sends and the descriptors, and the sends
+        and barrier are wired as the mode wants.
         \b
         Each finding is one line: program, block, op, what is wrong (expected: ...).
         Example:

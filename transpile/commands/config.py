@@ -22,8 +22,8 @@ def register(main_group, handle_errors):
           pservers        list of host:port, in order, no duplicates      (required)
           trainers        number of trainers, >= 1                          [1]
           trainer_id      0..trainers-1, or "all"                           [0]
-          mode            sync | async | half_async | geo                   [sync]
-          style           fleet | classic                                   [fleet]
+          mode            sync | async | half_async | geo (ps: no half_async) [sync]
+          style           fleet | classic | ps                              [fleet]
           slice_var_up    slice large parameters into blocks                [true]
           min_block_size  smallest block, in elements                       [8192]
           split_method    round_robin | hash_name | balanced                [round_robin]

@@ -31,7 +31,9 @@ def register(main_group, handle_errors) -> None:
 
         \b
         A and B are .pb / .pdmodel / .json programs (the formats may differ), or two split
-        folders (trainer_*/, pserver_*/: every program and runtime.json compared).
+        folders (trainer_*/, pserver_*/: every program, runtime.json and ps descriptor
+        compared), or two ps descriptors (worker_desc.txt / server_desc.txt, field by
+        field).
         `__control_var@...` names are compared by position, debug attrs are ignored unless
         --strict.
         \b
@@ -51,6 +53,14 @@ def register(main_group, handle_errors) -> None:
             raise UserError("cannot compare a folder with a file: %s and %s" % (a, b))
         if da:
             result = diff_mod.diff_trees(a, b, strict, op_defaults=defaults)
+            out = diff_render.TREE_RENDERERS[fmt](result)
+        elif a.endswith("_desc.txt") and b.endswith("_desc.txt"):
+            from ..render.descdiff import desc_changes
+            from ..render.diffresult import FileDiff, TreeDiff
+            result = TreeDiff(a, b)
+            ch = desc_changes(a, b)
+            if ch:
+                result.files.append(FileDiff(os.path.basename(b), "changed", details=ch))
             out = diff_render.TREE_RENDERERS[fmt](result)
         else:
             pa, pb = programio.load(a), programio.load(b)

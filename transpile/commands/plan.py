@@ -29,8 +29,11 @@ def register(main_group, handle_errors):
         accumulators), with a load bar, and the imbalance (max / mean bytes; 1.00 is even).
         The last line is the best imbalance any placement of these blocks can reach.
         Fleet style ignores hash_name and round-robins, as Paddle does (marked *).
-        Then the Paddle faults a split of MAIN meets (see `paddle_faults` in the README),
-        reproduced or fixed as the config's paddle_faults says.
+        Style ps has no split methods (the dense table is sharded by Paddle's fixed rule):
+        it shows the tables, each server's dense shard and what each trainer sends, pulls
+        and pushes (--format json: plan.json without the programs).
+        Classic and fleet: then the Paddle faults a split of MAIN meets (`paddle_faults` in
+        the README), reproduced or fixed as the config's paddle_faults says.
         Example:
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
@@ -47,11 +50,20 @@ def register(main_group, handle_errors):
         if startup:
             start = programio.load(startup)
             validate_for_split(start, startup)
+        color = obj.color if obj is not None and obj.color is not None else (
+            sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        if cfg.style == "ps":
+            from ..output.planjson_ps import ps_plan_json
+            from ..render.psreport import plan_lines
+            d = ps_plan_json(main, start, cfg)
+            if fmt == "json":
+                click.echo(json.dumps(d, indent=1, sort_keys=True))
+            else:
+                emit(plan_lines(d, main_program), color)
+            return
         if fmt == "json":
             click.echo(json.dumps(comparison(main, start, cfg), indent=1, sort_keys=True))
             return
-        color = obj.color if obj is not None and obj.color is not None else (
-            sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         emit(comparison_lines(compare(main, start, cfg), cfg, main_program), color)
         emit(fault_lines([f.to_dict() for f in faults_of(main, start, cfg)]), color)
     return plan

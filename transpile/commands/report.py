@@ -21,7 +21,9 @@ def register(main_group, handle_errors):
         The report (DIR/report.md, written by `split`) holds the placement table, each
         trainer program against the original (ops removed, grouped by why; ops inserted,
         in place with context; vars added / removed / reshaped) and each pserver program
-        block by block. Rendered on a terminal, plain markdown when piped.
+        block by block (style ps: the tables of the descriptors, each server's dense shard and
+        what each trainer pulls, pushes and sends instead of the placement table). Rendered
+        on a terminal, plain markdown when piped.
         Example:
           pstranspile split main.pb --startup startup.pb --cluster c.yaml --out split/
           pstranspile report split/

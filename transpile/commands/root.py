@@ -28,7 +28,9 @@ def main(ctx, debug, quiet, color):
     \b
     Input: the training program as saved by Paddle (the bytes of
     main_program.desc.serialize_to_string(), .pb or .pdmodel; or our .json text form),
-    usually its startup program, and a YAML cluster config.
+    usually its startup program, and a YAML cluster config. Its `style:` picks the
+    pipeline to reproduce: classic (fluid's DistributeTranspiler), fleet (Paddle 2.0's
+    Fleet) or ps (Paddle 2.1+: trainer programs plus server / worker descriptors).
     \b
     Typical use:
       pstranspile show main.pb

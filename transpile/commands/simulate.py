@@ -43,6 +43,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         same global batch. Trainers the folder lacks are derived from trainer_0.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
+    Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
     Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the split
     fails to execute (async / half-async report differences without failing unless
     --expect-equal); 2 bad input or an op with no kernel.
@@ -61,6 +62,10 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     if not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
+    if cfg.style == "ps":
+        raise UserError("simulate does not support the ps style (its tables live in Paddle's "
+                        "brpc servers, which the simulator does not model); check the split "
+                        "with `pstranspile check`")
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:

@@ -47,8 +47,10 @@ def register(main_group, handle_errors):
 
         \b
         Writes, under --out:
-          trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style)
+          trainer_<id>/main.pb, startup.pb (+ runtime.json in fleet style,
+                                            worker_desc.txt in ps style)
           pserver_<host>_<port>/main.pb, startup.pb     one pair per endpoint
+                                            (+ server_desc.txt in ps style)
           plan.json     what went where (docs/plan-json.md)
           report.md     the same for a person: `pstranspile report DIR` prints it
         and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, per
@@ -88,6 +90,9 @@ def register(main_group, handle_errors):
         def emit(key, prog):
             # each program is written as soon as it is built and then let go: a split to many
             # pservers is many times larger than its input
+            if isinstance(prog, str):           # a text file (the ps descriptors)
+                stage.write(key, prog.encode("utf-8"))
+                return
             stage.write(key + ".pb", programio.to_chunks(prog))
             lines = program_section(key, main_prog, prog)
             sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold
@@ -98,6 +103,8 @@ def register(main_group, handle_errors):
                     result = do_split(main_prog, startup_prog, cfg, progress=update, emit=emit)
                 for key, rt in result.runtime.items():
                     stage.write(key + "/runtime.json", outdir.json_bytes(rt))
+                for rel, text in result.texts.items():
+                    stage.write(rel, text.encode("utf-8"))
                 if result.plan:
                     stage.write("plan.json", outdir.json_chunks(result.plan))
                 stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
@@ -109,7 +116,11 @@ def register(main_group, handle_errors):
                 click.echo(outdir.json_bytes(result.plan).decode("utf-8"), nl=False)
             else:
                 from ..render import show as show_mod
-                show_mod.print_split_summary(result.plan, out_dir, color=use_color(obj))
+                if result.plan.get("style") == "ps":
+                    from ..render.psreport import print_summary
+                    print_summary(result.plan, out_dir, color=use_color(obj))
+                else:
+                    show_mod.print_split_summary(result.plan, out_dir, color=use_color(obj))
         if expect:
             from ..check.golden import golden_findings
             from ..render.diff import builtin_op_defaults

@@ -11,7 +11,9 @@ from typing import Any, Optional, Union
 from .errors import ConfigError
 
 MODES = ("sync", "async", "half_async", "geo")
-STYLES = ("fleet", "classic")
+STYLES = ("fleet", "classic", "ps")
+# the modes of Paddle 2.1+'s parameter-server pipeline (style ps)
+PS_MODES = ("sync", "async", "geo")
 SPLIT_METHODS = ("round_robin", "hash_name", "balanced")
 PADDLE_FAULTS = ("reproduce", "fix")
 
@@ -220,6 +222,9 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         kw["mode"] = _choice(data, "mode", source, lines, MODES)
     if "style" in data:
         kw["style"] = _choice(data, "style", source, lines, STYLES)
+    if kw.get("style") == "ps" and kw.get("mode", "sync") not in PS_MODES:
+        raise _err(source, "mode", lines, "style ps runs %s (Paddle 2.1+ has no CPU "
+                   "half_async), got %r" % (", ".join(PS_MODES), kw["mode"]))
     if "slice_var_up" in data:
         if not isinstance(data["slice_var_up"], bool):
             raise _err(source, "slice_var_up", lines,

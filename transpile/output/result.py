@@ -49,19 +49,28 @@ class SplitResult:
     "trainer_0/main", "trainer_0/startup", "pserver_127.0.0.1_6174/main", ...
 
     `runtime` holds the fleet style's communicator settings per trainer folder ("trainer_0" ->
-    the runtime.json dict); `plan` is the JSON-able plan (plan.json); `summaries` what the
-    plan says of each program; `faults` the Paddle faults the split reproduces or fixes.
+    the runtime.json dict); `texts` other files by path ("trainer_0/worker_desc.txt" -> the
+    ps style's descriptor text); `plan` is the JSON-able plan (plan.json); `summaries` what
+    the plan says of each program; `faults` the Paddle faults the split reproduces or fixes.
 
     With `emit` set, each program is handed to emit(key, program) as soon as it is built and
     not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
-    larger than its input many times over).
+    larger than its input many times over); so is each text file, as emit(path, text).
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
     plan: dict = field(default_factory=dict)
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
     faults: list = field(default_factory=list)      # plan/faults.py Fault: found in the input
     emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
+
+    def add_text(self, rel: str, text: str) -> None:
+        """A text file of the split is made: keep or emit it."""
+        if self.emit is None:
+            self.texts[rel] = text
+        else:
+            self.emit(rel, text)
 
     def add(self, key: str, prog: Program) -> None:
         """A program of the split is built: summarize it, then keep or emit it."""

@@ -173,7 +173,8 @@ _PROGRAM_EXTS = (".pb", ".pdmodel", ".json")
 
 
 def _tree_files(root: str) -> dict:
-    """{relative path: absolute path} of the program files and runtime.json under root."""
+    """{relative path: absolute path} of the program files, runtime.json and the ps
+    descriptors (*_desc.txt) under root."""
     out = {}
     for d, subdirs, files in os.walk(root):
         subdirs[:] = sorted(s for s in subdirs if not s.startswith("."))
@@ -181,8 +182,8 @@ def _tree_files(root: str) -> dict:
             if f.startswith("."):
                 continue
             rel = os.path.relpath(os.path.join(d, f), root)
-            if f == "runtime.json" or (f.endswith((".pb", ".pdmodel")) and
-                                       not f.startswith("plan")):
+            program = f.endswith((".pb", ".pdmodel")) and not f.startswith("plan")
+            if program or f == "runtime.json" or f.endswith("_desc.txt"):
                 out[rel] = os.path.join(d, f)
     # a folder of .json program views next to the .pb files: the .pb is the program
     return out
@@ -231,7 +232,8 @@ def load_op_defaults(path: str) -> dict:
 
 def diff_trees(a_dir: str, b_dir: str, strict: bool = False, load=None,
                op_defaults=None) -> TreeDiff:
-    """Compare two split folders file by file (programs structurally, runtime.json as JSON)."""
+    """Compare two split folders file by file (programs structurally, runtime.json as JSON,
+    ps descriptors field by field)."""
     from ..format import programio
     load = load or programio.load
     fa, fb = _tree_files(a_dir), _tree_files(b_dir)
@@ -242,6 +244,12 @@ def diff_trees(a_dir: str, b_dir: str, strict: bool = False, load=None,
             continue
         if rel not in fa:
             result.files.append(FileDiff(rel, "extra", details=["only in %s" % b_dir]))
+            continue
+        if rel.endswith("_desc.txt"):          # the ps style's descriptors
+            from .descdiff import desc_changes
+            ch = desc_changes(fa[rel], fb[rel])
+            if ch:
+                result.files.append(FileDiff(rel, "changed", details=ch))
             continue
         if rel.endswith("runtime.json"):
             ja, jb = _load_json(fa[rel]), _load_json(fb[rel])

@@ -349,12 +349,20 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
                    % (config.style, config.mode, config.trainers, len(config.pservers),
                       ", ".join(config.pservers)))
         out.append("")
-    out.append("Contents: placement; each trainer program against the original; each pserver "
-               "program block by block.")
-    out.append("")
-    if plan:
-        out += _placement(plan)
-        out += _faults(plan.get("faults") or [])
+    if plan and plan.get("style") == "ps":
+        from .psreport import table_lines
+        out.append("Contents: the tables of the descriptors and what each trainer exchanges "
+                   "with them; each trainer program against the original; each pserver "
+                   "program.")
+        out.append("")
+        out += table_lines(plan)
+    else:
+        out.append("Contents: placement; each trainer program against the original; each "
+                   "pserver program block by block.")
+        out.append("")
+        if plan:
+            out += _placement(plan)
+            out += _faults(plan.get("faults") or [])
 
     def lines():
         yield from out

@@ -1,0 +1,260 @@
+"""The checks of a ps-style split (ours or Paddle's): the descriptors against the original
+program and against each other, the pserver programs; the trainer programs in ps_trainer.py.
+
+  listen    every endpoint has its folder; sync / async pserver programs are empty, geo's hold
+            one listen_and_serv for their own endpoint and index, Fanin = trainers, mode 3;
+  tables    each trainer has worker_desc.txt, each pserver server_desc.txt, and they parse;
+            the tables are the original's send contexts in order (sparse tables by param,
+            then the merged dense table, then the barrier), ids 0, 1, ...; each sparse table
+            has the dims of its embedding, the accessor of the mode, the rule of its
+            optimizer (sum in geo); trainer_num and sync flags as the config says; a worker
+            desc's worker half equals its server half;
+  coverage  the dense table's shards (common.dims of Param) are Paddle's get_shard of the
+            merged dense size, and over all servers cover it exactly once.
+What the tables are supposed to be is read off the original main program (plan/ps.py's send
+contexts); nothing of our own split is used.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ..core.errors import UserError
+from ..format.psdesc import TABLE_TYPES, parse_text
+from ..ir import roles
+from ..ir.program import Program
+from ..output.result import endpoint_dir
+from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts, Pair
+from ..plan.ps_tables import OriginIndex, get_shard
+from ..ir.tables import is_distributed_lookup, table_of
+from .context import Ctx
+
+WORKER_DESC = "worker_desc.txt"
+SERVER_DESC = "server_desc.txt"
+DENSE_SHARDED = ("Param", "Moment1", "Moment2")
+TYPE_NAMES = {n: name for name, n in TABLE_TYPES.items()}
+
+
+class PsExpect:
+    """What the original main program says the tables are."""
+
+    def __init__(self, main: Program, config):
+        opt = optimize_ops(main)
+        remote = set(remote_tables(main))
+        dist = {table_of(op) for op in main.global_block.ops if is_distributed_lookup(op)}
+        sparse, dense = [], []
+        for param, grad in roles.params_grads(main, opt):
+            (sparse if param in remote else dense).append(
+                Pair(param, grad, param in remote, param in dist))
+        self.ctxs = send_contexts(main, sparse, dense)
+        self.dense_grads = [p.grad for p in dense]
+        self.sparse = sparse
+        self.opt = opt
+        self.main = main
+        self.config = config
+        self.n_ps = len(config.pservers)
+        self.geo = config.mode == "geo"
+        self._optimizer = None
+
+    def optimizer_type(self, param: str) -> Optional[str]:
+        if self._optimizer is None:
+            self._optimizer = OriginIndex(self.main, Program.empty(), self.opt).optimizer
+        i = self._optimizer.get(param)
+        return None if i is None else self.main.global_block.ops[i].type
+
+    def emb_dim(self, table: str) -> Optional[int]:
+        v = self.main.global_block.vars.get(table)
+        return int(v.shape[1]) if v is not None and v.shape and len(v.shape) > 1 else None
+
+
+def read_desc(ctx: Ctx, folder: str, name: str, part: str):
+    """The parsed descriptor of a split folder, or None (and a finding)."""
+    path = os.path.join(ctx.split.root, folder, name)
+    if not os.path.isfile(path):
+        ctx.add("tables", part, None, None, "no %s" % name, "%s/%s" % (folder, name))
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_text(f.read(), path)
+    except (UserError, OSError, UnicodeDecodeError) as e:
+        ctx.add("tables", part, None, None, "cannot read %s: %s" % (name, e))
+        return None
+
+
+def descriptors(ctx: Ctx) -> dict:
+    """{(kind, id): (part name, role id, [tables])} of every descriptor of the split: the
+    worker descs by trainer id (their server half), the server descs by endpoint."""
+    out = {}
+    for tid in sorted(ctx.split.trainers):
+        folder = "trainer_%d" % tid
+        part = folder + "/" + WORKER_DESC
+        d = read_desc(ctx, folder, WORKER_DESC, part)
+        if d is None:
+            continue
+        server = list(d.server_param.downpour_server_param.downpour_table_param)
+        worker = list(d.worker_param.downpour_worker_param.downpour_table_param)
+        if [t.SerializeToString(deterministic=True) for t in worker] != \
+                [t.SerializeToString(deterministic=True) for t in server]:
+            ctx.add("tables", part, None, None,
+                    "worker_param's tables differ from server_param's",
+                    "the same tables twice (build_worker_desc)")
+        _check_service(ctx, part, d)
+        out[("trainer", tid)] = (part, tid, server)
+    for i, ep in enumerate(ctx.config.pservers):
+        if ep not in ctx.split.pservers:
+            continue
+        folder = endpoint_dir(ep)
+        part = folder + "/" + SERVER_DESC
+        d = read_desc(ctx, folder, SERVER_DESC, part)
+        if d is None:
+            continue
+        if d.HasField("worker_param"):
+            ctx.add("tables", part, None, None, "a server desc with worker_param",
+                    "server_param only (build_server_desc)")
+        _check_service(ctx, part, d)
+        out[("pserver", ep)] = (part, i, list(d.server_param.downpour_server_param
+                                               .downpour_table_param))
+    return out
+
+
+def _check_service(ctx, part, d) -> None:
+    if not d.server_param.downpour_server_param.HasField("service_param"):
+        ctx.add("tables", part, None, None, "no service_param", "BrpcPsServer's settings")
+
+
+def check_ps_listen(ctx: Ctx) -> None:
+    """Pserver folders and programs (see the module doc)."""
+    cfg = ctx.config
+    for name in ctx.split.stray:
+        ctx.add("listen", name, None, None,
+                "folder %s matches no pserver of the cluster config" % name,
+                "one of %s" % ", ".join(endpoint_dir(e) for e in cfg.pservers))
+    for i, ep in enumerate(cfg.pservers):
+        p = ctx.split.pservers.get(ep)
+        if p is None:
+            ctx.add("listen", endpoint_dir(ep), None, None, "no program for pserver %s" % ep,
+                    "%s/main.pb" % endpoint_dir(ep))
+            continue
+        main = p["main"]
+        ops = main.prog.global_block.ops
+        if cfg.mode != "geo":
+            for part in (main, p["startup"]):
+                n = sum(len(b.ops) for b in part.prog.blocks) if part else 0
+                if n:
+                    ctx.add("listen", part, 0, None, "%d ops in a %s-mode pserver program"
+                            % (n, cfg.mode), "none: the server runs from server_desc.txt")
+            continue
+        las = [(j, op) for j, op in enumerate(ops) if op.type == "listen_and_serv"]
+        if len(las) != 1 or len(ops) != 1:
+            ctx.add("listen", main, 0, None, "%d ops, %d of them listen_and_serv"
+                    % (len(ops), len(las)), "exactly one listen_and_serv")
+        for j, op in las[:1]:
+            for attr, want in (("endpoint", ep), ("Fanin", cfg.trainers),
+                               ("pserver_id", i), ("distributed_mode", MODES["geo"][1])):
+                got = op.attr(attr)
+                if got != want:
+                    ctx.add("listen", main, 0, j, "listen_and_serv %s is %r" % (attr, got),
+                            repr(want))
+
+
+def check_ps_tables(ctx: Ctx, expect: PsExpect, descs: dict) -> None:
+    """Every descriptor's tables against the original (see the module doc)."""
+    cfg = ctx.config
+    sync = cfg.mode == "sync"
+    for part, role, tables in descs.values():
+        want = len(expect.ctxs) + 1
+        if len(tables) != want:
+            ctx.add("tables", part, None, None, "%d tables" % len(tables),
+                    "%d: %s, then the barrier table" % (want, ", ".join(
+                        c.params[0] if c.is_sparse else c.name for c in expect.ctxs)))
+        for k, t in enumerate(tables):
+            if t.table_id != k:
+                ctx.add("tables", part, None, None, "table %d has table_id %d" % (k, t.table_id),
+                        "ids 0, 1, ... in order")
+        for c in expect.ctxs:
+            if c.table_id < len(tables):
+                _check_table(ctx, expect, part, role, c, tables[c.table_id], sync)
+        if len(tables) == want:
+            b = tables[-1]
+            if (b.table_class, b.common.table_name) != ("BarrierTable", "barrier_table"):
+                ctx.add("tables", part, None, None, "the last table is %s %s"
+                        % (b.table_class, b.common.table_name), "the BarrierTable")
+            elif (b.common.trainer_num, b.common.sync) != (cfg.trainers, sync):
+                ctx.add("tables", part, None, None, "barrier table: trainer_num %d, sync %s"
+                        % (b.common.trainer_num, b.common.sync),
+                        "trainer_num %d, sync %s" % (cfg.trainers, sync))
+
+
+def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
+    name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
+    cm = t.common
+
+    def bad(what, want):
+        ctx.add("tables", part, None, None, "%s: %s" % (name, what), want)
+
+    if c.is_sparse:
+        if t.type != TABLE_TYPES["PS_SPARSE_TABLE"] or cm.table_name != c.params[0]:
+            return bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
+                       "the sparse table of %s" % c.params[0])
+        rows, dim = c.sections
+        emb = expect.emb_dim(c.params[0])
+        if expect.geo:
+            acc = ("CommMergeAccessor", rows, dim)
+        else:
+            acc = ("SparseAccessor", (emb or 0) + 2, (emb or 0) - 1)
+        got = (t.accessor.accessor_class, t.accessor.fea_dim, t.accessor.embedx_dim)
+        if got != acc:
+            bad("accessor %s fea_dim %d embedx_dim %d" % got,
+                "%s fea_dim %d embedx_dim %d (embedding %s is [%d, %d])"
+                % (acc + (c.params[0], rows, dim)))
+        if (cm.table_num, cm.table_dim) != (rows, dim):
+            bad("table_num %d table_dim %d" % (cm.table_num, cm.table_dim),
+                "%d %d" % (rows, dim))
+        want_sync = sync and not expect.geo
+        shard = dim
+    else:
+        if t.type != TABLE_TYPES["PS_DENSE_TABLE"] or cm.table_name != "MergedDense":
+            return bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
+                       "the MergedDense table")
+        total = c.sections[0]
+        if (t.accessor.fea_dim, cm.table_num) != (total, total):
+            bad("fea_dim %d, table_num %d" % (t.accessor.fea_dim, cm.table_num),
+                "%d: the elements of %s" % (total, ", ".join(c.params)))
+        want_sync = sync
+        shard = get_shard(total, expect.n_ps, role)
+    opt = expect.optimizer_type(c.params[0])
+    rule = "sum" if expect.geo else "summary" if c.kind == "datanorm" else opt
+    if cm.name != rule:
+        bad("rule %r" % cm.name, "%r (%s of %s)" % (rule, "geo" if expect.geo else
+                                                     "the optimizer", c.params[0]))
+    for formal, d in zip(cm.params, cm.dims):
+        if formal in DENSE_SHARDED and d != shard:
+            bad("%s dims %d" % (formal, d), "%d (%s)" % (
+                shard, "the embedding dim" if c.is_sparse else
+                "get_shard(%d, %d, %d)" % (c.sections[0], expect.n_ps, role)))
+    if (cm.trainer_num, cm.sync) != (ctx.config.trainers, want_sync):
+        bad("trainer_num %d, sync %s" % (cm.trainer_num, cm.sync),
+            "trainer_num %d, sync %s" % (ctx.config.trainers, want_sync))
+
+
+def check_ps_coverage(ctx: Ctx, expect: PsExpect, descs: dict) -> None:
+    """The dense shards of the servers cover the merged dense table exactly once."""
+    servers = [(ep, descs.get(("pserver", ep))) for ep in ctx.config.pservers]
+    for c in expect.ctxs:
+        if c.is_sparse:
+            continue
+        total = c.sections[0]
+        shards = []
+        for ep, d in servers:
+            tables = d[2] if d else []
+            t = tables[c.table_id] if c.table_id < len(tables) else None
+            if t is None or "Param" not in t.common.params:
+                ctx.add("coverage", endpoint_dir(ep) + "/" + SERVER_DESC, None, None,
+                        "no shard of the dense table %d (%d elements)" % (c.table_id, total))
+                return
+            shards.append(t.common.dims[list(t.common.params).index("Param")])
+        if sum(shards) != total:
+            ctx.add("coverage", "split", None, None,
+                    "the dense shards %s add up to %d" % (shards, sum(shards)),
+                    "%d: the merged dense parameters %s, each element once"
+                    % (total, ", ".join(c.params)))

@@ -1,0 +1,170 @@
+"""plan.json of a ps-style split (documented in docs/plan-json.md, "Style ps").
+
+The top level keeps the keys every style has (schema, version, style, mode, config,
+trainer_ids, endpoints with bytes, total_bytes, imbalance, ops, programs, notes); the rest says
+what the ps pipeline decided: the tables (id, kind, class, dims, rule and where the dense
+table's shards are), and per trainer what it pulls, pushes and sends. It decides nothing:
+everything is read off the plan and the original program.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from ..ir.program import Program
+from ..passes.ps.lookups import lookup_groups
+from ..plan.ps import PsPlan
+from .planjson import SCHEMA, VERSION
+from .result import SplitResult, op_type_counts
+
+FLOAT_BYTES = 4         # every value a ps table holds is a float
+
+
+def table_dict(plan: PsPlan, t) -> dict:
+    """One table of plan.json."""
+    n_ps = len(plan.endpoints)
+    d = {"id": t.table_id, "kind": t.kind, "class": t.table_class, "name": t.table_name,
+         "shard_num": t.shard_num,
+         "accessor": {"class": t.accessor_class, "fea_dim": t.fea_dim,
+                      "embedx_dim": t.embedx_dim}}
+    if t.kind == "barrier":
+        return d
+    d.update({"rule": t.rule, "optimizer": t.optimizer, "optimizer_op": t.optimizer_op,
+              "grads": list(t.grads), "params": list(t.model_params),
+              "inputs": list(t.params), "initializers": list(t.initializers),
+              "entry": t.entry, "sync": t.sync, "rows": t.table_num, "dim": t.table_dim})
+    if t.is_sparse:
+        d["distributed"] = t.distributed
+        if t.sgd_rule is not None:
+            r = t.sgd_rule
+            d["sgd_rule"] = {"name": r.name, "learning_rate": r.learning_rate,
+                             "initial_range": r.initial_range,
+                             "beta1_decay_rate": r.beta1_decay_rate,
+                             "beta2_decay_rate": r.beta2_decay_rate,
+                             "ada_epsilon": r.ada_epsilon}
+        # a sparse table is sharded by feature id over every server (shard_num shards)
+        d["servers"] = list(plan.endpoints)
+    else:
+        d["shards"] = {ep: t.dims(n_ps, i)[0] for i, ep in enumerate(plan.endpoints)}
+    return d
+
+
+def _endpoints(plan: PsPlan) -> dict:
+    n_ps = len(plan.endpoints)
+    dense = [t for t in plan.tables if t.is_dense and not t.empty]
+    sparse = sum(1 for t in plan.tables if t.is_sparse)
+    out = {}
+    for i, ep in enumerate(plan.endpoints):
+        values = sum(sum(t.dims(n_ps, i)) for t in dense)
+        out[ep] = {"index": i,
+                   "dense_shard": {str(t.table_id): t.dims(n_ps, i)[0] for t in dense},
+                   "sparse_tables": sparse, "bytes": values * FLOAT_BYTES,
+                   "param_blocks": len(dense) + sparse}
+    return out
+
+
+def _trainers(plan: PsPlan, main: Program, trainer_ids) -> dict:
+    pulls, pushes, _ = lookup_groups(main.global_block.ops)
+    n_ps = len(plan.endpoints)
+    out = {}
+    for tid in trainer_ids:
+        sends = [{"queue": c.name, "table_id": c.table_id, "vars": list(c.grads),
+                  "is_sparse": (2 if c.distributed else 1) if c.is_sparse else 0}
+                 for c in plan.ctxs if c.is_sparse == plan.is_geo]
+        entry = {"send": sends, "barrier": plan.is_sync,
+                 "dense_dims": {str(t.table_id): t.dims(n_ps, tid)[0]
+                                for t in plan.tables if t.is_dense and not t.empty}}
+        if plan.is_geo:
+            entry["pull"], entry["push"] = [], []
+        else:
+            entry["pull"] = [{"table_id": plan.table_ids[w], "table": w,
+                              "ids": [op.input("Ids")[0] for op in ops],
+                              "outputs": [op.output("Out")[0] for op in ops]}
+                             for w, ops in pulls.items() if w in plan.table_ids]
+            entry["push"] = [{"table_id": plan.table_ids[w], "table": w,
+                              "ids": [op.input("Ids")[0] for op in ops]}
+                             for w, ops in pushes.items() if w in plan.table_ids]
+        out[str(tid)] = entry
+    return out
+
+
+def _removed(plan: PsPlan, main: Program) -> list:
+    if plan.is_geo:
+        return []
+    ops = main.global_block.ops
+    out = []
+    for i in plan.optimize_ops:
+        rv = ops[i].attr("op_role_var") or []
+        e = {"index": i, "type": ops[i].type, "why": "optimize", "moved_to": []}
+        if rv:
+            e["param"] = rv[0]
+        out.append(e)
+    out += [{"index": i, "type": ops[i].type, "why": "lr_sched", "moved_to": []}
+            for i in plan.lr_ops]
+    pulls, pushes, _ = lookup_groups(ops)
+    index = {id(op): i for i, op in enumerate(ops)}
+    for groups, by in ((pulls, "distributed_lookup_table"), (pushes, "distributed_push_sparse")):
+        for w, group in groups.items():
+            out += [{"index": index[id(op)], "type": op.type, "why": "sparse_lookup",
+                     "moved_to": [], "param": w, "replaced_by": by} for op in group]
+    return sorted(out, key=lambda e: e["index"])
+
+
+def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
+    origin = {"main": op_type_counts(main), "startup": op_type_counts(startup)}
+    out = {}
+    for key in sorted(result.summaries):
+        s = result.summaries[key]
+        which = "main" if key.endswith("/main") else "startup"
+        before = origin[which] if key.startswith("trainer_") else Counter()
+        removed = sum((before - s.op_types).values())
+        inserted = sum((s.op_types - before).values())
+        out[key] = {"blocks": s.blocks, "ops": s.ops, "removed": removed, "inserted": inserted}
+    return out
+
+
+def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: SplitResult,
+              trainer_ids) -> dict:
+    """The plan.json dict of a ps split (`main` / `startup`: the original programs)."""
+    endpoints = _endpoints(plan)
+    held = [h["bytes"] for h in endpoints.values()]
+    total = sum(held)
+    mean = total / float(len(held)) if held else 0
+    ops = main.global_block.ops
+    return {
+        "schema": SCHEMA, "version": VERSION, "style": "ps", "mode": plan.mode,
+        "config": config.to_dict(), "trainer_ids": list(trainer_ids),
+        "tables": [table_dict(plan, t) for t in plan.tables],
+        "barrier_table_id": plan.barrier_table_id,
+        "trainers": _trainers(plan, main, trainer_ids),
+        "endpoints": endpoints, "total_bytes": total,
+        "imbalance": round(max(held) / mean, 4) if mean else None,
+        "lr": {"var": plan_lr_var(plan, main), "scheduler": plan.lr_scheduler,
+               "decay_ops": [{"index": i, "type": ops[i].type} for i in plan.lr_ops]},
+        "ops": {"removed": _removed(plan, main),
+                "kept_as_backward": [] if plan.is_geo else
+                [{"index": i, "type": ops[i].type} for i in plan.clip_ops]},
+        "fake_init": [] if plan.is_geo else list(plan.fake_init_tables),
+        "programs": _programs(result, main, startup),
+        "notes": list(plan.notes),
+    }
+
+
+def plan_lr_var(plan: PsPlan, main: Program):
+    """The learning rate the optimizer ops read (the first one)."""
+    ops = main.global_block.ops
+    for i in plan.optimize_ops:
+        lr = ops[i].input("LearningRate")
+        if lr:
+            return lr[0]
+    return None
+
+
+def ps_plan_json(main: Program, startup, config) -> dict:
+    """plan.json of the split `config` would make, without making it (no programs): what
+    `pstranspile plan` shows for the ps style."""
+    from ..ir.lr_schedule import resolve
+    from ..plan.ps import make_plan
+    startup = startup if startup is not None else Program.empty()
+    plan = make_plan(main, startup, config,
+                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
+    return plan_json(plan, main, startup, config, SplitResult(), config.trainer_ids())

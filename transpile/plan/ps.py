@@ -1,0 +1,258 @@
+"""The ps-style plan (Paddle 2.1+'s parameter-server pipeline): computed once, then read-only.
+
+It answers what Paddle 2.6's `ParameterServerOptimizer` and `TheOnePSRuntime` work out before
+any program is rewritten (ps/utils/public.py, ps/the_one_ps.py):
+
+  - the (param, grad) pairs the optimizer updates, sparse (embeddings looked up with
+    remote_prefetch) and dense, in the order of their first optimizer op;
+  - the send contexts and table ids: one sparse table per sparse pair, then ONE merged dense
+    table `Dense@GRAD_<id>` for every dense grad (data_norm statistics get a table of their
+    own), then the barrier table;
+  - per table what the descriptors say of it (tables.py): accessor, the optimizer rule and its
+    initializers, and the dense table's shard on each server;
+  - the ops the trainer loses (optimizer, LR schedule) and the gradient-clip ops it keeps.
+
+Refusals (RefusedError) are Paddle's, with its message, in the order a trainer meets them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+from ..core.config import ClusterConfig
+from ..core.errors import RefusedError, UserError
+from ..ir import roles
+from ..ir.program import Program
+from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
+from .ps_tables import (OriginIndex, PsTable, barrier_table, describe_table,  # noqa: F401
+                        get_shard)
+
+# DistributedMode of Paddle's ps pipeline (ps/utils/public.py); half_async is not built on CPU
+MODES = {"sync": ("SYNC", 0), "async": ("ASYNC", 1), "geo": ("GEO", 3)}
+CLIP_NAME_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
+# grads of data_norm's statistics: a table of their own (public.py DATA_NORM_GRAD_NAME)
+DATA_NORM_GRAD_SUFFIXES = (".batch_size@GRAD", ".batch_sum@GRAD", ".batch_square_sum@GRAD")
+# the LR var Paddle re-declares on the trainer when an LR scheduler feeds it
+SCHEDULER_LR_VAR = "learning_rate_0"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A parameter the optimizer updates and its grad (op_role_var)."""
+    param: str
+    grad: str
+    sparse: bool = False          # an embedding looked up with remote_prefetch
+    distributed: bool = False     # ... with is_distributed (sparse_embedding)
+
+
+@dataclass(frozen=True)
+class SendCtx:
+    """One of Paddle's send contexts (get_the_one_send_context): a table and what feeds it."""
+    name: str                     # emb@GRAD, Dense@GRAD_<id>, DataNorm@GRAD_<id>
+    kind: str                     # sparse | dense | datanorm
+    table_id: int
+    grads: tuple                  # origin_varnames
+    params: tuple
+    sections: tuple               # sparse: (rows or 0 when distributed, dim); dense: (numel,)
+    distributed: bool = False
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.kind == "sparse"
+
+
+@dataclass(frozen=True)
+class PsPlan:
+    mode: str                                   # sync | async | geo
+    endpoints: tuple
+    trainers: int
+    sparse_pairs: tuple
+    dense_pairs: tuple
+    ctxs: tuple                                 # SendCtx, in table-id order
+    tables: tuple                               # PsTable per ctx, then the barrier table
+    optimize_ops: tuple                         # block-0 indices (clip ops excluded)
+    clip_ops: tuple                             # optimize-role gradient-clip ops (kept)
+    lr_ops: tuple                               # LR-schedule ops
+    table_ids: Mapping[str, int]                # sparse param -> table id
+    fake_init_tables: tuple                     # startup tables replaced by fake_init (sorted)
+    lr_scheduler: bool = False
+    notes: tuple = field(default=())
+
+    @property
+    def mode_name(self) -> str:
+        return MODES[self.mode][0]
+
+    @property
+    def mode_id(self) -> int:
+        return MODES[self.mode][1]
+
+    @property
+    def is_geo(self) -> bool:
+        return self.mode == "geo"
+
+    @property
+    def is_sync(self) -> bool:
+        return self.mode == "sync"
+
+    @property
+    def dense_ctxs(self) -> tuple:
+        return tuple(c for c in self.ctxs if not c.is_sparse)
+
+    @property
+    def sparse_ctxs(self) -> tuple:
+        return tuple(c for c in self.ctxs if c.is_sparse)
+
+    @property
+    def barrier_table_id(self) -> int:
+        return len(self.ctxs)
+
+    def server_index(self, endpoint: str) -> int:
+        """A pserver's role id: its place in the endpoint list."""
+        return self.endpoints.index(endpoint)
+
+
+def optimize_ops(main: Program) -> list[int]:
+    """Paddle's get_optimize_ops: op_role exactly Optimize, gradient-clip ops excluded."""
+    return roles.optimize_ops(main, CLIP_NAME_SCOPE)
+
+
+def remote_tables(main: Program) -> list[str]:
+    """Ws of the lookups with remote_prefetch, first appearance first: the sparse params."""
+    out: dict = {}
+    for op in main.global_block.ops:
+        if is_remote_prefetch(op) and op.input("W"):
+            out.setdefault(op.input("W")[0], None)
+    return list(out)
+
+
+def startup_table_names(main: Program) -> list[str]:
+    """Tables the trainer's startup fake_inits: W of sparse (not distributed) and of
+    distributed lookups (get_sparse_tablenames), sorted (Paddle walks a set)."""
+    names = set()
+    for op in main.global_block.ops:
+        if (is_sparse_lookup(op) or is_distributed_lookup(op)) and table_of(op):
+            names.add(table_of(op))
+    return tuple(sorted(names))
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape or ():
+        n *= int(d)
+    return n
+
+
+def _grad_var(main: Program, name: str, why: str):
+    v = main.global_block.vars.get(name)
+    if v is None:
+        raise UserError("the program names %r (%s) but declares no such var" % (name, why))
+    return v
+
+
+def send_contexts(main: Program, sparse: list, dense: list) -> list:
+    """Paddle's get_the_one_send_context, in table-id order."""
+    ctxs = []
+    for p in sparse:
+        shape = list(_grad_var(main, p.grad, "a gradient in op_role_var").shape or (0, 0))
+        if len(shape) < 2:
+            raise UserError("sparse table %s: its grad %s has shape %s, not [rows, dim]"
+                            % (p.param, p.grad, shape))
+        if p.distributed:
+            shape[0] = 0
+        ctxs.append(SendCtx(p.grad, "sparse", len(ctxs), (p.grad,), (p.param,),
+                            (int(shape[0]), int(shape[1])), p.distributed))
+    if dense:
+        groups = ([p for p in dense if not p.grad.endswith(DATA_NORM_GRAD_SUFFIXES)],
+                  [p for p in dense if p.grad.endswith(DATA_NORM_GRAD_SUFFIXES)])
+        for kind, pairs in zip(("dense", "datanorm"), groups):
+            if kind == "datanorm" and not pairs:
+                break
+            numel = sum(_numel(_grad_var(main, p.grad, "a gradient").shape) for p in pairs)
+            prefix = "Dense@GRAD_" if kind == "dense" else "DataNorm@GRAD_"
+            ctxs.append(SendCtx(prefix + str(len(ctxs)), kind, len(ctxs),
+                                tuple(p.grad for p in pairs), tuple(p.param for p in pairs),
+                                (numel,)))
+    return ctxs
+
+
+def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
+              lr_scheduler: bool = False) -> PsPlan:
+    """Compute the ps plan; raises RefusedError where Paddle 2.6.2 refuses the program."""
+    if config.mode not in MODES:
+        raise RefusedError("mode %s: Paddle's parameter-server pipeline (style ps) runs sync, "
+                           "async or geo" % config.mode)
+    ops = main.global_block.ops
+    opt = optimize_ops(main)
+    remote = set(remote_tables(main))
+    dist = {table_of(op) for op in ops if is_distributed_lookup(op)}
+    sparse, dense = [], []
+    for param, grad in roles.params_grads(main, opt):
+        if param in remote:
+            sparse.append(Pair(param, grad, True, param in dist))
+        else:
+            dense.append(Pair(param, grad))
+    ctxs = send_contexts(main, sparse, dense)
+    table_ids = {c.params[0]: c.table_id for c in ctxs if c.is_sparse}
+    geo = config.mode == "geo"
+
+    # the trainer's passes refuse first: distributed_ops_pass, delete_optimizer_pass,
+    # fake_init_ops_pass; the descriptors after them
+    if not geo:
+        for w in remote_tables(main):
+            if w not in table_ids:
+                raise RefusedError(
+                    "'%s': embedding %s is looked up with remote_prefetch but no optimizer op "
+                    "updates it (Paddle's distributed_ops_pass fails on its grad name: "
+                    "KeyError '%s')" % (w, w, w))
+        if lr_scheduler and main.global_block.var(SCHEDULER_LR_VAR) is None:
+            raise RefusedError("'%s': the learning rate is set by an LR scheduler, but the "
+                               "program has no var %s (Paddle's delete_optimizer_pass looks "
+                               "it up; set lr_scheduler: false if the rate is constant)"
+                               % (SCHEDULER_LR_VAR, SCHEDULER_LR_VAR))
+        check_table_inits(startup, startup_table_names(main))
+
+    index = OriginIndex(main, startup, opt)
+    tables = [describe_table(c, main, index, config) for c in ctxs]
+    tables.append(barrier_table(len(ctxs), config))
+
+    notes = []
+    if lr_scheduler:
+        notes.append("the learning rate is fed by an LR scheduler (geo keeps the optimizer)"
+                     if geo else "the learning rate is fed by an LR scheduler: the trainer "
+                     "keeps %s as a persistable var" % SCHEDULER_LR_VAR)
+    if geo:
+        notes.append("geo_push_nums (the strategy's k_steps) selects geo mode; its value is "
+                     "the communicator's and appears in no program or descriptor")
+
+    return PsPlan(
+        mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
+        sparse_pairs=tuple(sparse), dense_pairs=tuple(dense), ctxs=tuple(ctxs),
+        tables=tuple(tables), optimize_ops=tuple(opt),
+        clip_ops=tuple(roles.clip_ops(main, CLIP_NAME_SCOPE)),
+        lr_ops=tuple(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
+        fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
+        notes=tuple(notes))
+
+
+def table_writers(startup: Program, tables) -> dict:
+    """{table: [the startup ops that write it, each once, in order]}, in one walk."""
+    out: dict = {t: [] for t in tables}
+    for op in startup.global_block.ops:
+        for name in set(op.output_names()):
+            if name in out:
+                out[name].append(op)
+    return out
+
+
+def check_table_inits(startup: Program, tables) -> None:
+    """fake_init_ops_pass's refusals: a table must be declared in the startup program and
+    written there by exactly one op."""
+    writers = table_writers(startup, tables)
+    for t in tables:
+        if t not in startup.global_block.vars:
+            raise RefusedError("'%s': the startup program does not declare the embedding "
+                               "table %s (Paddle's fake_init_ops_pass: KeyError)" % (t, t))
+        n = len(writers[t])
+        if n != 1:
+            raise RefusedError("table init op num should be 1, now is %d (table %s)" % (n, t))

@@ -1,0 +1,140 @@
+"""What a ps-style split placed where, read from its plan.json: the tables section of report.md
+and the summary `split` prints. Formatting only."""
+from __future__ import annotations
+
+from .show import emit, human_bytes, load_bar
+
+
+def _dims(t: dict) -> str:
+    if t.get("kind") == "sparse":
+        rows = t.get("rows")
+        return "%s x %s" % ("unbounded" if not rows else rows, t.get("dim"))
+    if t.get("kind") in ("dense", "datanorm"):
+        return "%s" % t.get("rows")
+    return ""
+
+
+def _rule(t: dict) -> str:
+    rule = t.get("rule")
+    if not rule:
+        return ""
+    r = t.get("sgd_rule")
+    if r:
+        return "%s (%s, lr %.6g, init range %.6g)" % (rule, r.get("name"),
+                                                      r.get("learning_rate", 0),
+                                                      r.get("initial_range", 0))
+    return rule
+
+
+def _where(t: dict) -> str:
+    if t.get("kind") == "sparse":
+        return "every server (%s shards by feature id)" % t.get("shard_num")
+    shards = t.get("shards")
+    if shards:
+        return ", ".join("%s: %s" % (ep, n) for ep, n in shards.items())
+    return "every server"
+
+
+def table_lines(plan: dict) -> list[str]:
+    """The report's tables and trainers sections."""
+    out = ["## Tables", "",
+           "What worker_desc.txt and server_desc.txt describe: each sparse table is sharded "
+           "by feature id over every server; the dense parameters are merged into one table "
+           "whose elements the servers hold in contiguous shards.", "",
+           "| id | kind | class | name | size | rule | held by |", "|---|---|---|---|---|---|---|"]
+    for t in plan.get("tables") or []:
+        name = t.get("name")
+        if t.get("kind") in ("dense", "datanorm"):
+            name = "%s (%d params)" % (name, len(t.get("params") or []))
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            t.get("id"), t.get("kind"), t.get("class"), name, _dims(t), _rule(t),
+            "" if t.get("kind") == "barrier" else _where(t)))
+    out.append("")
+    for t in plan.get("tables") or []:
+        if t.get("kind") in ("dense", "datanorm"):
+            out.append("Table %s merges: %s." % (t.get("id"), ", ".join(t.get("params") or [])))
+            out.append("")
+    eps = plan.get("endpoints") or {}
+    if eps:
+        top = max([h.get("bytes", 0) for h in eps.values()] or [0]) or 1
+        out += ["| endpoint | dense values held | bytes | load |", "|---|---|---|---|"]
+        for ep, h in eps.items():
+            b = int(h.get("bytes", 0) or 0)
+            out.append("| %s | %s | %s | `%s` |" % (
+                ep, ", ".join("table %s: %s" % kv for kv in (h.get("dense_shard") or {}).items())
+                or "-", human_bytes(b), "█" * round(20 * b / top) or "·"))
+        out.append("")
+        out.append("Bytes count the dense table's values on each server (its shard of every "
+                   "parameter and optimizer state); sparse tables grow with the ids seen.")
+        out.append("")
+    trainers = plan.get("trainers") or {}
+    if trainers:
+        out += ["## What each trainer pulls, pushes and sends", "",
+                "| trainer | pulls | pushes | sends | barrier | dense dims |",
+                "|---|---|---|---|---|---|"]
+        for tid, tr in trainers.items():
+            pulls = "; ".join("table %s (%s) by %s" % (p["table_id"], p["table"],
+                                                       ", ".join(p["ids"]))
+                              for p in tr.get("pull") or []) or "-"
+            pushes = "; ".join("table %s by %s" % (p["table_id"], ", ".join(p["ids"]))
+                               for p in tr.get("push") or []) or "-"
+            sends = "; ".join("%s to table %s (%d vars)" % (s["queue"], s["table_id"],
+                                                            len(s["vars"]))
+                              for s in tr.get("send") or []) or "-"
+            dims = ", ".join("table %s: %s" % kv for kv in (tr.get("dense_dims") or {}).items())
+            out.append("| %s | %s | %s | %s | %s | %s |" % (
+                tid, pulls, pushes, sends, "yes" if tr.get("barrier") else "no", dims or "-"))
+        out.append("")
+    for note in plan.get("notes") or []:
+        out.append("Note: %s." % note)
+    if plan.get("notes"):
+        out.append("")
+    return out
+
+
+def summary_lines(plan: dict, out_dir: str):
+    """(style, text) lines of `split`'s summary of a ps split."""
+    cfg = plan["config"]
+    yield "bold", "split (ps style, %s mode, %d trainers, %d pservers) -> %s" % (
+        plan["mode"], cfg["trainers"], len(cfg["pservers"]), out_dir)
+    yield from _table_rows(plan)
+    yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
+    for key, p in sorted(plan["programs"].items()):
+        yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+
+
+def plan_lines(plan: dict, source: str = ""):
+    """(style, text) lines of `pstranspile plan` for the ps style: the tables, the dense
+    shards, what each trainer exchanges (a ps split has no split methods to compare)."""
+    cfg = plan["config"]
+    yield "bold", "plan (ps style, %s mode, %d trainers, %d pservers)%s" % (
+        plan["mode"], cfg["trainers"], len(cfg["pservers"]), (": " + source) if source else "")
+    yield from _table_rows(plan)
+    yield "bold", "  %-8s %s" % ("trainer", "sends / pulls / pushes")
+    for tid, tr in (plan.get("trainers") or {}).items():
+        parts = ["%s -> table %s" % (s["queue"], s["table_id"]) for s in tr.get("send") or []]
+        parts += ["pull table %s" % p["table_id"] for p in tr.get("pull") or []]
+        parts += ["push table %s" % p["table_id"] for p in tr.get("push") or []]
+        if tr.get("barrier"):
+            parts.append("send_barrier")
+        yield "", "  %-8s %s" % (tid, ", ".join(parts) or "-")
+    for note in plan.get("notes") or []:
+        yield "", "  note: " + note
+
+
+def _table_rows(plan: dict):
+    eps = plan["config"]["pservers"]
+    yield "bold", "  %-4s %-8s %-22s %-28s %s" % ("id", "kind", "class", "name", "size")
+    for t in plan.get("tables") or []:
+        yield "", "  %-4s %-8s %-22s %-28s %s" % (t["id"], t["kind"], t["class"], t["name"],
+                                                  _dims(t))
+    held = plan["endpoints"]
+    top = max([held[ep]["bytes"] for ep in eps] or [0])
+    yield "bold", "  %-22s %10s  dense load" % ("endpoint", "dense held")
+    for ep in eps:
+        h = held[ep]
+        yield "", "  %-22s %10s  %s" % (ep, human_bytes(h["bytes"]), load_bar(h["bytes"], top))
+
+
+def print_summary(plan: dict, out_dir: str, color: bool = False) -> None:
+    emit(summary_lines(plan, out_dir), color)
