@@ -171,3 +171,28 @@ def test_a_million_row_table_touches_only_its_pool():
     assert res.exit_code == 0 and not res.unchanged
     note = next(n for n in res.notes if n.startswith("embedding_1.w_0 [1000001, 9] kept lazily"))
     assert int(note.split("touched ")[1].split()[0]) <= 16
+
+
+def test_l2_decay_on_a_sparse_grad_decays_every_row():
+    """Paddle 2.x's L2Decay on a table with a SelectedRows grad: decay = scale(W) (dense, every
+    row), grad = sum(W@GRAD, decay) (dense): every row of the table moves each step, so the
+    lazy table is materialized and the untouched rows decay as they do in Paddle."""
+    b = Block(0, -1)
+    for n, kind in (("W", "LOD_TENSOR"), ("G", "SELECTED_ROWS"), ("D", "LOD_TENSOR"),
+                    ("G2", "LOD_TENSOR"), ("LR", "LOD_TENSOR")):
+        b.add_var(Var.tensor(n, "FP64", [1] if n == "LR" else [12, 4], kind=kind,
+                             persistable=n in ("W", "LR")))
+    b.ops = [Op("scale", {"X": ["W"]}, {"Out": ["D"]}, {"scale": Attr.infer(0.01)}),
+             Op("sum", {"X": ["G", "D"]}, {"Out": ["G2"]}),
+             Op("sgd", {"Param": ["W"], "Grad": ["G2"], "LearningRate": ["LR"]},
+                {"ParamOut": ["W"]})]
+    ex = Executor("t", Program([b]))
+    ex.scope.put("W", _table(12, 4))
+    ex.scope.put("LR", np.array([0.5]))
+    ex.scope.put("G", SelectedRows([3], np.ones((1, 4)), 12))
+    ex.run_block(0)
+    w0 = _table(12, 4).to_dense()
+    w = ex.scope.get("W")
+    assert isinstance(w, np.ndarray) and ex.densified == {"W": "scale"}
+    assert np.allclose(w[7], w0[7] * (1 - 0.5 * 0.01))
+    assert np.allclose(w[3], w0[3] * (1 - 0.5 * 0.01) - 0.5)
