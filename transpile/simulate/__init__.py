@@ -29,12 +29,10 @@ if TYPE_CHECKING:
 __all__ = ["simulate", "SimResult", "ParamDiff", "SimError", "NoKernelError", "Reference",
            "split_programs_from"]
 
-AUTO_STEPS = 5
 # The default tolerance: a sync split computes what the data-parallel original computes, op for
 # op, so in float64 they agree to rounding (most often exactly); float32 leaves more room.
 RTOL_FLOAT64 = 1e-9
 RTOL_FLOAT32 = 1e-5
-MAX_AUTO_STEPS = 40
 
 
 @dataclass

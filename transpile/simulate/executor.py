@@ -166,9 +166,9 @@ class OpCtx:
     def keyed_uniform(self, shape, seed=0, fixed=False, salt=""):
         """Uniforms in [0, 1) for this op's output of `shape`, the same in every process that
         runs the op on the same samples (keyed.py): keyed by the executor's and the op's seed,
-        the output's name and (unless `fixed`) the step and how often the op ran in it; where dim 0 is a
-        whole number of rows per sample of this process's batch, row i is keyed by its global
-        row, so a trainer's shard draws the original's rows."""
+        the output's name and (unless `fixed`) the step and how often the op ran in it; where
+        dim 0 is a whole number of rows per sample of this process's batch, row i is keyed by
+        its global row, so a trainer's shard draws the original's rows."""
         from . import keyed
         shape = tuple(int(d) for d in shape)
         out = (self.op.output_names() or ["?"])[0]
@@ -213,7 +213,7 @@ class Executor:
         self.sample_offset = 0
         self.step = 0
         self.draw_counts: dict = {}
-        self._written: Optional[set] = None
+        self._written = None          # the names some op writes (True: a pserver)
         # which initializer outputs become LazyTables: (name, shape) -> bool
         self.lazy_policy: Callable = default_lazy_policy
         self.densified: dict = {}      # LazyTables an op needed whole: name -> op type
@@ -232,18 +232,21 @@ class Executor:
         self.step, self.samples, self.sample_offset = step, samples, offset
         self.draw_counts = {}
 
+    def _written_somewhere(self, name) -> bool:
+        """Whether some op of the program writes `name` (or, on a pserver, whose inputs arrive
+        by message, whether it may be received: always)."""
+        if self._written is None:
+            ops = [op for _, _, op in self.program.ops()]
+            self._written = {n for op in ops for n in op.output_names()}
+            if any(op.type == "listen_and_serv" for op in ops):
+                self._written = True
+        return self._written is True or name in self._written
+
     def read(self, name):
         v = self.scope.get(name)
         if v is None:
-            if self._written is None:
-                ops = [op for _, _, op in self.program.ops()]
-                # a pserver's inputs arrive by message: only a trainer's reads are checked
-                self._written = None if any(op.type == "listen_and_serv" for op in ops) \
-                    else {n for op in ops for n in op.output_names()}
-                self._written = self._written if self._written is not None else False
             var = self.program.find_var(name)
-            if self._written is not False and name not in self._written \
-                    and not (var is not None and var.is_persistable):
+            if not self._written_somewhere(name) and not (var is not None and var.is_persistable):
                 raise SimError("reads %s, which no op of %s writes (nor is it fed, sent or "
                                "initialized): a Paddle process fails here too"
                                % (name, self.label))
