@@ -38,7 +38,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
-    (a) the original: startup once, then --steps steps of MAIN on random feeds;
+    (a) the original: startup once, then --steps steps of MAIN on random feeds (ids and
+        labels as their uses allow), trained data-parallel: forward and backward on each
+        trainer's shard of the batch, gradients averaged, the optimizer ops once;
     (b) the split in SPLIT_DIR (trainer_<id>/ and pserver_<host>_<port>/ folders, as
         `split --out` writes; without SPLIT_DIR the split is made here): every pserver's
         startup and listen_and_serv optimize blocks and every trainer's startup and main,
@@ -46,9 +48,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         same global batch. Trainers the folder lacks are derived from trainer_0.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
-    A trainable parameter the original run never changed is reported (its equality proves
-    nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the split
-    fails to execute (async / half-async report differences without failing unless
+    A trainable parameter the original run did not move is reported (its equality proves
+    nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the
+    split fails to execute (async / half-async report differences without failing unless
     --expect-equal); 2 bad input or an op with no kernel.
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
