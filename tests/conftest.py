@@ -10,3 +10,8 @@ ROOT = os.path.dirname(HERE)
 for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+
+def pytest_configure(config):
+    # `-m "not slow"` skips the corpus-wide sweeps (they run in `make test`)
+    config.addinivalue_line("markers", "slow: a corpus-wide sweep (seconds, not milliseconds)")

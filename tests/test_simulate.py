@@ -141,13 +141,14 @@ def test_an_op_without_kernel_is_named():
 
 
 @pytest.mark.parametrize("case", ["fleet/ctr_sparse_adam_sync", "fleet/large_scale_adam_sync"])
-def test_fleet_sparse_tables_split_is_not_executable(case):
-    """Paddle 2.6.2's FleetTranspiler gives the trainer the pscore lookup (table_id, no
-    endpoints) against listen_and_serv pservers, and keeps a sum of grads it no longer makes."""
+def test_fleet_sparse_tables_split_reads_grads_nothing_writes(case):
+    """Paddle 2.6.2's FleetTranspiler replaces the table's lookup_table_grad ops by
+    distributed_push_sparse but keeps the sum of the grads they wrote: the trainer reads a var
+    no op writes (tests/test_simulate_fleet_tables.py runs the split without it)."""
     res = run(case, steps=1)
     assert res.exit_code == 1 and res.error is not None
-    assert "table_id 1" in res.error and "the_one_ps" in res.error
-    assert "SparseFeatFactors@GRAD@RENAME@block0@1" in res.error
+    assert "(sum): reads SparseFeatFactors@GRAD@RENAME@block0@0, which no op of trainer_0 " \
+        "main writes" in res.error
 
 
 # --- what Paddle's splits really do ----------------------------------------------------------
@@ -222,8 +223,9 @@ def test_dist_table_is_sgd_and_summed_not_averaged():
     assert any("sums the trainers' shared_w@GRAD without the 1/trainers" in n for n in one.notes)
     main, startup, cfg, progs, rts = load_case("classic/dist_lookup_table")
     sgd_main = _sgd_for_table(main, "shared_w")
-    # sgd in the original too: what is left is the missing average
-    res = simulate(sgd_main, startup, cfg, progs, rts, steps=5, batch=4, seed=0)
+    # sgd in the original too: what is left is the missing average (after one step; later
+    # steps read the table's rows again, and the dense layers follow it)
+    res = simulate(sgd_main, startup, cfg, progs, rts, steps=1, batch=4, seed=0)
     assert {p.name for p in res.params if not p.ok} == {"shared_w"}
     for ps in _pservers(progs):
         blk = next(b for b in ps.blocks if any(op.type == "sgd" for op in b.ops))

@@ -25,17 +25,22 @@ EXIT_DIFFERS = 1
 @click.option("--batch", type=int, default=8, show_default=True,
               help="Global batch size (divided among the trainers).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
-@click.option("--rtol", type=float, default=1e-5, show_default=True,
-              help="Largest accepted difference, relative to the parameter's largest entry.")
+@click.option("--rtol", type=float, default=None,
+              help="Largest accepted difference, relative to the parameter's largest entry "
+                   "[default: 1e-9, 1e-5 with --float32].")
 @click.option("--expect-equal", is_flag=True,
               help="Fail on differences in async / half-async mode too.")
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: the result as one JSON object on stdout.")
 def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
-             expect_equal, float32):
+             expect_equal, float32, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
-    (a) the original: startup once, then --steps steps of MAIN on random feeds;
+    (a) the original: startup once, then --steps steps of MAIN on random feeds (ids and
+        labels as their uses allow), trained data-parallel: forward and backward on each
+        trainer's shard of the batch, gradients averaged, the optimizer ops once;
     (b) the split in SPLIT_DIR (trainer_<id>/ and pserver_<host>_<port>/ folders, as
         `split --out` writes; without SPLIT_DIR the split is made here): every pserver's
         startup and listen_and_serv optimize blocks and every trainer's startup and main,
@@ -44,8 +49,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
     Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
-    Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the split
-    fails to execute (async / half-async report differences without failing unless
+    A trainable parameter the original run did not move is reported (its equality proves
+    nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the
+    split fails to execute (async / half-async report differences without failing unless
     --expect-equal); 2 bad input or an op with no kernel.
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
@@ -59,7 +65,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     for opt, v in (("--steps", steps), ("--batch", batch)):
         if v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
-    if not rtol >= 0:
+    if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
     if cfg.style == "ps":
@@ -83,10 +89,15 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
                       progress=update)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
+    if fmt == "json":
+        import json
+        from ..simulate.render import to_json
+        click.echo(json.dumps(to_json(res, cfg), indent=1))
+        ctx.exit(res.exit_code)
     click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "
                "seed %d, %s" % (cfg.mode, cfg.trainers, "s" if cfg.trainers != 1 else "",
                                 len(cfg.pservers), "s" if len(cfg.pservers) != 1 else "",
-                                steps, batch, seed, "float32" if float32 else "float64"))
+                                res.steps, batch, seed, "float32" if float32 else "float64"))
     if not quiet:
         for n in res.notes:
             click.echo("note: %s" % n, err=True)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ir.program import Program
 from .executor import Executor, Scope
+from . import largescale, pscore
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer
 from .splitprograms import SplitPrograms
 from .values import (NoKernelError, SelectedRows, SimError, Unallocated, copy_value, dense,
@@ -44,6 +45,8 @@ class Trainer:
         self.ex_startup = Executor(label + " startup", startup, self.scope, **kw)
         self.ex = Executor(label + " main", main, self.scope, **kw)
         self.ex.owner = self.ex_startup.owner = self
+        self.ex.lazy_policy = self.ex_startup.lazy_policy = cluster.reference.lazy_policy
+        self.ex.free_temporaries()
         self.main = main
         ops = main.global_block.ops
         self.barriers = [i for i, op in enumerate(ops) if op.type == "send_barrier"]
@@ -92,6 +95,10 @@ class Cluster:
             raise SimError("sync mode, but trainer_0's main program has no send_barrier: the "
                            "pservers would never know when a step's grads are all in")
 
+    def executors(self) -> list:
+        return [e for p in list(self.pservers.values()) + self.trainers
+                for e in (p.ex_startup, p.ex)]
+
     # --- the message layer ------------------------------------------------------------
     def pserver(self, ep, who) -> PServer:
         ps = self.pservers.get(ep)
@@ -123,17 +130,17 @@ class Cluster:
                 ex.write(block_idx, n, Unallocated(op.attr("shape", []) or [],
                                                    "%s's fake_init" % ex.label))
             return
-        if t == "lookup_sparse_table_init":
-            # large-scale tables are not simulated: their ops (lookup_sparse_table_read /
-            # _write / _fuse_*) have no kernel and stop the run where they are reached
-            for meta in op.attr("large_scale_metas", []) or []:
-                self.note("%s: the large-scale table %s is not simulated"
-                          % (ex.label, str(meta).split(":")[0]))
-            return
+        if isinstance(owner, PServer) and t == "lookup_sparse_table_init":
+            return largescale.init_tables(self, owner, op)
+        if isinstance(owner, PServer) and t in ("lookup_sparse_table_fuse_adam",
+                                                "lookup_sparse_table_fuse_sgd"):
+            return largescale.fuse(self, owner, ex, op)
         if isinstance(owner, Trainer) and t == "prefetch":
             return self._prefetch(owner, ex, block_idx, op)
         if isinstance(owner, Trainer) and t == "distributed_lookup_table":
             return self._distributed_lookup(owner, ex, block_idx, op)
+        if isinstance(owner, Trainer) and t == "distributed_push_sparse":
+            return pscore.push(self, tr=owner, ex=ex, op=op)
         if isinstance(owner, Trainer) and t == "send":
             return self._send(owner, ex, op)
         if isinstance(owner, Trainer) and t == "recv":
@@ -157,7 +164,7 @@ class Cluster:
         eps = op.attr("endpoints", []) or []
         sections = [int(h) for h in op.attr("height_sections", []) or []]
         if not tables and not eps and op.attr("table_id") is not None:
-            raise SimError(_pscore_lookup_finding(tr, op))
+            return pscore.lookup(self, tr, ex, block_idx, op)
         if not tables or not (len(tables) == len(eps) == len(sections)):
             raise SimError("distributed_lookup_table of %s: %d table_names, %d endpoints, %d "
                            "height_sections" % (op.input("W"), len(tables), len(eps),
@@ -371,22 +378,3 @@ class Cluster:
             "learning rate never followed the original's schedule"
             % (ps.endpoint, ps.lr_block, LR_DECAY_COUNTER, STEP_COUNTER,
                None if v is None else np.asarray(v).reshape(-1).tolist()))
-
-
-def _pscore_lookup_finding(tr: Trainer, op) -> str:
-    """Why a Fleet distributed_lookup_table (table_id, no endpoints) cannot run on a
-    listen_and_serv cluster, and what else of the trainer reads values nothing writes."""
-    w = (op.input("W") or ["?"])[0]
-    prog = tr.main
-    written = {n for _, _, o in prog.ops() for n in o.output_names()}
-    unwritten = sorted({n for _, _, o in prog.ops() for n in o.input_names()
-                        if n.startswith(w + "@GRAD") and n not in written})
-    msg = ("distributed_lookup_table of %s addresses table_id %s with no endpoints or "
-           "table_names: it is the pscore op, which needs the_one_ps's table service, while "
-           "these pservers run listen_and_serv (which serves tables only by name)"
-           % (w, op.attr("table_id")))
-    if unwritten:
-        msg += ("; besides, the trainer reads %s, which no op writes (the lookup_table_grad "
-                "ops that made them were replaced by distributed_push_sparse)"
-                % ", ".join(unwritten))
-    return msg

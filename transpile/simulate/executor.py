@@ -9,7 +9,8 @@ import numpy as np
 
 from ..ir.program import Program
 from .kernels import KERNELS
-from .values import NoKernelError, SelectedRows, SimError, SparseTable, Unallocated, shape_of
+from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
+                     shape_of)
 
 # Ops a process hands to the message layer (transpile/simulate/cluster.py).
 RPC_OPS = frozenset({
@@ -24,6 +25,14 @@ INIT_OPS = frozenset({"uniform_random", "gaussian_random", "truncated_gaussian_r
                       "fill_constant"})
 # Ops with no effect on training values.
 NOOP_OPS = frozenset({"feed", "fetch", "save", "print", "barrier"})
+# Tables of at least this many rows are kept lazily (values.LazyTable): only the rows a run
+# touches exist. Ops that read them row by row get them as they are; any other op gets the
+# whole table materialized (Executor.densify).
+LAZY_ROWS = 100_000
+LAZY_AWARE_OPS = frozenset({
+    "lookup_table", "lookup_table_v2", "lookup_table_grad", "lookup_table_v2_grad",
+    "sgd", "adam", "momentum", "adagrad", "decayed_adagrad", "rmsprop", "adamax",
+    "assign", "share_data", "memcpy"})
 
 
 class Scope:
@@ -64,6 +73,10 @@ def _compatible(declared, actual) -> bool:
     return all(d < 0 or d == a for d, a in zip(declared, actual))
 
 
+def default_lazy_policy(name, shape) -> bool:
+    return len(shape) >= 2 and shape[0] >= LAZY_ROWS
+
+
 class OpCtx:
     """What a kernel sees: its op's inputs, attrs, and a way to write outputs."""
 
@@ -89,10 +102,28 @@ class OpCtx:
         names = self.op.input(slot)
         if len(names) <= i:
             raise SimError("input slot %s is empty" % slot)
-        return self.ex.read(names[i])
+        return self._value(names[i])
 
     def xs(self, slot):
-        return [self.ex.read(n) for n in self.op.input(slot)]
+        return [self._value(n) for n in self.op.input(slot)]
+
+    def raw(self, slot, i=0):
+        """An input as the scope holds it (a LazyTable stays lazy)."""
+        names = self.op.input(slot)
+        if len(names) <= i:
+            raise SimError("input slot %s is empty" % slot)
+        return self.ex.read(names[i])
+
+    def _value(self, name):
+        v = self.ex.read(name)
+        if isinstance(v, LazyTable) and self.op.type not in LAZY_AWARE_OPS:
+            return self.ex.densify(name, v, self.op.type)
+        return v
+
+    def lazy(self, shape) -> bool:
+        """Whether an initializer's output of `shape` is kept as a LazyTable."""
+        names = self.op.output_names()
+        return bool(names) and self.ex.lazy_policy(names[0], tuple(shape))
 
     def shape(self, slot, i=0):
         """The shape of an input, which may be one fake_init left without memory (Paddle's
@@ -114,7 +145,7 @@ class OpCtx:
         if len(names) <= idx or not names[idx] or names[idx] == "@EMPTY@":
             return
         name = names[idx]
-        if not isinstance(value, (SelectedRows, Unallocated, SparseTable)):
+        if not isinstance(value, (SelectedRows, Unallocated, SparseTable, LazyTable)):
             value = np.asarray(value)
             var = self.ex.program.find_var(name, self.block_idx)
             if var is not None and var.kind == "SELECTED_ROWS" and self.op.type in INIT_OPS \
@@ -131,6 +162,32 @@ class OpCtx:
         seed = self.attr("seed", 0) or 0
         return np.random.default_rng([self.ex.seed, int(seed) & 0xFFFFFFFF,
                                       zlib.crc32(out.encode())])
+
+    def keyed_uniform(self, shape, seed=0, fixed=False, salt=""):
+        """Uniforms in [0, 1) for this op's output of `shape`, the same in every process that
+        runs the op on the same samples (keyed.py): keyed by the executor's and the op's seed,
+        the output's name and (unless `fixed`) the step and how often the op ran in it; where
+        dim 0 is a whole number of rows per sample of this process's batch, row i is keyed by
+        its global row, so a trainer's shard draws the original's rows."""
+        from . import keyed
+        shape = tuple(int(d) for d in shape)
+        out = (self.op.output_names() or ["?"])[0]
+        runs = self.ex.draw_counts
+        n = runs.get((self.block_idx, out, salt), 0)
+        runs[(self.block_idx, out, salt)] = n + 1
+        key = keyed.key_of(self.ex.seed, int(seed), out, salt,
+                           0 if fixed else self.ex.step, 0 if fixed else n)
+        if not shape:
+            return keyed.uniform(key, [0], 1).reshape(())
+        rows = shape[0]
+        width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        samples, offset = self.ex.samples, self.ex.sample_offset
+        if samples and rows and rows % samples == 0:
+            per = rows // samples
+            first = offset * per
+        else:
+            first = 0
+        return keyed.uniform(key, np.arange(first, first + rows), width).reshape(shape)
 
 
 class Executor:
@@ -149,10 +206,50 @@ class Executor:
         self.table_origin: Optional[Callable] = None   # (name, pool) -> original's table
         self.reads: set = set()
         self.blocks_run: set = set()
+        # the samples this process trains on: `samples` rows of the global batch from
+        # `sample_offset` on (0: not a training step); random ops of a main program key their
+        # draws by global row (OpCtx.keyed_uniform)
+        self.samples = 0
+        self.sample_offset = 0
+        self.step = 0
+        self.draw_counts: dict = {}
+        self._written = None          # the names some op writes (True: a pserver)
+        # which initializer outputs become LazyTables: (name, shape) -> bool
+        self.lazy_policy: Callable = default_lazy_policy
+        self.densified: dict = {}      # LazyTables an op needed whole: name -> op type
+        self.free_after: Optional[dict] = None      # op index -> temporaries to drop after it
+
+    def densify(self, name, table, op_type):
+        """A LazyTable materialized whole for an op that reads it as a tensor; the scope
+        keeps the dense value from then on."""
+        v = table.to_dense()
+        self.scope.put(name, v, self.scope.lods.get(name))
+        self.densified.setdefault(name, op_type)
+        return v
+
+    def begin_step(self, step: int, samples: int, offset: int):
+        """A training step on `samples` rows of the global batch from row `offset` on."""
+        self.step, self.samples, self.sample_offset = step, samples, offset
+        self.draw_counts = {}
+
+    def _written_somewhere(self, name) -> bool:
+        """Whether some op of the program writes `name` (or, on a pserver, whose inputs arrive
+        by message, whether it may be received: always)."""
+        if self._written is None:
+            ops = [op for _, _, op in self.program.ops()]
+            self._written = {n for op in ops for n in op.output_names()}
+            if any(op.type == "listen_and_serv" for op in ops):
+                self._written = True
+        return self._written is True or name in self._written
 
     def read(self, name):
         v = self.scope.get(name)
         if v is None:
+            var = self.program.find_var(name)
+            if not self._written_somewhere(name) and not (var is not None and var.is_persistable):
+                raise SimError("reads %s, which no op of %s writes (nor is it fed, sent or "
+                               "initialized): a Paddle process fails here too"
+                               % (name, self.label))
             raise SimError("reads %s, which holds no value (never initialized, computed or "
                            "received)" % name)
         if isinstance(v, Unallocated):
@@ -171,7 +268,7 @@ class Executor:
                 and not _compatible(shape, shape_of(value)):
             raise SimError("%s gets shape %s but is declared %s"
                            % (name, list(shape_of(value)), list(shape)))
-        if not isinstance(value, (SelectedRows, Unallocated, SparseTable)) \
+        if not isinstance(value, (SelectedRows, Unallocated, SparseTable, LazyTable)) \
                 and var.dtype is not None \
                 and value.dtype.kind == "f" \
                 and value.dtype != self.float_dtype:
@@ -189,7 +286,31 @@ class Executor:
         for i in range(start, len(ops) if stop is None else stop):
             self.run_op(block_idx, i, ops[i])
 
+    def free_temporaries(self):
+        """From now on, drop each temporary of block 0 after the last op that reads it (as
+        Paddle's eager deletion does): a program whose backward keeps a thousand partial grads
+        ([rows, width] each, summed at the end) needs them only until that sum."""
+        block = self.program.global_block
+        elsewhere = {n for b in self.program.blocks[1:] for op in b.ops
+                     for n in op.input_names() + op.output_names()}
+        last: dict = {}
+        for i, op in enumerate(block.ops):
+            for n in op.input_names() + op.output_names():
+                last[n] = i
+        self.free_after = {}
+        for n, i in last.items():
+            v = block.var(n)
+            if n in elsewhere or v is None or v.is_persistable:
+                continue
+            self.free_after.setdefault(i, []).append(n)
+
     def run_op(self, block_idx, op_idx, op) -> None:
+        self._run_op(block_idx, op_idx, op)
+        if block_idx == 0 and self.free_after is not None:
+            for n in self.free_after.get(op_idx, ()):
+                self.scope.drop(n)
+
+    def _run_op(self, block_idx, op_idx, op) -> None:
         try:
             if op.type in ("conditional_block", "conditional_block_infer"):
                 self._conditional(op)

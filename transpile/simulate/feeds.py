@@ -24,45 +24,6 @@ def feed_vars(main: Program) -> list:
     return feeds
 
 
-def _ranges(main: Program) -> dict:
-    """For int feeds: the exclusive upper bound of their values (table rows, class counts)."""
-    out: dict = {}
-    block = main.global_block
-
-    def dim(name, axis):
-        v = main.find_var(name)
-        if v is None or not v.shape:
-            return None
-        d = v.shape[axis]
-        return d if d > 0 else None
-
-    for op in block.ops:
-        if op.type in ("lookup_table", "lookup_table_v2", "distributed_lookup_table",
-                       "embedding"):
-            for ids in op.input("Ids"):
-                w = (op.input("W") or [None])[0]
-                if w is not None and dim(w, 0):
-                    out[ids] = min(out.get(ids, 1 << 62), dim(w, 0))
-        elif op.type in ("softmax_with_cross_entropy", "cross_entropy", "cross_entropy2"):
-            lab = (op.input("Label") or [None])[0]
-            src = (op.input("Logits") or op.input("X"))[0]
-            if lab is not None and dim(src, -1):
-                out[lab] = dim(src, -1)
-        elif op.type == "sigmoid_cross_entropy_with_logits":
-            lab = (op.input("Label") or [None])[0]
-            if lab is not None:
-                out[lab] = 2
-    # a feed reshaped or cast before its use has the range of that use
-    passthrough = ("reshape", "reshape2", "cast", "assign", "squeeze2", "unsqueeze2",
-                   "squeeze", "unsqueeze", "flatten2", "flatten_contiguous_range")
-    for _ in range(3):
-        for op in reversed(block.ops):
-            if op.type in passthrough and op.input("X") and op.output("Out"):
-                if op.output("Out")[0] in out and op.input("X")[0] not in out:
-                    out[op.input("X")[0]] = out[op.output("Out")[0]]
-    return out
-
-
 _PASSTHROUGH = ("reshape", "reshape2", "cast", "assign", "squeeze2", "unsqueeze2", "squeeze",
                 "unsqueeze", "flatten2", "flatten_contiguous_range")
 _LOOKUPS = ("lookup_table", "lookup_table_v2", "distributed_lookup_table", "embedding")
@@ -71,9 +32,11 @@ _LOOKUPS = ("lookup_table", "lookup_table_v2", "distributed_lookup_table", "embe
 def _ids_per_sample(main: Program) -> dict:
     """Feeds of one id per row that the program regroups by sample: a feed passed (reshaped)
     to a lookup whose rows a later reshape groups as [-1, k, width] carries k ids per sample
-    (word2vec's neg_label: declared [-1, 1], reshaped to [-1, 5, 8])."""
+    (word2vec's neg_label: declared [-1, 1], reshaped to [-1, 5, 8]); a feed declared with
+    its k ids a row ([-1, 5]) is left alone."""
     block = main.global_block
-    feeds = {v.name for v in feed_vars(main)}
+    fvars = {v.name: v for v in feed_vars(main)}
+    feeds = set(fvars)
     origin = {f: f for f in feeds}          # var -> the feed it is a plain view of
     rows_of = {}                             # lookup output -> (feed, row width)
     out: dict = {}
@@ -86,9 +49,11 @@ def _ids_per_sample(main: Program) -> dict:
                 f, width = rows_of[src]
                 shape = [int(d) for d in op.attr("shape", []) or []]
                 fixed = [d for d in shape[1:] if d > 0]
-                if shape and shape[0] == -1 and len(fixed) == len(shape) - 1 and width:
-                    per = int(np.prod(fixed)) // width
-                    if per > 1 and per * width == int(np.prod(fixed)):
+                declared = [int(d) for d in (fvars[f].shape or [])[1:]]
+                row = int(np.prod(declared)) if all(d > 0 for d in declared) else 0
+                if shape and shape[0] == -1 and len(fixed) == len(shape) - 1 and width and row:
+                    per = int(np.prod(fixed)) // width // row
+                    if per > 1 and per * width * row == int(np.prod(fixed)):
                         out[f] = max(out.get(f, 1), per)
         elif op.type in _LOOKUPS:
             w = (op.input("W") or [None])[0]
@@ -119,25 +84,65 @@ def _sequence_feeds(main: Program) -> set:
     return out
 
 
-class Feeder:
-    """Deterministic random feeds: feed(step) is the global batch, shard() a trainer's part."""
+SEQ_LEN = 3      # the length given to a feed's variable-length dims ([-1, -1] id sequences)
 
-    def __init__(self, main: Program, batch: int, seed: int, float_dtype):
+
+def id_pool(height: int, size: int, seed: int):
+    """`size` ids spread over a table of `height` rows, one from each of `size` equal strata
+    (so every pserver's row block gets some), the same for every feed bounded by that table
+    and every step: ids recur, so rows trained in one step are read again in the next."""
+    if height <= size:
+        return np.arange(height, dtype=np.int64)
+    rng = np.random.default_rng([seed, 104729, height])
+    lo = (np.arange(size, dtype=np.int64) * height) // size
+    hi = (np.arange(1, size + 1, dtype=np.int64) * height) // size
+    return lo + (rng.random(size) * (hi - lo)).astype(np.int64)
+
+
+class Feeder:
+    """Deterministic random feeds: feed(step) is the global batch, shard() a trainer's part.
+
+    Integer feeds (and float labels) take values their uses allow (feeduses.py): ids from a
+    pool spread over the table, labels with every class in each trainer's shard, flags 0 / 1.
+    """
+
+    def __init__(self, main: Program, batch: int, seed: int, float_dtype, trainers: int = 1):
+        from .feeduses import feed_uses
         self.vars = feed_vars(main)
-        self.ranges = _ranges(main)
+        self.uses = feed_uses(main)
         self.per_sample = _ids_per_sample(main)
         self.sequences = _sequence_feeds(main)
         self.batch = batch
+        self.trainers = trainers if trainers > 0 and batch % trainers == 0 else 1
         self.seed = seed
         self.fdt = float_dtype
+        self.pool_size = max(4, 2 * batch)
         for v in self.vars:
-            if v.shape and any(d < 0 for d in v.shape[1:]):
-                raise UserError("feed var %s has shape %s: only the batch dim may be unknown"
-                                % (v.name, list(v.shape)))
             dt = np_dtype(v.dtype, float_dtype)
-            if np.issubdtype(dt, np.integer) and v.name not in self.ranges:
-                raise UserError("feed var %s is an integer input, but no embedding table or "
-                                "label use tells its range" % v.name)
+            if np.issubdtype(dt, np.integer) and v.name not in self.uses:
+                raise UserError("feed var %s is an integer input, but no use bounds its values "
+                                "(it reaches no embedding lookup, label, index or float cast)"
+                                % v.name)
+
+    def use(self, name):
+        """How feed `name`'s values are chosen (feeduses.Use), or None for plain floats."""
+        return self.uses.get(name)
+
+    def _ints(self, rng, name, rows, rest, use):
+        n = rows * (int(np.prod(rest)) if rest else 1)
+        if use.kind == "ids":
+            pool = id_pool(use.bound, self.pool_size, self.seed)
+            return pool[rng.integers(0, len(pool), size=n)].reshape((rows,) + rest)
+        if use.kind == "label":
+            # every class in each trainer's shard where the shard is big enough
+            out = np.empty(n, dtype=np.int64)
+            per = n // self.trainers if n % self.trainers == 0 else n
+            for lo in range(0, n, per):
+                m = min(per, n - lo)
+                out[lo:lo + m] = rng.permutation(np.arange(m) % use.bound) \
+                    if use.bound <= m else rng.choice(use.bound, m, replace=False)
+            return out.reshape((rows,) + rest)
+        return rng.integers(0, use.bound, size=(rows,) + rest)
 
     def feed(self, step: int) -> dict:
         """name -> (array, lod or None) for the global batch of `step`."""
@@ -145,7 +150,7 @@ class Feeder:
         lens = None
         out = {}
         for v in self.vars:
-            rest = tuple(v.shape[1:]) if v.shape else ()
+            rest = tuple(SEQ_LEN if d < 0 else d for d in v.shape[1:]) if v.shape else ()
             lod = None
             rows = self.batch * self.per_sample.get(v.name, 1)
             if (v.lod_level or 0) >= 1:
@@ -158,10 +163,9 @@ class Feeder:
                 rows = int(mine.sum())
                 lod = [[0] + np.cumsum(mine).tolist()]
             dt = np_dtype(v.dtype, self.fdt)
-            if np.issubdtype(dt, np.integer):
-                arr = rng.integers(0, self.ranges[v.name], size=(rows,) + rest).astype(dt)
-            elif v.name in self.ranges:
-                arr = rng.integers(0, self.ranges[v.name], size=(rows,) + rest).astype(dt)
+            use = self.uses.get(v.name)
+            if use is not None and (np.issubdtype(dt, np.integer) or use.kind == "label"):
+                arr = self._ints(rng, v.name, rows, rest, use).astype(dt)
             elif dt == np.bool_:
                 arr = rng.integers(0, 2, size=(rows,) + rest).astype(bool)
             else:

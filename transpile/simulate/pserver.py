@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.program import Program
 from .executor import Executor, Scope
-from .values import SimError, SparseTable, dense
+from .values import LazyTable, SimError, SparseTable, dense
 
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
@@ -37,6 +37,7 @@ class PServer:
         self.ex_startup = Executor(label + " startup", startup, self.scope, **kw)
         self.ex = Executor(label + " main", main, self.scope, **kw)
         self.ex.owner = self.ex_startup.owner = self
+        self.ex.lazy_policy = self.ex_startup.lazy_policy = cluster.reference.lazy_policy
         self.ex.table_origin = self.ex_startup.table_origin = self._table_origin
         ls = [op for op in main.global_block.ops if op.type == "listen_and_serv"]
         if len(ls) != 1:
@@ -51,6 +52,7 @@ class PServer:
         self.fanin = op.attr("Fanin", 1)
         self.prefetch_blocks = _parse_grad_to_block(op.attr("prefetch_var_name_to_block_id", []))
         self.decay_counters: dict = {}
+        self.large_scale: dict = {}     # large-scale tables (largescale.py), by name
         self.inbox: dict = {}
         self.declared = {n for b in main.blocks for n in b.vars}
         for b in self.optimize_blocks:
@@ -97,17 +99,35 @@ class PServer:
 
     def lookup(self, table, ids, sender):
         """A remote lookup of `table` (distributed_lookup_table's table_names): rows by id."""
-        w = self.scope.get(table)
+        w = self.value(table)
         if w is None:
             raise SimError("%s looks up %s on pserver %s, which holds no such table"
                            % (sender, table, self.endpoint))
         if isinstance(w, SparseTable):
             return w.get(ids, grow=True)
+        if isinstance(w, LazyTable):
+            if ids.size and (ids.min() < 0 or ids.max() >= w.height):
+                raise SimError("%s looks up id %d of %s on pserver %s, which has %d rows"
+                               % (sender, int(ids.max()), table, self.endpoint, w.height))
+            return w.get(ids)
         w = dense(w)
         if ids.size and (ids.min() < 0 or ids.max() >= w.shape[0]):
             raise SimError("%s looks up id %d of %s on pserver %s, which has %d rows"
                            % (sender, int(ids.max()), table, self.endpoint, w.shape[0]))
         return w[ids]
+
+    def param_for_grad(self, grad: str):
+        """The parameter an optimize block updates with `grad` (the merged grad of a block),
+        else the var named like it without `@GRAD` if this pserver holds one; None."""
+        for b in self.optimize_blocks:
+            for op in self.main.blocks[b].ops:
+                if op.input("Param") and op.input("Grad") == [grad]:
+                    return op.input("Param")[0]
+        for name, table in self.large_scale.items():
+            if table["grad"] == grad:
+                return name
+        name = grad.replace("@GRAD", "")
+        return name if name in self.declared else None
 
     def notify_step(self, tid: int, batches: int, sender: str):
         """A trainer's @PS_STEP_COUNTER@: the global step is the sum of every trainer's count."""
@@ -156,4 +176,6 @@ class PServer:
         self.inbox = {}
 
     def value(self, name):
+        if name in self.large_scale:
+            return self.large_scale[name]["values"]["Param"]
         return self.scope.get(name)

@@ -1,4 +1,5 @@
-"""The result of `simulate` for a person: a table per parameter, then the verdict."""
+"""The result of `simulate` for a person (a table per parameter, then the verdict) or for a
+program (JSON)."""
 from __future__ import annotations
 
 
@@ -6,12 +7,20 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else "%.3e" % x
 
 
+def _status(p) -> str:
+    s = "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")
+    if p.trainable and p.changed is False:
+        s += ", unchanged in the original run: proves nothing"
+    elif not p.trainable:
+        s += " (no optimizer updates it: the trainers' own, compared with their mean)"
+    return s
+
+
 def render(result, config, echo) -> None:
     """The per-parameter table and the verdict (stdout)."""
     rows = [("parameter", "shape", "max |a-b|", "max rel", "")]
     for p in result.params:
-        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel),
-                     "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")))
+        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel), _status(p)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         echo(("%-*s  %-*s  %*s  %*s  %s" % (widths[0], r[0], widths[1], r[1], widths[2], r[2],
@@ -27,3 +36,25 @@ def render(result, config, echo) -> None:
             " (%s mode: reported, not failed; --expect-equal to fail)" % result.mode
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps%s"
              % (n_bad, len(result.params), result.rtol, result.steps, tail))
+    still = result.unchanged
+    if still and not result.error:
+        echo("vacuous: %d of %d trainable parameters did not change in the original run "
+             "(beyond the tolerance): %s; their equality proves nothing about the split"
+             % (len(still), sum(1 for p in result.params if p.trainable), ", ".join(still)))
+
+
+def to_json(result, config) -> dict:
+    """The result as a JSON-able dict (`simulate --format json`)."""
+    def num(x):
+        return None if x != x else x
+    return {
+        "mode": result.mode, "trainers": config.trainers, "pservers": list(config.pservers),
+        "steps": result.steps, "batch": result.batch, "rtol": result.rtol,
+        "exit_code": result.exit_code, "equal": result.equal, "error": result.error,
+        "expect_equal": result.expect_equal, "notes": list(result.notes),
+        "unchanged_in_original": result.unchanged,
+        "params": [{"name": p.name, "shape": list(p.shape), "max_abs": num(p.max_abs),
+                    "max_rel": num(p.max_rel), "ok": p.ok, "note": p.note,
+                    "trainable": p.trainable, "changed_in_original": p.changed}
+                   for p in result.params],
+    }

@@ -79,13 +79,95 @@ class Unallocated:
 
 
 def dense(v):
-    return v.to_dense() if isinstance(v, SelectedRows) else v
+    return v.to_dense() if isinstance(v, (SelectedRows, LazyTable)) else v
 
 
 def shape_of(v):
-    if isinstance(v, (SelectedRows, Unallocated, SparseTable)):
+    if isinstance(v, (SelectedRows, Unallocated, SparseTable, LazyTable)):
         return v.shape
     return tuple(np.shape(v))
+
+
+class LazyTable:
+    """A big [height, ...] table whose rows exist only once touched: what simulate keeps for
+    an embedding table of a million rows, of which a run reads a few hundred.
+
+    `init(rows)` gives the initial values of global rows (deterministic per row: keyed.py), so
+    an untouched row always reads its initial value and a pserver's block of the table (a
+    `view` at its first row) starts from the very rows of the original. Kernels copy before
+    they write (copy(), then set()); reading a row materializes it, which changes nothing
+    anyone can see.
+    """
+
+    def __init__(self, height, row_shape, dtype, init, offset=0):
+        self.height = int(height)
+        self.row_shape = tuple(int(d) for d in row_shape)
+        self.dtype = np.dtype(dtype)
+        self.init = init
+        self.offset = int(offset)       # init's rows are this table's rows + offset
+        self.index: dict = {}
+        self.data = np.empty((0,) + self.row_shape, dtype=self.dtype)
+
+    @property
+    def shape(self):
+        return (self.height,) + self.row_shape
+
+    def __len__(self):
+        return self.height
+
+    def initial(self, rows):
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        vals = np.asarray(self.init(rows + self.offset), dtype=self.dtype)
+        return vals.reshape((len(rows),) + self.row_shape)
+
+    def view(self, first: int, height: int) -> "LazyTable":
+        """A fresh table of rows first .. first + height - 1 of this one's initial values."""
+        return LazyTable(height, self.row_shape, self.dtype, self.init, self.offset + first)
+
+    def copy(self) -> "LazyTable":
+        t = LazyTable(self.height, self.row_shape, self.dtype, self.init, self.offset)
+        t.index = dict(self.index)
+        t.data = self.data.copy()
+        return t
+
+    def touched(self):
+        """The rows materialized so far (sorted)."""
+        return np.sort(np.fromiter(self.index, dtype=np.int64, count=len(self.index)))
+
+    def _slots(self, rows):
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if rows.size and (rows.min() < 0 or rows.max() >= self.height):
+            raise SimError("row %d outside the %d rows of the table"
+                           % (int(rows.max() if rows.max() >= self.height else rows.min()),
+                              self.height))
+        new = [r for r in dict.fromkeys(rows.tolist()) if r not in self.index]
+        if new:
+            base = len(self.index)
+            for i, r in enumerate(new):
+                self.index[r] = base + i
+            self.data = np.concatenate([self.data, self.initial(new)])
+        return np.fromiter((self.index[r] for r in rows.tolist()), dtype=np.int64,
+                           count=rows.size)
+
+    def get(self, rows):
+        slots = self._slots(rows)       # (may grow self.data)
+        return self.data[slots]
+
+    def set(self, rows, values):
+        """Rows `rows` (unique) take `values`."""
+        slots = self._slots(rows)
+        self.data[slots] = values
+
+    def to_dense(self):
+        out = self.initial(np.arange(self.height))
+        if self.index:
+            rows = np.fromiter(self.index, dtype=np.int64, count=len(self.index))
+            out[rows] = self.data[np.fromiter(self.index.values(), dtype=np.int64,
+                                              count=len(self.index))]
+        return out
+
+    def __repr__(self):
+        return "LazyTable(%s, %d rows touched)" % (list(self.shape), len(self.index))
 
 
 class SparseTable:
@@ -146,6 +228,8 @@ def copy_value(v):
     """A copy of a dense value or SelectedRows (what a send hands over)."""
     if isinstance(v, SelectedRows):
         return SelectedRows(v.rows.copy(), v.value.copy(), v.height)
+    if isinstance(v, LazyTable):
+        return v.copy()
     return np.array(v, copy=True)
 
 

@@ -61,6 +61,10 @@ def fill_constant_batch_size_like(ctx):
 @kernel("uniform_random_batch_size_like", "gaussian_random_batch_size_like")
 def random_batch_size_like(ctx):
     shape = _batch_like_shape(ctx)
+    if ctx.ex.samples:
+        from .tensor_ops import keyed_random
+        return ctx.set("Out", keyed_random(ctx, shape).astype(
+            np_dtype(ctx.attr("dtype", 5), ctx.fdt)))
     rng = ctx.rng()
     if ctx.op.type.startswith("uniform"):
         out = rng.uniform(ctx.attr("min", -1.0), ctx.attr("max", 1.0), size=shape)
@@ -79,7 +83,12 @@ def eye(ctx):
 @kernel("randint")
 def randint(ctx):
     shape = int_list(ctx, "shape", "ShapeTensor", "ShapeTensorList")
-    out = ctx.rng().integers(ctx.attr("low", 0), ctx.attr("high", 2), size=shape)
+    lo, hi = ctx.attr("low", 0), ctx.attr("high", 2)
+    if ctx.ex.samples:
+        out = lo + np.floor(ctx.keyed_uniform(shape, seed=ctx.attr("seed", 0) or 0)
+                            * (hi - lo)).astype(np.int64)
+    else:
+        out = ctx.rng().integers(lo, hi, size=shape)
     ctx.set("Out", out.astype(np_dtype(ctx.attr("dtype", 3), ctx.fdt)))
 
 
@@ -370,3 +379,19 @@ def max_pool2d_with_index_grad(ctx):
     g = np.zeros((n, c, h * w), dtype=d.dtype)
     np.add.at(g, (np.arange(n)[:, None, None], np.arange(c)[None, :, None], mask), d)
     ctx.set("X@GRAD", g.reshape(shape))
+
+
+# --- coalesce_tensor ------------------------------------------------------------------------
+@kernel("coalesce_tensor")
+def coalesce_tensor(ctx):
+    """Outputs share one buffer, FusedOutput: each Output[i] is Input[i] (copy_data, or the
+    memory the inputs already had) or the constant (set_constant); FusedOutput holds them all,
+    flattened one after another (alignment padding left out)."""
+    xs = [np.asarray(dense(v)) for v in ctx.xs("Input")]
+    if ctx.attr("set_constant", False):
+        xs = [np.full(x.shape, ctx.attr("constant", 0.0), dtype=x.dtype) for x in xs]
+    for i, x in enumerate(xs):
+        ctx.set("Output", np.array(x, copy=True), idx=i)
+    if ctx.wants("FusedOutput"):
+        flat = [x.reshape(-1) for x in xs]
+        ctx.set("FusedOutput", np.concatenate(flat) if flat else np.zeros(0, ctx.fdt))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense
+from ..values import LazyTable, SelectedRows, SimError, dense
 from .registry import kernel
 
 
@@ -177,7 +177,7 @@ def lookup_table(ctx):
     if flat.size and (flat.min() < 0 or flat.max() >= w.shape[0]):
         raise SimError("%s: id %d outside the %d rows of %s"
                        % (ctx.op.type, int(flat.max()), w.shape[0], ctx.op.input("W")[0]))
-    out = w[flat]
+    out = w.get(flat) if isinstance(w, LazyTable) else w[flat]
     pad = ctx.attr("padding_idx", -1)
     if pad is not None and pad != -1:
         out = np.where((flat == pad)[:, None], 0.0, out)

@@ -6,7 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..values import SelectedRows, SimError, SparseTable, dense
+from . import rowwise
 from .registry import kernel
+
+
+def optimizer(*names):
+    """Register an optimizer kernel; on a LazyTable it runs on the rows that can change
+    (rowwise.py)."""
+    def deco(fn):
+        kernel(*names)(lambda ctx: rowwise.run(ctx, fn))
+        return fn
+    return deco
 
 
 def _lr(ctx):
@@ -41,7 +51,7 @@ def _same(ctx, slot, p):
     return v
 
 
-@kernel("sgd")
+@optimizer("sgd")
 def sgd(ctx):
     raw = ctx.x("Param")
     if isinstance(raw, SparseTable):
@@ -51,7 +61,7 @@ def sgd(ctx):
     ctx.set("ParamOut", p - _lr(ctx) * g)
 
 
-@kernel("momentum")
+@optimizer("momentum")
 def momentum(ctx):
     p, _, g = _param_grad(ctx)
     v = _same(ctx, "Velocity", p)
@@ -69,7 +79,7 @@ def momentum(ctx):
     ctx.set("VelocityOut", v_out)
 
 
-@kernel("adam")
+@optimizer("adam")
 def adam(ctx):
     p, graw, g = _param_grad(ctx)
     m1 = _same(ctx, "Moment1", p)
@@ -107,7 +117,7 @@ def adam(ctx):
         ctx.set("Beta2PowOut", b2p * b2)
 
 
-@kernel("adamax")
+@optimizer("adamax")
 def adamax(ctx):
     p, _, g = _param_grad(ctx)
     m = _same(ctx, "Moment", p)
@@ -121,7 +131,7 @@ def adamax(ctx):
     ctx.set("InfNormOut", uo)
 
 
-@kernel("adagrad")
+@optimizer("adagrad")
 def adagrad(ctx):
     p, _, g = _param_grad(ctx)
     m = _same(ctx, "Moment", p)
@@ -130,7 +140,7 @@ def adagrad(ctx):
     ctx.set("MomentOut", mo)
 
 
-@kernel("decayed_adagrad")
+@optimizer("decayed_adagrad")
 def decayed_adagrad(ctx):
     p, _, g = _param_grad(ctx)
     m = _same(ctx, "Moment", p)
@@ -140,7 +150,7 @@ def decayed_adagrad(ctx):
     ctx.set("MomentOut", mo)
 
 
-@kernel("rmsprop")
+@optimizer("rmsprop")
 def rmsprop(ctx):
     p, _, g = _param_grad(ctx)
     ms = _same(ctx, "MeanSquare", p)

@@ -2,7 +2,6 @@
 sequence_expand_as, sequence_mask; and the dense ops dropout and log_softmax."""
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
 
@@ -128,23 +127,19 @@ def dropout(ctx):
     `downgrade_in_infer` leaves the kept values, `upscale_in_train` divides them by 1 - p.
     is_test: downgrade_in_infer scales by 1 - p, upscale_in_train passes X.
 
-    The mask is drawn from the executor's seed, the op's seed and output, and how many times
-    this op ran in this process: another batch shape or step draws another mask."""
+    The mask is keyed (OpCtx.keyed_uniform): by the seeds, the op's output, how often the op
+    ran (unless fix_seed) and each sample's row in the global batch, so a trainer's shard
+    gets the rows of the original's mask for the same samples."""
     x = dense(ctx.x("X"))
     p = float(ctx.attr("dropout_prob", 0.5))
     upscale = ctx.attr("dropout_implementation", "downgrade_in_infer") == "upscale_in_train"
     if ctx.attr("is_test", False):
         ctx.set("Out", x if upscale else x * (1.0 - p), lod=ctx.lod("X"))
         return
-    draws = ctx.ex.__dict__.setdefault("_dropout_draws", {})
-    key = (ctx.block_idx, ctx.op.output("Out")[0])
-    n = draws.get(key, 0)
-    draws[key] = n + 1
     seed = int(np.asarray(dense(ctx.x("Seed"))).reshape(-1)[0]) if ctx.has("Seed") else 0
-    rng = np.random.default_rng([int(s) & 0xFFFFFFFF for s in
-                                 (ctx.ex.seed, ctx.attr("seed", 0) or 0, seed, n,
-                                  zlib.crc32(key[1].encode()))])
-    keep = rng.uniform(size=x.shape) >= p
+    fixed = bool(ctx.attr("fix_seed", False))
+    keep = ctx.keyed_uniform(x.shape, seed=(seed or ctx.attr("seed", 0) or 0),
+                             fixed=fixed) >= p
     if upscale:
         out = x * keep / (1.0 - p) if p < 1 else np.zeros_like(x)
     else:

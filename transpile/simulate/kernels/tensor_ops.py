@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense, np_dtype
+from .. import keyed
+from ..values import LazyTable, SelectedRows, SimError, dense, np_dtype
 from .registry import kernel
 
 
@@ -27,6 +28,11 @@ def fill_constant(ctx):
     shape = _shape_attr(ctx)
     if any(d < 0 for d in shape):
         raise SimError("fill_constant: shape %s has an unknown dim" % (shape,))
+    if ctx.lazy(shape) and not ctx.has("ValueTensor"):
+        v = float(value)
+        width = int(np.prod(shape[1:]))
+        return ctx.set("Out", LazyTable(shape[0], shape[1:], dt,
+                                        lambda rows: np.full((len(rows), width), v)))
     ctx.set("Out", np.full(shape, value, dtype=dt))
 
 
@@ -40,11 +46,35 @@ def fill_like(ctx):
     ctx.set("Out", np.full(x.shape, value, dtype=dtype), lod=ctx.lod("X"))
 
 
+def keyed_random(ctx, shape):
+    """A random op's values in a training step, drawn with OpCtx.keyed_uniform (a sample's
+    values do not depend on which process draws it)."""
+    t = ctx.op.type
+    seed = ctx.attr("seed", 0) or 0
+    if t.startswith("uniform_random"):
+        lo, hi = ctx.attr("min", -1.0), ctx.attr("max", 1.0)
+        return lo + (hi - lo) * ctx.keyed_uniform(shape, seed=seed)
+    u1 = ctx.keyed_uniform(shape, seed=seed, salt="1")
+    u2 = ctx.keyed_uniform(shape, seed=seed, salt="2")
+    z = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+    if t == "truncated_gaussian_random":
+        z = np.clip(z, -2.0, 2.0)
+    return ctx.attr("mean", 0.0) + ctx.attr("std", 1.0) * z
+
+
 @kernel("uniform_random", "gaussian_random", "truncated_gaussian_random")
 def random_init(ctx):
     shape = _shape_attr(ctx)
     if any(d < 0 for d in shape):
         raise SimError("%s: shape %s has an unknown dim" % (ctx.op.type, shape))
+    if ctx.ex.samples:
+        # in a training step: keyed draws, the same rows as the original's in every trainer
+        return ctx.set("Out", keyed_random(ctx, shape).astype(
+            np_dtype(ctx.attr("dtype", 5), ctx.fdt)))
+    if ctx.lazy(shape) and not ctx.attr("diag_num", 0):
+        return ctx.set("Out", keyed.lazy_table(ctx.op, ctx.ex.seed, shape[0], shape[1:],
+                                               np_dtype(ctx.attr("dtype", 5), ctx.fdt)),
+                       random=True)
     rng = ctx.rng()
     if ctx.op.type == "uniform_random":
         out = rng.uniform(ctx.attr("min", -1.0), ctx.attr("max", 1.0), size=shape)
@@ -84,8 +114,10 @@ def increment(ctx):
 
 @kernel("assign", "share_data", "memcpy")
 def assign(ctx):
-    x = ctx.x("X")
-    if isinstance(x, SelectedRows):
+    x = ctx.raw("X")
+    if isinstance(x, LazyTable):
+        ctx.set("Out", x.copy())
+    elif isinstance(x, SelectedRows):
         ctx.set("Out", SelectedRows(x.rows.copy(), x.value.copy(), x.height))
     else:
         ctx.set("Out", np.array(x, copy=True), lod=ctx.lod("X"))

@@ -1,0 +1,132 @@
+"""simulate's feeds: integer inputs take values their uses allow (feeduses.py, feeds.py)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from transpile.core.errors import UserError
+from transpile.format import programio
+from transpile.ir.program import Attr, Block, Op, Program, Var
+from transpile.simulate.feeds import SEQ_LEN, Feeder, id_pool
+from transpile.simulate.feeduses import Use, feed_uses
+
+HERE = os.path.dirname(__file__)
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def _main(case):
+    return programio.load(os.path.join(CORPUS, case, "main.pb"))
+
+
+def _program(vars_, ops):
+    """A one-block program: vars_ = [(name, dtype, shape)], ops = [(type, ins, outs, attrs)]."""
+    b = Block(0, -1)
+    for name, dtype, shape in vars_:
+        b.add_var(Var.tensor(name, dtype, shape))
+    b.ops = [Op(t, i, o, {k: Attr.infer(v) for k, v in (a or {}).items()}) for t, i, o, a in ops]
+    return Program([b])
+
+
+def test_ids_concatenated_before_the_lookup_are_bounded_by_the_table():
+    """fm: C1..C26 ([-1, 1] each) are concatenated, then looked up in 1000001-row tables; the
+    label reaches auc directly and log_loss through a cast."""
+    main = _main("paddlerec-classic/fm_sync")
+    uses = feed_uses(main)
+    for i in range(1, 27):
+        assert (uses["C%d" % i].kind, uses["C%d" % i].bound) == ("ids", 1000001)
+    assert uses["label"].kind == "label" and uses["label"].bound == 2
+
+
+def test_ids_are_spread_over_the_table_and_recur_across_steps():
+    main = _main("paddlerec-classic/fm_sync")
+    f = Feeder(main, 8, 0, np.float64, trainers=2)
+    pool = set(id_pool(1000001, f.pool_size, 0).tolist())
+    seen = []
+    for step in range(3):
+        glob = f.feed(step)
+        ids = np.concatenate([glob["C%d" % i][0].reshape(-1) for i in range(1, 27)])
+        assert ids.dtype == np.int64 and set(ids.tolist()) <= pool
+        seen.append(set(ids.tolist()))
+    # rows trained in one step are read again in the next; both halves of the table are used
+    assert seen[0] & seen[1] and seen[1] & seen[2]
+    allids = set().union(*seen)
+    assert min(allids) < 500000 < max(allids)
+
+
+def test_id_pool_takes_one_id_from_each_stratum():
+    pool = id_pool(1000, 10, 3)
+    assert len(pool) == 10
+    assert all(100 * k <= v < 100 * (k + 1) for k, v in enumerate(pool))
+    assert (id_pool(1000, 10, 3) == pool).all()
+    assert id_pool(6, 10, 0).tolist() == list(range(6))
+
+
+def test_labels_have_both_classes_in_every_trainers_shard():
+    """mmoe's int64 labels reach log_loss and auc only through casts."""
+    main = _main("paddlerec-classic/mmoe_sync")
+    assert feed_uses(main)["label_income"].kind == "label"
+    f = Feeder(main, 8, 0, np.float64, trainers=2)
+    for step in range(3):
+        glob = f.feed(step)
+        for t in range(2):
+            lab = f.shard(glob, t, 2)["label_income"][0].reshape(-1)
+            assert sorted(set(lab.tolist())) == [0, 1]
+
+
+def test_class_count_comes_from_the_logits():
+    """softmax_with_cross_entropy: Logits' last dim; accuracy: the width top_k ranked."""
+    p = _program([("x", "FP32", [-1, 7]), ("lab", "INT64", [-1, 1]), ("sm", "FP32", [-1, 7]),
+                  ("loss", "FP32", [-1, 1]), ("x2", "FP32", [-1, 4]), ("v", "FP32", [-1, 1]),
+                  ("i", "INT64", [-1, 1]), ("lab2", "INT64", [-1, 1]), ("acc", "FP32", [1]),
+                  ("c", "INT32", [1]), ("t", "INT32", [1])],
+                 [("softmax_with_cross_entropy", {"Logits": ["x"], "Label": ["lab"]},
+                   {"Softmax": ["sm"], "Loss": ["loss"]}, None),
+                  ("top_k_v2", {"X": ["x2"]}, {"Out": ["v"], "Indices": ["i"]}, {"k": 1}),
+                  ("accuracy", {"Out": ["v"], "Indices": ["i"], "Label": ["lab2"]},
+                   {"Accuracy": ["acc"], "Correct": ["c"], "Total": ["t"]}, None)])
+    uses = feed_uses(p)
+    assert uses["lab"] == Use("label", 7, "softmax_with_cross_entropy")
+    assert uses["lab2"] == Use("label", 4, "accuracy")
+    f = Feeder(p, 14, 0, np.float64, trainers=2)
+    lab = f.feed(0)["lab"][0].reshape(-1)
+    assert sorted(set(lab[:7].tolist())) == list(range(7))    # every class in each shard
+
+
+def test_variable_length_ids_get_a_fixed_length():
+    """A [-1, -1] id sequence (din's history) gets SEQ_LEN ids a sample."""
+    p = _program([("seq", "INT64", [-1, -1]), ("w", "FP32", [50, 4]), ("e", "FP32", [-1, -1, 4])],
+                 [("lookup_table_v2", {"Ids": ["seq"], "W": ["w"]}, {"Out": ["e"]}, None)])
+    arr, lod = Feeder(p, 4, 0, np.float64).feed(0)["seq"]
+    assert arr.shape == (4, SEQ_LEN) and lod is None
+    assert arr.min() >= 0 and arr.max() < 50
+
+
+def test_an_integer_cast_to_float_is_a_flag():
+    """din's additive attention mask: an int64 feed only ever cast to float."""
+    p = _program([("mask", "INT64", [-1, -1, 1]), ("m", "FP32", [-1, -1, 1])],
+                 [("cast", {"X": ["mask"]}, {"Out": ["m"]}, {"in_dtype": 3, "out_dtype": 5})])
+    assert feed_uses(p)["mask"].kind == "flag"
+    arr, _ = Feeder(p, 8, 0, np.float64).feed(0)["mask"]
+    assert arr.shape == (8, SEQ_LEN, 1) and set(arr.reshape(-1).tolist()) <= {0, 1}
+
+
+def test_an_unbounded_integer_feed_is_named():
+    p = _program([("n", "INT64", [-1, 1]), ("x", "FP32", [-1, 1]), ("y", "FP32", [-1, 1])],
+                 [("elementwise_add", {"X": ["x"], "Y": ["n"]}, {"Out": ["y"]}, None)])
+    with pytest.raises(UserError, match="feed var n is an integer input, but no use bounds"):
+        Feeder(p, 4, 0, np.float64)
+
+
+@pytest.mark.parametrize("case", ["paddlerec-classic/%s" % m for m in
+                                  ("autoint_sync", "dssm_sync", "esmm_sync", "fm_sync",
+                                   "mmoe_sync", "ncf_sync", "xdeepfm_sync")])
+def test_every_real_models_feeds_are_bounded(case):
+    main = _main(case)
+    f = Feeder(main, 8, 0, np.float64, trainers=2)
+    uses = feed_uses(main)
+    for name, (arr, _) in f.feed(0).items():
+        u = uses.get(name)
+        if u is not None and arr.dtype.kind in "iu":
+            assert 0 <= arr.min() and arr.max() < u.bound, name

@@ -1,0 +1,120 @@
+"""Optimizer updates on lazily kept tables (values.LazyTable): only the rows that can change.
+
+With a SelectedRows gradient, Paddle's sparse optimizer kernels touch only the gradient's rows
+(sgd, adam in lazy_mode) or run over every row (adam, momentum, adagrad, rmsprop, ...). A row
+that is neither in the gradient nor carries optimizer state (a zero moment, velocity,
+accumulator) does not move in any of those: the update runs on the gradient's rows and on the
+rows whose state some earlier step set, with the dense kernel's own arithmetic, and writes
+those rows back. Anything else (a dense gradient, momentum's l2_decay, which moves every row,
+adamax) materializes the tables and runs the dense kernel.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..values import LazyTable, SelectedRows
+
+# The optimizers whose update of a row with a zero gradient and zero state leaves the row and
+# its state as they are (not adamax: its infinity norm grows by epsilon on every row).
+ROW_LOCAL = frozenset({"sgd", "adam", "momentum", "adagrad", "decayed_adagrad", "rmsprop"})
+# Optimizers that touch only the gradient's rows (adam only in lazy_mode).
+GRAD_ROWS_ONLY = frozenset({"sgd"})
+# Inputs that are never per-row state.
+_SCALARS = ("LearningRate", "Beta1Pow", "Beta2Pow", "Beta1Tensor", "Beta2Tensor",
+            "EpsilonTensor", "SkipUpdate", "MasterParam")
+
+
+class RowCtx:
+    """The kernel's view of `rows` of its tables (the OpCtx interface the optimizer kernels
+    use); outputs written back into copies of the tables."""
+
+    def __init__(self, ctx, rows, height, grad):
+        self.ctx, self.rows, self.height, self.grad = ctx, rows, height, grad
+        self.op, self.fdt, self.ex = ctx.op, ctx.fdt, ctx.ex
+
+    def attr(self, name, default=None):
+        return self.ctx.attr(name, default)
+
+    def has(self, slot) -> bool:
+        return self.ctx.has(slot)
+
+    def wants(self, slot) -> bool:
+        return self.ctx.wants(slot)
+
+    def _row_shaped(self, slot, v):
+        if slot in _SCALARS:
+            return False
+        return isinstance(v, LazyTable) or (isinstance(v, np.ndarray) and v.ndim >= 1
+                                            and v.shape[0] == self.height)
+
+    def x(self, slot, i=0):
+        if slot == "Grad":
+            return self.grad
+        v = self.ctx.raw(slot, i)
+        if self._row_shaped(slot, v):
+            return v.get(self.rows) if isinstance(v, LazyTable) else v[self.rows]
+        return v
+
+    def shape(self, slot, i=0):
+        return tuple(np.shape(self.x(slot, i)))
+
+    def set(self, slot, value, **kw):
+        src_slot = slot[:-3] if slot.endswith("Out") else None
+        src = self.ctx.raw(src_slot) if src_slot and self.ctx.has(src_slot) else None
+        if src is None or not self._row_shaped(src_slot, src):
+            return self.ctx.set(slot, value, **kw)
+        if isinstance(src, LazyTable):
+            new = src.copy()
+            new.set(self.rows, value)
+        else:
+            new = np.array(src, copy=True)
+            new[self.rows] = value
+        return self.ctx.set(slot, new, **kw)
+
+
+def _state_rows(ctx, height):
+    """Rows of the op's per-row state (moments, velocities...) that may be nonzero."""
+    out = []
+    for slot, names in ctx.op.inputs.items():
+        if slot in ("Param", "Grad") + _SCALARS or not names:
+            continue
+        v = ctx.raw(slot)
+        if isinstance(v, LazyTable):
+            out.append(v.touched())
+        elif isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == height:
+            out.append(np.nonzero(np.any(v.reshape(height, -1) != 0, axis=1))[0])
+    return out
+
+
+def lazy_inputs(ctx) -> list:
+    """The slots of the op's inputs that hold a LazyTable."""
+    out = []
+    for slot, names in ctx.op.inputs.items():
+        if names and isinstance(ctx.ex.scope.get(names[0]), LazyTable):
+            out.append(slot)
+    return out
+
+
+def run(ctx, fn):
+    """Run optimizer kernel `fn`, row by row where its tables are lazy and that is exact."""
+    slots = lazy_inputs(ctx)
+    if not slots:
+        return fn(ctx)
+    t = ctx.op.type
+    grad = ctx.raw("Grad")
+    exact = (t in ROW_LOCAL and isinstance(grad, SelectedRows)
+             and not (t == "momentum" and ctx.attr("regularization_method", "")))
+    if not exact:
+        for slot in slots:
+            name = ctx.op.input(slot)[0]
+            ctx.ex.densify(name, ctx.ex.scope.get(name), t)
+        return fn(ctx)
+    height = ctx.shape("Param")[0]
+    g = grad.merged()
+    rows = [g.rows]
+    if t not in GRAD_ROWS_ONLY and not (t == "adam" and ctx.attr("lazy_mode", False)):
+        rows += _state_rows(ctx, height)
+    rows = np.unique(np.concatenate(rows)).astype(np.int64)
+    gd = np.zeros((len(rows),) + tuple(g.value.shape[1:]), dtype=g.value.dtype)
+    gd[np.searchsorted(rows, g.rows)] = g.value
+    return fn(RowCtx(ctx, rows, height, gd))

@@ -1,0 +1,105 @@
+"""A pserver's large-scale tables (Fleet's `is_distributed` sparse tables): what
+`lookup_sparse_table_init` creates from its `large_scale_metas`, and the fused optimizers that
+update them (`lookup_sparse_table_fuse_adam`, `lookup_sparse_table_fuse_sgd`).
+
+A meta reads `name:value names:dims:mode:grad:vars:initializers:entry`, e.g.
+`T.block0:Param,Moment1,Moment2:16,16,16:0:T@GRAD.block0:T.block0,T_moment1_0,...:
+uniform_random&0&-1.0&1.0,fill_constant&0.0,fill_constant&0.0:none`. Each value becomes a
+values.LazyTable of the block's rows; the Param's initial rows are aligned with the original's
+(reference.py) like any random init of the split. The fused kernels follow Paddle 2.0's
+arithmetic as it is (lookup_sparse_table_fuse_adam_op.h): it reads beta1_pow / beta2_pow where
+adam has beta1 / beta2 and scales the learning rate by sqrt(1 - beta1_pow) / (1 - beta2_pow),
+so a large-scale table does not train like the original's adam, and the run says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.program import Attr, Op
+from . import keyed
+from .values import SelectedRows, SimError, dense
+
+_INIT_ATTRS = {"uniform_random": ("seed", "min", "max"),
+               "gaussian_random": ("seed", "mean", "std"),
+               "truncated_gaussian_random": ("seed", "mean", "std"),
+               "fill_constant": ("value",)}
+
+
+def parse_meta(meta: str) -> dict:
+    parts = str(meta).split(":")
+    if len(parts) < 7:
+        raise SimError("large_scale_metas entry %r: expected 8 fields separated by ':'" % meta)
+    return {"name": parts[0], "values": parts[1].split(","),
+            "dims": [int(d) for d in parts[2].split(",")], "grad": parts[4],
+            "vars": parts[5].split(","), "inits": parts[6].split(",")}
+
+
+def _init_op(spec: str, out: str) -> Op:
+    """The startup op an initializer string stands for (`uniform_random&seed&min&max`)."""
+    kind, *args = spec.split("&")
+    names = _INIT_ATTRS.get(kind)
+    if names is None:
+        raise SimError("large-scale table initializer %r is not simulated" % spec)
+    attrs = {}
+    for n, a in zip(names, args):
+        attrs[n] = Attr.infer(int(a) if n == "seed" else float(a))
+    return Op(kind, {}, {"Out": [out]}, attrs)
+
+
+def init_tables(cluster, ps, op):
+    """lookup_sparse_table_init: the pserver's large-scale tables, by table name."""
+    for meta in op.attr("large_scale_metas", []) or []:
+        m = parse_meta(meta)
+        var = ps.main.find_var(m["name"])
+        height = var.shape[0] if var is not None and var.shape and var.shape[0] > 0 else 1 << 40
+        values = {}
+        for i, (vname, dim, spec) in enumerate(zip(m["values"], m["dims"], m["inits"])):
+            init = _init_op(spec, m["name"] if i == 0 else m["vars"][i])
+            table = keyed.lazy_table(init, cluster.seed, height, (dim,), cluster.float_dtype)
+            if i == 0:
+                table = cluster.reference.align_random("pserver %s startup" % ps.endpoint,
+                                                       m["name"], table, init, cluster.notes)
+            values[vname] = table
+        ps.large_scale[m["name"]] = {"grad": m["grad"], "values": values}
+
+
+def fuse(cluster, ps, ex, op):
+    """lookup_sparse_table_fuse_adam / _sgd on the table `tablename` with a SelectedRows grad."""
+    name = op.attr("tablename")
+    table = ps.large_scale.get(name)
+    if table is None:
+        raise SimError("%s of %s: pserver %s has no large-scale table %s (no "
+                       "lookup_sparse_table_init made it)" % (op.type, name, ps.endpoint, name))
+    g = ex.read(op.input("Grad")[0])
+    if not isinstance(g, SelectedRows):
+        raise SimError("%s of %s: the grad is not SelectedRows" % (op.type, name))
+    if not len(g.rows):
+        return
+    g = g.merged()
+    vals = table["values"]
+    lr = float(np.asarray(dense(ex.read(op.input("LearningRate")[0]))).reshape(-1)[0])
+    p = vals["Param"].copy()
+    if op.type == "lookup_sparse_table_fuse_sgd":
+        p.set(g.rows, p.get(g.rows) - lr * g.value)
+        vals["Param"] = p
+        return
+    b1p = np.asarray(dense(ex.read(op.input("Beta1Pow")[0])))
+    b2p = np.asarray(dense(ex.read(op.input("Beta2Pow")[0])))
+    beta1, beta2 = op.attr("beta1", 0.9), op.attr("beta2", 0.999)
+    eps = op.attr("epsilon", 1e-8)
+    ex.write(0, op.output("Beta1PowOut")[0], b1p * beta1)
+    ex.write(0, op.output("Beta2PowOut")[0], b2p * beta2)
+    b1, b2 = float(b1p.reshape(-1)[0]), float(b2p.reshape(-1)[0])
+    # Paddle's kernel as written: the pows where the betas belong, lr scaled the other way
+    lr_ = lr * np.sqrt(1 - b1) / (1 - b2)
+    m1, m2 = vals["Moment1"].copy(), vals["Moment2"].copy()
+    m1v = b1 * m1.get(g.rows) + (1 - b1) * g.value
+    m2v = b2 * m2.get(g.rows) + (1 - b2) * g.value * g.value
+    m1.set(g.rows, m1v)
+    m2.set(g.rows, m2v)
+    p.set(g.rows, p.get(g.rows) - lr_ * (m1v / (np.sqrt(m2v) + eps)))
+    vals.update(Param=p, Moment1=m1, Moment2=m2)
+    cluster.note("pserver %s: %s updates the large-scale table %s with Paddle's fused kernel, "
+                 "which takes beta1_pow / beta2_pow for beta1 / beta2 and scales the learning "
+                 "rate by sqrt(1 - beta1_pow) / (1 - beta2_pow): not the original's adam"
+                 % (ps.endpoint, op.type, name))
