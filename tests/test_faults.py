@@ -21,6 +21,8 @@ SHOWN_BY = {
     "classic-dist-table-optimizer": "classic/dist_lookup_table",
     "fleet-clip-before-merge": "fleet/l2decay_clip_unsplit_sync",
     "fleet-sync-step-counter": "fleet/lrdecay_momentum_sync",
+    "fleet-orphan-sparse-grad-sum": "fleet/ctr_sparse_adam_sync",
+    "fleet-large-scale-adam": "fleet/large_scale_adam_sync",
 }
 # corrected in both settings: the corpus's corrections
 ALWAYS_FIXED = {
@@ -83,6 +85,8 @@ def test_reproduced_then_fixed(fault_id, tmp_path):
     assert "Paddle fault %s" % fault_id in r.output
     r = _simulate(case, cfg, out)
     assert r.exit_code == 1, r.output
+    why = [line for line in r.output.splitlines() if line.startswith("why: ")]
+    assert why and fault_id in why[0], r.output
     # fix: listed as fixed; check clean (no warning of any fault); simulate equal
     out, cfg, plan, text = _split(tmp_path, case, "fix")
     mine = [f for f in plan["faults"] if f["id"] == fault_id]

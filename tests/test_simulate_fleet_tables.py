@@ -178,3 +178,42 @@ def test_large_scale_metas_are_read():
     assert m["name"] == "T.block0" and m["grad"] == "T@GRAD.block0"
     assert m["values"] == ["Param", "Moment1", "Moment2"] and m["dims"] == [16, 16, 16]
     assert m["inits"][0] == "uniform_random&0&-1.0&1.0"
+
+
+def test_fused_adam_corrects_the_bias_with_the_powers_it_just_wrote():
+    """lookup_sparse_table_fuse_adam as Paddle 2.0's kernel computes it: the new beta powers
+    are written first; where the outputs are the inputs (as Fleet wires them) the learning rate
+    is scaled with beta^(t+1), not adam's beta^t. Hand-computed for one row, one step."""
+    import numpy as np
+    from types import SimpleNamespace
+    from transpile.ir.program import Attr, Op
+    from transpile.simulate import keyed, largescale
+    from transpile.simulate.values import SelectedRows
+
+    def run(pow_out):
+        scope = {"lr": np.array([0.1]), "b1p": np.array([0.9]), "b2p": np.array([0.999]),
+                 "g": SelectedRows(np.array([3]), np.array([[2.0]]), 10)}
+        ex = SimpleNamespace(read=scope.__getitem__,
+                             write=lambda b, n, v: scope.__setitem__(n, v))
+        init = Op("fill_constant", {}, {"Out": ["T"]}, {"value": Attr.infer(1.0)})
+        zero = Op("fill_constant", {}, {"Out": ["m"]}, {"value": Attr.infer(0.0)})
+        ps = SimpleNamespace(endpoint="e", large_scale={"T": {"grad": "g", "values": {
+            "Param": keyed.lazy_table(init, 0, 10, (1,), np.float64),
+            "Moment1": keyed.lazy_table(zero, 0, 10, (1,), np.float64),
+            "Moment2": keyed.lazy_table(zero, 0, 10, (1,), np.float64)}}})
+        cluster = SimpleNamespace(note=lambda msg: None)
+        op = Op("lookup_sparse_table_fuse_adam",
+                {"Grad": ["g"], "LearningRate": ["lr"], "Beta1Pow": ["b1p"], "Beta2Pow": ["b2p"]},
+                {"Beta1PowOut": [pow_out[0]], "Beta2PowOut": [pow_out[1]]},
+                {"tablename": Attr.infer("T"), "beta1": Attr.infer(0.9),
+                 "beta2": Attr.infer(0.999), "epsilon": Attr.infer(1e-8)})
+        largescale.fuse(cluster, ps, ex, op)
+        return float(ps.large_scale["T"]["values"]["Param"].get(np.array([3]))[0, 0])
+
+    m1, m2 = 0.1 * 2.0, 0.001 * 4.0
+    step = m1 / (np.sqrt(m2) + 1e-8)
+    adam = 1.0 - 0.1 * np.sqrt(1 - 0.999) / (1 - 0.9) * step
+    ahead = 1.0 - 0.1 * np.sqrt(1 - 0.999 ** 2) / (1 - 0.9 ** 2) * step
+    assert np.isclose(run(("b1p_out", "b2p_out")), adam, rtol=1e-12)
+    assert np.isclose(run(("b1p", "b2p")), ahead, rtol=1e-12)
+    assert not np.isclose(adam, ahead, rtol=1e-3)

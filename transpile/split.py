@@ -76,7 +76,7 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
     from .passes.classic.pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
                                          startup_writers)
     from .passes.classic.trainer import build_trainer_main, build_trainer_startup
-    from .passes.classic.fixes import serve_table_by_rows
+    from .passes.fixes import serve_table_by_rows
     from .plan.classic import find_distributed_table, make_plan
     from .plan.faults import classic_faults, classic_table_fault
     from .output.planjson import plan_json
@@ -115,14 +115,19 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
     from .passes.fleet.pserver import OriginIndex, pserver_programs
     from .passes.fleet.trainer import trainer_main, trainer_startup
     from .ir.lr_schedule import resolve
-    from .plan.faults import fleet_faults
+    from .passes.fixes import serve_table_by_rows
+    from .plan.faults import fleet_faults, fleet_table_fault, large_scale_adam_tables
     from .plan.fleet import make_plan
     from .output.planjson import plan_json
     from .output.runtime import runtime_json
+    table_fault = fleet_table_fault(main, config)
+    if table_fault is not None and table_fault.fixed:
+        for table in large_scale_adam_tables(main):
+            main = serve_table_by_rows(main, table)
     plan = make_plan(main, startup, config,
                      lr_scheduler=resolve(config.lr_scheduler, main, startup))
     result = SplitResult(emit=emit)
-    result.faults = fleet_faults(main, config, plan)
+    result.faults = ([table_fault] if table_fault else []) + fleet_faults(main, config, plan)
     total = len(trainer_ids) + len(plan.endpoints)
     progress = progress or (lambda done, total: None)
     for done, tid in enumerate(trainer_ids, 1):

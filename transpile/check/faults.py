@@ -25,10 +25,13 @@ def check_faults(ctx) -> None:
     if ctx.config.style == "classic":
         _local_table(ctx)
         _dist_table(ctx)
-    elif ctx.config.style == "fleet" and ctx.config.sync_mode:
-        if ctx.config.trainers > 1:
-            _clip_before_merge(ctx)
-        _sync_step_counter(ctx)
+    elif ctx.config.style == "fleet":
+        _orphan_sum(ctx)
+        _large_scale_adam(ctx)
+        if ctx.config.sync_mode:
+            if ctx.config.trainers > 1:
+                _clip_before_merge(ctx)
+            _sync_step_counter(ctx)
 
 
 def _local_table(ctx) -> None:
@@ -110,3 +113,38 @@ def _sync_step_counter(ctx) -> None:
             _warn(ctx, "fleet-sync-step-counter", p["main"], reads[0][0], reads[0][1],
                   "the LR decay reads %s, which no pserver op increments and no trainer "
                   "sends: the learning rate stays at its first value" % LR_DECAY_COUNTER)
+
+
+def _orphan_sum(ctx) -> None:
+    """A trainer `sum` of `<table>@GRAD@RENAME@...` vars that no op writes (the lookup grads
+    that made them became a distributed_push_sparse)."""
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        ops = main.prog.global_block.ops
+        if not any(op.type == "distributed_push_sparse" for op in ops):
+            continue
+        written = {n for op in ops for n in output_names(op)}
+        for j, op in enumerate(ops):
+            unwritten = [n for n in op.input("X") if "@GRAD@RENAME@" in n and n not in written]
+            if op.type == "sum" and unwritten:
+                _warn(ctx, "fleet-orphan-sparse-grad-sum", main, 0, j,
+                      "trainer %d sums %s, which no op writes (the lookup grads that made "
+                      "them became a distributed_push_sparse): the trainer fails here"
+                      % (tid, ", ".join(unwritten)))
+
+
+def _large_scale_adam(ctx) -> None:
+    for ep in ctx.config.pservers:
+        p = ctx.split.pservers.get(ep)
+        if not p:
+            continue
+        for bi, block in enumerate(p["main"].prog.blocks):
+            for j, op in enumerate(block.ops):
+                if op.type == "lookup_sparse_table_fuse_adam":
+                    _warn(ctx, "fleet-large-scale-adam", p["main"], bi, j,
+                          "the large-scale table %s is trained by the fused adam, which moves "
+                          "only each gradient's rows%s" % (
+                              op.attr("tablename"),
+                              " and, updating Beta1Pow / Beta2Pow in place first, corrects "
+                              "the bias with the next step's powers"
+                              if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import re
+
 import click
 
 from ..core.errors import UserError
@@ -89,6 +91,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
                       progress=update)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
+    if not res.equal:
+        res.faults = _reproduced_faults(main, start, cfg, split_dir,
+                                        None if split_dir else result)
     if fmt == "json":
         import json
         from ..simulate.render import to_json
@@ -106,6 +111,21 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     from ..simulate.render import render
     render(res, cfg, click.echo)
     ctx.exit(res.exit_code)
+
+
+def _reproduced_faults(main, start, cfg, split_dir, result) -> list:
+    """The ids of the Paddle faults the simulated split reproduces: those `split` reported as
+    not fixed, or, for a split folder, those `check` warns of."""
+    if result is not None:
+        return sorted({f.id for f in result.faults if not f.fixed})
+    from ..check import check_dir
+    report = check_dir(main, start, cfg, split_dir)
+    ids = set()
+    for f in report.findings + report.warnings:
+        m = re.search(r"Paddle fault ([a-z0-9-]+)", f.message)
+        if m:
+            ids.add(m.group(1))
+    return sorted(ids)
 
 
 def register(main_group, handle_errors) -> None:

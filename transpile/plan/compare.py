@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from ..core.config import SPLIT_METHODS
 from ..ir.program import Program
 from .classic import make_plan as classic_make_plan
-from .faults import classic_faults, classic_table_fault, fleet_faults
+from .faults import classic_faults, classic_table_fault, fleet_faults, fleet_table_fault
 from .fleet import make_plan as fleet_make_plan
 from .placed import effective_split_method, holdings, placed_params
 from .placement import best_placement, imbalance
@@ -71,4 +71,5 @@ def faults_of(main: Program, startup: Optional[Program], config, plan=None) -> l
     if config.style == "classic":
         table = classic_table_fault(main, config)
         return ([table] if table else []) + classic_faults(main, config, plan)
-    return fleet_faults(main, config, plan)
+    table = fleet_table_fault(main, config)
+    return ([table] if table else []) + fleet_faults(main, config, plan)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..ir.tables import LOOKUP_TABLE_TYPES
+
 
 @dataclass(frozen=True)
 class FaultKind:
@@ -57,6 +59,19 @@ FAULT_KINDS = (
               "each pserver clips the averaged gradient; clip by value, and clip by norm of an "
               "unsliced parameter (a global-norm clip needs every gradient at once and stays "
               "as Paddle has it)"),
+    FaultKind("fleet-orphan-sparse-grad-sum", "fleet", "sync, async, half_async",
+              "a table looked up more than once: the trainer's lookup grads become one "
+              "distributed_push_sparse, but the `sum` that added them stays and reads vars no "
+              "op writes any more, so the trainer fails at that op",
+              "the orphaned `sum` is removed (the push sends the table's gradient)"),
+    FaultKind("fleet-large-scale-adam", "fleet", "sync, async, half_async",
+              "a large-scale table (is_distributed) trained with adam is updated by Paddle's "
+              "fused lookup_sparse_table_fuse_adam, which corrects the bias with the next "
+              "step's beta powers (it updates them in place first) and moves only the rows "
+              "of each step's gradient, where adam without lazy_mode moves every row that "
+              "has a moment",
+              "the table is served as row blocks of a sparse table (looked up and pushed "
+              "like any remote table), each block trained by the program's adam"),
     FaultKind("fleet-sync-step-counter", "fleet", "sync, with LR decay",
               "the trainers drop the step counter's increment and sync trainers never send "
               "it, so the pservers' @LR_DECAY_COUNTER@ keeps its startup value and the "
@@ -168,9 +183,32 @@ PER_TENSOR_CLIPS = ("clip",)
 PER_PARAM_CLIPS = ("clip_by_norm",)
 
 
+def large_scale_adam_tables(main) -> list:
+    """The is_distributed tables that adam updates (fleet-large-scale-adam; its fix serves them
+    as sparse tables: passes/fixes.py)."""
+    ops = main.global_block.ops
+    updated = {o.input("Param")[0] for o in ops if o.type == "adam" and o.input("Param")}
+    return sorted({op.input("W")[0] for op in ops
+                   if op.type in LOOKUP_TABLE_TYPES and op.attr("is_distributed") is True
+                   and op.input("W")[:1] and op.input("W")[0] in updated})
+
+
+def fleet_table_fault(main, config) -> Optional[Fault]:
+    """fleet-large-scale-adam, found on the original program (its fix rewrites the program
+    before it is planned). Geo refuses large-scale tables anyway."""
+    tables = large_scale_adam_tables(main) if config.mode != "geo" else []
+    if not tables:
+        return None
+    return fault("fleet-large-scale-adam", "table%s %s" % ("s" * (len(tables) > 1),
+                                                          ", ".join(tables)), config.fix_faults)
+
+
 def fleet_faults(main, config, plan) -> list:
     """The faults of the fleet plan made for `config` (fixes already applied when asked)."""
     out = []
+    for table in plan.orphan_sums:
+        out.append(fault("fleet-orphan-sparse-grad-sum", "table %s" % table,
+                         config.fix_faults))
     if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
         blocked = clip_fix_blocker(main, plan.clip_ops, plan.grad_slices)
         out.append(fault("fleet-clip-before-merge", "%d clip op(s) on the trainer"

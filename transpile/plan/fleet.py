@@ -70,6 +70,14 @@ def remote_lookup_groups(ops: list[Op]):
     return pulls, pushes
 
 
+def orphan_sum_indices(ops: list[Op], grad_group: list[Op]) -> list[int]:
+    """Indices of the `sum` ops that add only the W@GRAD outputs of `grad_group` (a table's
+    lookup grads, which distributed_push_sparse replaces): left alone, they read nothing."""
+    outs = {o for op in grad_group for o in op.output("W@GRAD")}
+    return [i for i, op in enumerate(ops)
+            if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
+
+
 @dataclass(frozen=True)
 class Pair:
     """A parameter the optimizer updates and the grad it is updated with (op_role_var)."""
@@ -107,6 +115,7 @@ class FleetPlan:
     notes: tuple = field(default=())
     split_method: str = "round_robin"           # "balanced" when asked for, else Fleet's own
     fixes: frozenset = frozenset()              # Paddle fault ids this split fixes (faults.py)
+    orphan_sums: tuple = ()                     # tables whose lookup-grad sum outlives them
 
     # --- questions the passes ask -----------------------------------------------------------
     @property
@@ -308,8 +317,15 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         notes.append("the learning rate %s is fed by an LR scheduler: the trainer keeps it as a "
                      "persistable var" % lr_var)
 
+    # tables whose lookup grads Paddle's backward added with a `sum` that fusing them into one
+    # push leaves reading nothing (fault fleet-orphan-sparse-grad-sum)
+    orphan_sums = tuple(sorted(
+        t for t, group in pushes.items() if config.mode != "geo"
+        and orphan_sum_indices(ops, group)))
     # the Paddle faults (plan/faults.py) this split fixes, when the config asks for that
     fixes = set()
+    if config.fix_faults and orphan_sums:
+        fixes.add("fleet-orphan-sparse-grad-sum")
     if config.fix_faults and config.mode == "sync":
         if need_global_step:
             fixes.add("fleet-sync-step-counter")
@@ -331,7 +347,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
         has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes),
         split_method="balanced" if config.split_method == "balanced" else "round_robin",
-        fixes=frozenset(fixes))
+        fixes=frozenset(fixes), orphan_sums=orphan_sums)
 
 
 def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None:

@@ -45,6 +45,7 @@ class SimResult:
     notes: list = field(default_factory=list)
     error: Optional[str] = None          # the split failed to execute
     expect_equal: bool = True            # False: async / half-async report only
+    faults: list = field(default_factory=list)   # Paddle fault ids the split reproduces
 
     @property
     def unchanged(self) -> list:

@@ -7,9 +7,11 @@ A meta reads `name:value names:dims:mode:grad:vars:initializers:entry`, e.g.
 uniform_random&0&-1.0&1.0,fill_constant&0.0,fill_constant&0.0:none`. Each value becomes a
 values.LazyTable of the block's rows; the Param's initial rows are aligned with the original's
 (reference.py) like any random init of the split. The fused kernels follow Paddle 2.0's
-arithmetic as it is (lookup_sparse_table_fuse_adam_op.h): it reads beta1_pow / beta2_pow where
-adam has beta1 / beta2 and scales the learning rate by sqrt(1 - beta1_pow) / (1 - beta2_pow),
-so a large-scale table does not train like the original's adam, and the run says so.
+arithmetic as it is (lookup_sparse_table_fuse_adam_op.h): adam's moments and update on the rows
+of the gradient only, with the learning rate scaled by sqrt(1 - beta2_pow) / (1 - beta1_pow)
+read after it wrote the new powers (in place, as Fleet wires them: beta^(t+1), one step ahead
+of adam's), so a large-scale table does not train like the original's adam, and the run says
+so.
 """
 from __future__ import annotations
 
@@ -83,23 +85,25 @@ def fuse(cluster, ps, ex, op):
         p.set(g.rows, p.get(g.rows) - lr * g.value)
         vals["Param"] = p
         return
-    b1p = np.asarray(dense(ex.read(op.input("Beta1Pow")[0])))
-    b2p = np.asarray(dense(ex.read(op.input("Beta2Pow")[0])))
     beta1, beta2 = op.attr("beta1", 0.9), op.attr("beta2", 0.999)
     eps = op.attr("epsilon", 1e-8)
-    ex.write(0, op.output("Beta1PowOut")[0], b1p * beta1)
-    ex.write(0, op.output("Beta2PowOut")[0], b2p * beta2)
-    b1, b2 = float(b1p.reshape(-1)[0]), float(b2p.reshape(-1)[0])
-    # Paddle's kernel as written: the pows where the betas belong, lr scaled the other way
-    lr_ = lr * np.sqrt(1 - b1) / (1 - b2)
+    # Paddle's kernel writes the new powers first and then reads Beta1Pow / Beta2Pow: where the
+    # outputs are the inputs (as Fleet wires them), it corrects the bias with beta^(t+1)
+    for slot, beta in (("Beta1Pow", beta1), ("Beta2Pow", beta2)):
+        ex.write(0, op.output(slot + "Out")[0],
+                 np.asarray(dense(ex.read(op.input(slot)[0]))) * beta)
+    b1 = float(np.asarray(dense(ex.read(op.input("Beta1Pow")[0]))).reshape(-1)[0])
+    b2 = float(np.asarray(dense(ex.read(op.input("Beta2Pow")[0]))).reshape(-1)[0])
+    lr_ = lr * np.sqrt(1 - b2) / (1 - b1)
     m1, m2 = vals["Moment1"].copy(), vals["Moment2"].copy()
-    m1v = b1 * m1.get(g.rows) + (1 - b1) * g.value
-    m2v = b2 * m2.get(g.rows) + (1 - b2) * g.value * g.value
+    m1v = beta1 * m1.get(g.rows) + (1 - beta1) * g.value
+    m2v = beta2 * m2.get(g.rows) + (1 - beta2) * g.value * g.value
     m1.set(g.rows, m1v)
     m2.set(g.rows, m2v)
     p.set(g.rows, p.get(g.rows) - lr_ * (m1v / (np.sqrt(m2v) + eps)))
     vals.update(Param=p, Moment1=m1, Moment2=m2)
-    cluster.note("pserver %s: %s updates the large-scale table %s with Paddle's fused kernel, "
-                 "which takes beta1_pow / beta2_pow for beta1 / beta2 and scales the learning "
-                 "rate by sqrt(1 - beta1_pow) / (1 - beta2_pow): not the original's adam"
-                 % (ps.endpoint, op.type, name))
+    if op.input("Beta1Pow") == op.output("Beta1PowOut"):
+        cluster.note("pserver %s: %s updates the large-scale table %s with Paddle's fused "
+                     "kernel, which updates Beta1Pow / Beta2Pow in place before reading them: "
+                     "its bias correction is a step ahead of adam's, and it moves only the "
+                     "rows of each gradient" % (ps.endpoint, op.type, name))

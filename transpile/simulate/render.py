@@ -36,6 +36,10 @@ def render(result, config, echo) -> None:
             " (%s mode: reported, not failed; --expect-equal to fail)" % result.mode
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps%s"
              % (n_bad, len(result.params), result.rtol, result.steps, tail))
+    if result.faults and not result.equal:
+        echo("why: the split reproduces Paddle fault%s %s (README, \"Paddle's faults\"); "
+             "`paddle_faults: fix` in the cluster config writes one that trains like the "
+             "original" % ("s" * (len(result.faults) > 1), ", ".join(result.faults)))
     still = result.unchanged
     if still and not result.error:
         echo("vacuous: %d of %d trainable parameters did not change in the original run "
@@ -52,6 +56,7 @@ def to_json(result, config) -> dict:
         "steps": result.steps, "batch": result.batch, "rtol": result.rtol,
         "exit_code": result.exit_code, "equal": result.equal, "error": result.error,
         "expect_equal": result.expect_equal, "notes": list(result.notes),
+        "paddle_faults": list(result.faults),
         "unchanged_in_original": result.unchanged,
         "params": [{"name": p.name, "shape": list(p.shape), "max_abs": num(p.max_abs),
                     "max_rel": num(p.max_rel), "ok": p.ok, "note": p.note,

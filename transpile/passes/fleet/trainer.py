@@ -14,7 +14,8 @@ from __future__ import annotations
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program, Var
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
-from ...plan.fleet import FleetPlan, remote_lookup_groups, trainer_send_queues
+from ...plan.fleet import (FleetPlan, orphan_sum_indices, remote_lookup_groups,
+                           trainer_send_queues)
 from ..build import OpOrder, make_op, new_control_var, role_attrs
 
 
@@ -113,6 +114,10 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     if pushes:
         show, clk = _show_click(block, next(iter(pushes.values()))[0])
         gone = {id(op) for group in pushes.values() for op in group}
+        if "fleet-orphan-sparse-grad-sum" in plan.fixes:
+            ops = block.ops
+            gone |= {id(ops[i]) for group in pushes.values()
+                     for i in orphan_sum_indices(ops, group)}
         block.ops = [op for op in block.ops if id(op) not in gone]
         for table, group in pushes.items():
             first = group[0]
