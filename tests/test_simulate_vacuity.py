@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from transpile.simulate import simulate
-from transpile.simulate.compare import moved
+from transpile.simulate.compare import NOISE, movement, noise
 
 from test_simulate import CORPUS, _group, load_case
 
@@ -68,11 +68,33 @@ def test_the_report_says_so_in_text_and_json():
     assert json.loads(r.output[r.output.index("{"):])["unchanged_in_original"] == []
 
 
-def test_moved_means_beyond_the_tolerance():
+def test_movement_and_what_counts_as_moved():
     a = np.array([[1.0, 2.0], [3.0, 4.0]])
-    assert not moved(a, a.copy(), 1e-9)
-    assert not moved(a, a + 1e-12, 1e-9)            # below what the comparison can tell
-    assert moved(a, a + 1e-6, 1e-9)
-    z = np.zeros(3)
-    assert not moved(z, z + 1e-17, 1e-9)             # rounding noise around 0
-    assert moved(z, z + 1e-9, 1e-9)
+    assert movement(a, a.copy()) == 0.0
+    assert np.isclose(movement(a, a + 1e-6), 1e-6)
+    assert movement(a, np.zeros((3, 2))) is None          # another shape: cannot tell
+    assert movement(None, a) is None
+    assert noise(4.0) == NOISE * 4.0 and noise(1e-6) == NOISE      # at least NOISE
+
+
+def test_differences_are_measured_against_the_movement():
+    """A split that never updates a parameter differs by all of the movement (relative 1,
+    caught however little it moved); rounding noise far below it is equal."""
+    from transpile.ir.program import Var
+    from transpile.simulate import compare as cmp
+
+    class _Cluster:
+        def __init__(self, value):
+            self.trainers = [type("T", (), {"label": "trainer_0",
+                                            "scope": type("S", (), {"get": lambda s, n: value})()})()]
+            self.pservers = {}
+
+    init = np.array([1.0, 2.0, 3.0, 4.0])
+    final = init + 1e-7                           # moved a little: 2.5e-8 of the scale
+    var = Var.tensor("w", "FP64", (4,))
+    never = cmp._compare(var, final, _Cluster(init.copy()), None, 1e-6, True,
+                         movement(init, final))
+    assert not never.ok and np.isclose(never.max_rel, 1.0)
+    noisy = cmp._compare(var, final, _Cluster(final * (1 + 1e-15)), None, 1e-6, True,
+                         movement(init, final))
+    assert noisy.ok

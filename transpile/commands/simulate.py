@@ -28,8 +28,8 @@ EXIT_DIFFERS = 1
               help="Global batch size (divided among the trainers).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
 @click.option("--rtol", type=float, default=None,
-              help="Largest accepted difference, relative to the parameter's largest entry "
-                   "[default: 1e-9, 1e-5 with --float32].")
+              help="Largest accepted difference, relative to how far the original run "
+                   "moved the parameter [default: 1e-6, 1e-3 with --float32].")
 @click.option("--expect-equal", is_flag=True,
               help="Fail on differences in async / half-async mode too.")
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")

@@ -29,7 +29,7 @@ class ParamDiff:
     ok: bool
     note: str = ""
     trainable: bool = True           # an optimizer op of the original updates it
-    changed: Optional[bool] = None   # did the original run move it (beyond the tolerance)?
+    changed: Optional[bool] = None   # did the original run move it (beyond rounding)?
 
 
 def trainable_params(main) -> set:
@@ -90,36 +90,63 @@ def compare_params(main, scope, cluster, ref, rtol) -> list:
     """A ParamDiff per parameter of `main`: the original's final value (in `scope`) against
     the split's. A trainable parameter is compared on each trainer that holds it (else as the
     pservers hold it); one no optimizer updates (batch_norm's running statistics), which each
-    trainer keeps for itself from its own shard, against the trainers' mean."""
+    trainer keeps for itself from its own shard, against the trainers' mean.
+
+    The difference is measured against how far the original run moved the parameter from its
+    initial value: a split that never updates it differs by all of that (relative difference
+    1), float64 rounding by far less than `rtol`. A parameter the run did not move beyond
+    rounding is `changed = False`: comparing it proves nothing."""
     train = trainable_params(main)
     out = []
     for var in main.parameters():
-        d = _compare(var, scope.get(var.name), cluster, ref, rtol, var.name in train)
-        d.trainable = var.name in train
-        init = ref.init.get(var.name)
         final = scope.get(var.name)
-        if init is not None and final is not None:
-            d.changed = moved(init, final, rtol)
+        moved = movement(ref.init.get(var.name), final)
+        d = _compare(var, final, cluster, ref, rtol, var.name in train, moved)
+        d.trainable = var.name in train
+        if moved is not None:
+            d.changed = moved > noise(_scale(final))
         out.append(d)
     return out
 
 
-def moved(a, b, rtol) -> bool:
-    """Whether the original run moved a parameter from `a` to `b` by more than the comparison
-    tolerates: a smaller change could not tell a working split from one that never updates
-    it."""
+# rounding noise, relative to a parameter's largest entry (float64: a few ulps of a sum), and
+# never less than that much in absolute terms: a bias held at 0 by batch_norm moves by the
+# rounding noise of its zero gradient
+NOISE = 1e-12
+
+
+def noise(scale: float) -> float:
+    """What a parameter of largest entry `scale` moves by rounding alone."""
+    return NOISE * max(scale, 1.0)
+
+
+def _scale(v) -> float:
+    if v is None:
+        return SCALE_FLOOR
+    try:
+        x = np.asarray(dense(v), dtype=np.float64) if not isinstance(v, (LazyTable, Blocks)) \
+            else _pair(v, v)[0]
+    except Exception:   # noqa: BLE001 - a value we cannot read as numbers: no scale
+        return SCALE_FLOOR
+    return max(float(np.nanmax(np.abs(x))) if x.size else 0.0, SCALE_FLOOR)
+
+
+def movement(a, b) -> Optional[float]:
+    """The largest change of any entry from `a` (initial) to `b` (final), or None when the
+    two cannot be compared (no initial value, another shape)."""
     if a is None or b is None:
-        return True
+        return None
     if tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) != \
             tuple(np.shape(b) if not hasattr(b, "shape") else b.shape):
-        return True
+        return None
     a, b = _pair(a, b)
     if not a.size:
-        return False
+        return 0.0
     d = np.abs(a - b)
     d = np.where(np.isnan(a) & np.isnan(b), 0.0, d)
-    return bool(np.nanmax(d) > rtol * max(float(np.nanmax(np.abs(b))), SCALE_FLOOR)) \
-        or bool(np.isnan(d).any())
+    if np.isnan(d).any():
+        return float("inf")
+    return float(np.max(d))
 
 
 def _split_value(name, cluster, ref, trainable):
@@ -163,7 +190,9 @@ def _split_value(name, cluster, ref, trainable):
     return []
 
 
-def _compare(var, a, cluster, ref, rtol, trainable) -> ParamDiff:
+def _compare(var, a, cluster, ref, rtol, trainable, moved=None) -> ParamDiff:
+    """`moved`: how far the original moved the parameter (None: unknown; the difference is
+    then taken relative to the parameter's largest entry)."""
     shape = tuple(var.shape or ())
     if a is None:
         return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
@@ -187,8 +216,9 @@ def _compare(var, a, cluster, ref, rtol, trainable) -> ParamDiff:
             return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
                              "NaN in %s" % ("the original" if np.isnan(x).any() else who))
         m = float(d.max()) if d.size else 0.0
-        rel = m / scale
-        if m > worst_abs:
-            worst_abs, worst_rel, note = m, rel, who
+        base = scale if moved is None else max(moved, noise(scale))
+        rel = 0.0 if m <= noise(scale) else m / base
+        if m > worst_abs or rel > worst_rel:
+            worst_abs, worst_rel, note = max(m, worst_abs), max(rel, worst_rel), who
     ok = worst_rel <= rtol
     return ParamDiff(var.name, shape, worst_abs, worst_rel, ok, "" if ok else "worst: " + note)

@@ -43,7 +43,7 @@ def render(result, config, echo) -> None:
     still = result.unchanged
     if still and not result.error:
         echo("vacuous: %d of %d trainable parameters did not change in the original run "
-             "(beyond the tolerance): %s; their equality proves nothing about the split"
+             "(beyond rounding): %s; their equality proves nothing about the split"
              % (len(still), sum(1 for p in result.params if p.trainable), ", ".join(still)))
 
 
