@@ -1,6 +1,7 @@
 """Real recommendation models (PaddleRec's own model code, built by Paddle 2.6.2) against Paddle's
-own splits: tests/corpus/paddlerec-classic (DistributeTranspiler) and paddlerec-fleet (Fleet's
-parameter-server passes), every mode the corpus has. Refusals (geo without a sparse table) exit 2
+own splits: tests/corpus/paddlerec-classic (DistributeTranspiler), paddlerec-fleet (Fleet's
+parameter-server passes), every mode the corpus has, and paddlerec-gen (more models made the
+same way: an LR scheduler, a sequence model, a refusal). Refusals (geo without a sparse table) exit 2
 and write nothing."""
 import os
 
@@ -10,7 +11,7 @@ from click.testing import CliRunner
 from cli import main as cli_main
 from golden import case_dirs, compare_case, is_refused, split_args
 
-CASES = case_dirs("paddlerec-classic") + case_dirs("paddlerec-fleet")
+CASES = case_dirs("paddlerec-classic") + case_dirs("paddlerec-fleet") + case_dirs("paddlerec-gen")
 
 
 def _id(case):
@@ -36,3 +37,4 @@ def test_refusal_is_one_line_and_writes_nothing(case, tmp_path):
 def test_the_families_are_there():
     """The parametrization above is not empty (a missing corpus would pass vacuously)."""
     assert len(case_dirs("paddlerec-classic")) >= 7 and len(case_dirs("paddlerec-fleet")) >= 17
+    assert len(case_dirs("paddlerec-gen")) >= 8

@@ -1,7 +1,8 @@
 """simulate on every sync case of the reference corpus (tests/corpus) and the conv-net
 fixture: Paddle's own split runs to a verdict (exit 0, or 1 with a reason: never an input
 error or a missing kernel) in which every trainable parameter moved, and the same split with
-one pserver optimizer op deleted (as shared/tools/mutate.py's drop_opt_op does) is caught."""
+one pserver optimizer op deleted (as shared/tools/mutate.py's drop_opt_op does) is caught; and
+our own split with `paddle_faults: fix` trains like the original on every one."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ from transpile.simulate import simulate
 from transpile.simulate.loading import load_split_dir
 
 HERE = os.path.dirname(__file__)
-FAMILIES = ("classic", "fleet", "paddlerec-classic", "paddlerec-fleet")
+FAMILIES = ("classic", "fleet", "paddlerec-classic", "paddlerec-fleet", "paddlerec-gen")
 OPT_OPS = {"sgd", "momentum", "adam", "adagrad", "decayed_adagrad", "rmsprop", "ftrl", "adamax",
            "lamb", "lars_momentum", "adadelta", "proximal_gd", "proximal_adagrad"}
 
@@ -35,6 +36,10 @@ def _sync_cases():
 
 
 CASES = _sync_cases()
+# parameters whose gradient is 0 whatever the feeds: the conv bias that batch_norm centres, din's
+# last attention bias (a constant added before the softmax over the sequence)
+GRADIENT_FREE = {"convnet_sync": {"conv2d_0.b_0"}, "classic_din_sync": {"linear_2.b_0"},
+                 "fleet_din_sync": {"linear_2.b_0"}}
 pytestmark = pytest.mark.slow
 
 
@@ -63,10 +68,25 @@ def test_paddles_split_runs_and_a_dropped_optimizer_op_is_caught(case):
     res = simulate(main, startup, cfg, progs, rts, steps=3, batch=4, seed=0)
     assert res.exit_code in (0, 1)
     assert res.exit_code == 0 or res.error or any(not p.ok for p in res.params)
-    # every trainable parameter moves (but the conv bias batch_norm makes gradient-free)
-    assert set(res.unchanged) <= {"conv2d_0.b_0"}, res.unchanged
+    # every trainable parameter moves, but those the model makes gradient-free
+    assert set(res.unchanged) <= GRADIENT_FREE.get(os.path.basename(case), set()), \
+        res.unchanged
     dropped = _drop_first_optimizer_op(progs)
     assert dropped is not None
     broken = simulate(main, startup, cfg, progs, rts, steps=3, batch=4, seed=0)
     assert broken.exit_code == 1, "dropping %s of %s went unnoticed" % (
         dropped.type, dropped.input("Param"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda d: os.path.relpath(d, HERE))
+def test_the_fixed_split_trains_like_the_original(case):
+    from dataclasses import replace
+    from transpile import split
+    main, startup, cfg, _, _ = _load(case)
+    cfg = replace(cfg, paddle_faults="fix")
+    result = split(main, startup, cfg, trainer_ids=list(range(cfg.trainers)))
+    res = simulate(main, startup, cfg, result.programs, result.runtime, steps=3, batch=4,
+                   seed=0)
+    assert res.exit_code == 0, (res.error, [(p.name, p.max_rel) for p in res.params
+                                            if not p.ok], [f.id for f in result.faults])
+    assert all(f.fixed for f in result.faults if not f.note), result.faults

@@ -75,6 +75,7 @@ def test_movement_and_what_counts_as_moved():
     assert movement(a, np.zeros((3, 2))) is None          # another shape: cannot tell
     assert movement(None, a) is None
     assert noise(4.0) == NOISE * 4.0 and noise(1e-6) == NOISE      # at least NOISE
+    assert noise(1.0, float32=True) > noise(1.0)
 
 
 def test_differences_are_measured_against_the_movement():

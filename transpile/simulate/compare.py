@@ -97,27 +97,31 @@ def compare_params(main, scope, cluster, ref, rtol) -> list:
     1), float64 rounding by far less than `rtol`. A parameter the run did not move beyond
     rounding is `changed = False`: comparing it proves nothing."""
     train = trainable_params(main)
+    f32 = np.dtype(getattr(cluster, "float_dtype", np.float64)) == np.float32
     out = []
     for var in main.parameters():
         final = scope.get(var.name)
         moved = movement(ref.init.get(var.name), final)
-        d = _compare(var, final, cluster, ref, rtol, var.name in train, moved)
+        d = _compare(var, final, cluster, ref, rtol, var.name in train, moved, f32)
         d.trainable = var.name in train
         if moved is not None:
-            d.changed = moved > noise(_scale(final))
+            d.changed = moved > noise(_scale(final), f32)
         out.append(d)
     return out
 
 
-# rounding noise, relative to a parameter's largest entry (float64: a few ulps of a sum), and
-# never less than that much in absolute terms: a bias held at 0 by batch_norm moves by the
-# rounding noise of its zero gradient
-NOISE = 1e-12
+# What rounding alone can move a parameter by in a few steps, relative to its largest entry and
+# never less than that in absolute terms. Not one ulp: an adaptive optimizer divides a gradient
+# that is rounding noise (a bias batch_norm centres, one added before a softmax) by its own
+# tiny running norm, and such a parameter drifts by ~1e-10 in float64 while the others move by
+# the learning rate (~1e-3) every step.
+NOISE = 1e-9
+NOISE_FLOAT32 = 1e-5
 
 
-def noise(scale: float) -> float:
+def noise(scale: float, float32: bool = False) -> float:
     """What a parameter of largest entry `scale` moves by rounding alone."""
-    return NOISE * max(scale, 1.0)
+    return (NOISE_FLOAT32 if float32 else NOISE) * max(scale, 1.0)
 
 
 def _scale(v) -> float:
@@ -190,7 +194,7 @@ def _split_value(name, cluster, ref, trainable):
     return []
 
 
-def _compare(var, a, cluster, ref, rtol, trainable, moved=None) -> ParamDiff:
+def _compare(var, a, cluster, ref, rtol, trainable, moved=None, f32=False) -> ParamDiff:
     """`moved`: how far the original moved the parameter (None: unknown; the difference is
     then taken relative to the parameter's largest entry)."""
     shape = tuple(var.shape or ())
@@ -216,8 +220,8 @@ def _compare(var, a, cluster, ref, rtol, trainable, moved=None) -> ParamDiff:
             return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
                              "NaN in %s" % ("the original" if np.isnan(x).any() else who))
         m = float(d.max()) if d.size else 0.0
-        base = scale if moved is None else max(moved, noise(scale))
-        rel = 0.0 if m <= noise(scale) else m / base
+        base = scale if moved is None else max(moved, noise(scale, f32))
+        rel = 0.0 if m <= noise(scale, f32) else m / base
         if m > worst_abs or rel > worst_rel:
             worst_abs, worst_rel, note = max(m, worst_abs), max(rel, worst_rel), who
     ok = worst_rel <= rtol
