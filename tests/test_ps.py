@@ -12,7 +12,8 @@ from transpile.core.config import load_config_text
 from transpile.core.errors import ConfigError, RefusedError
 from transpile.format import programio
 from transpile.format.psdesc import PSParameter, c_escape, parse_text, shortest_float, to_text
-from transpile.plan.ps import get_shard, make_plan
+from transpile.plan.ps import make_plan
+from transpile.plan.ps_tables import get_shard
 from transpile.output.psdesc import server_desc, worker_desc
 
 PS = os.path.join(CORPUS, "ps")

@@ -20,6 +20,9 @@ from typing import Optional
 
 from .program import Program
 
+# the LR var Fleet's and the PS pipeline's delete_optimizer_pass keep on the trainer by this fixed
+# name when the program has an LR scheduler (whatever the optimizer reads)
+SCHEDULER_LR_VAR = "learning_rate_0"
 CONSTANT_LR_FRAME = "create_global_var"
 OPTIMIZER_LR_FRAME = "_create_global_learning_rate"
 

@@ -25,11 +25,13 @@ from typing import Mapping, Optional
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
 from ..ir import roles
+from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
 from .faults import clip_fix_blocker
+from .modes import ModeQuestions
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                       split_var, trainer_copy_name)
 
@@ -37,8 +39,6 @@ STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
 CLIP_NAME_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 
-MODES = {"sync": ("SYNC", 0), "async": ("ASYNC", 1), "half_async": ("HALF_ASYNC", 2),
-         "geo": ("GEO", 3)}
 
 
 def delta_name(block: str) -> str:
@@ -88,7 +88,7 @@ class Pair:
 
 
 @dataclass(frozen=True)
-class FleetPlan:
+class FleetPlan(ModeQuestions):
     mode: str                                   # sync | async | half_async | geo
     endpoints: tuple
     trainers: int
@@ -118,22 +118,6 @@ class FleetPlan:
     orphan_sums: tuple = ()                     # tables whose lookup-grad sum outlives them
 
     # --- questions the passes ask -----------------------------------------------------------
-    @property
-    def mode_name(self) -> str:
-        return MODES[self.mode][0]
-
-    @property
-    def mode_id(self) -> int:
-        return MODES[self.mode][1]
-
-    @property
-    def is_geo(self) -> bool:
-        return self.mode == "geo"
-
-    @property
-    def is_sync(self) -> bool:
-        return self.mode == "sync"
-
     @property
     def pairs(self) -> tuple:
         return self.dense_pairs + self.sparse_pairs
@@ -201,11 +185,6 @@ def _var(main: Program, name: str, why: str) -> Var:
         raise UserError("%s: a %s var can not be distributed (LOD_TENSOR or SELECTED_ROWS only)"
                         % (name, v.kind))
     return v
-
-
-# --- the plan --------------------------------------------------------------------------------
-# The LR var Fleet keeps on the trainer when the program has a Python LR scheduler.
-SCHEDULER_LR_VAR = "learning_rate_0"
 
 
 def make_plan(main: Program, startup: Program, config: ClusterConfig, *,

@@ -18,23 +18,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Mapping
 
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
 from ..ir import roles
+from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.program import Program
 from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
-from .ps_tables import (OriginIndex, PsTable, barrier_table, describe_table,  # noqa: F401
-                        get_shard)
+from .modes import DISTRIBUTED_MODES, ModeQuestions
+from .ps_tables import OriginIndex, barrier_table, describe_table
 
 # DistributedMode of Paddle's ps pipeline (ps/utils/public.py); half_async is not built on CPU
-MODES = {"sync": ("SYNC", 0), "async": ("ASYNC", 1), "geo": ("GEO", 3)}
+MODES = {m: DISTRIBUTED_MODES[m] for m in ("sync", "async", "geo")}
 CLIP_NAME_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 # grads of data_norm's statistics: a table of their own (public.py DATA_NORM_GRAD_NAME)
 DATA_NORM_GRAD_SUFFIXES = (".batch_size@GRAD", ".batch_sum@GRAD", ".batch_square_sum@GRAD")
-# the LR var Paddle re-declares on the trainer when an LR scheduler feeds it
-SCHEDULER_LR_VAR = "learning_rate_0"
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ class SendCtx:
 
 
 @dataclass(frozen=True)
-class PsPlan:
+class PsPlan(ModeQuestions):
     mode: str                                   # sync | async | geo
     endpoints: tuple
     trainers: int
@@ -78,22 +77,6 @@ class PsPlan:
     fake_init_tables: tuple                     # startup tables replaced by fake_init (sorted)
     lr_scheduler: bool = False
     notes: tuple = field(default=())
-
-    @property
-    def mode_name(self) -> str:
-        return MODES[self.mode][0]
-
-    @property
-    def mode_id(self) -> int:
-        return MODES[self.mode][1]
-
-    @property
-    def is_geo(self) -> bool:
-        return self.mode == "geo"
-
-    @property
-    def is_sync(self) -> bool:
-        return self.mode == "sync"
 
     @property
     def dense_ctxs(self) -> tuple:

@@ -24,9 +24,9 @@ from typing import Optional
 import numpy as np
 
 from ..ir.program import Program
-from .executor import Executor, Scope
+from .executor import Executor
 from . import largescale, pscore
-from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer
+from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
 from .values import (NoKernelError, SelectedRows, SimError, Unallocated, copy_value, dense,
                      split_rows)
@@ -37,15 +37,9 @@ class Trainer:
                  runtime: Optional[dict]):
         self.cluster = cluster
         self.tid = tid
-        self.scope = Scope()
         self.runtime = runtime
-        label = "trainer_%d" % tid
-        kw = dict(float_dtype=cluster.float_dtype, seed=cluster.seed, rpc=cluster.rpc,
-                  random_hook=cluster.random_hook)
-        self.ex_startup = Executor(label + " startup", startup, self.scope, **kw)
-        self.ex = Executor(label + " main", main, self.scope, **kw)
-        self.ex.owner = self.ex_startup.owner = self
-        self.ex.lazy_policy = self.ex_startup.lazy_policy = cluster.reference.lazy_policy
+        self.scope, self.ex_startup, self.ex = role_executors(
+            self, cluster, "trainer_%d" % tid, main, startup)
         self.ex.free_temporaries()
         self.main = main
         ops = main.global_block.ops

@@ -16,6 +16,19 @@ LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
 TRAINER_SUFFIX = re.compile(r"\.trainer_(\d+)(?=$|\.)")
 
 
+def role_executors(owner, cluster, label: str, main: Program, startup: Program):
+    """(scope, startup executor, main executor) of one role of the cluster, sharing the scope
+    and the cluster's settings; their rpc ops reach the cluster as `owner`."""
+    scope = Scope()
+    kw = dict(float_dtype=cluster.float_dtype, seed=cluster.seed, rpc=cluster.rpc,
+              random_hook=cluster.random_hook)
+    ex_startup = Executor(label + " startup", startup, scope, **kw)
+    ex = Executor(label + " main", main, scope, **kw)
+    ex.owner = ex_startup.owner = owner
+    ex.lazy_policy = ex_startup.lazy_policy = cluster.reference.lazy_policy
+    return scope, ex_startup, ex
+
+
 def _parse_grad_to_block(values) -> dict:
     out = {}
     for item in values or []:
@@ -30,14 +43,8 @@ class PServer:
         self.cluster = cluster
         self.endpoint = endpoint
         self.main = main
-        self.scope = Scope()
         label = "pserver %s" % endpoint
-        kw = dict(float_dtype=cluster.float_dtype, seed=cluster.seed, rpc=cluster.rpc,
-                  random_hook=cluster.random_hook)
-        self.ex_startup = Executor(label + " startup", startup, self.scope, **kw)
-        self.ex = Executor(label + " main", main, self.scope, **kw)
-        self.ex.owner = self.ex_startup.owner = self
-        self.ex.lazy_policy = self.ex_startup.lazy_policy = cluster.reference.lazy_policy
+        self.scope, self.ex_startup, self.ex = role_executors(self, cluster, label, main, startup)
         self.ex.table_origin = self.ex_startup.table_origin = self._table_origin
         ls = [op for op in main.global_block.ops if op.type == "listen_and_serv"]
         if len(ls) != 1:

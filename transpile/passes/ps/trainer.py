@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ...ir.program import Attr, Program
 from ...ir.roles import BACKWARD, RPC, ROLE_VAR_ATTR
-from ...plan.ps import SCHEDULER_LR_VAR, PsPlan, table_writers
+from ...ir.lr_schedule import SCHEDULER_LR_VAR
+from ...plan.ps import PsPlan, table_writers
 from ..build import new_control_var
 from .lookups import distributed_ops
 from .opmake import ps_op
