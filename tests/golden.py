@@ -339,6 +339,15 @@ def compare_case(case_dir: str, out_dir: str, exit_code: int | None = None) -> l
     return diffs
 
 
+def split_and_compare(case_dir: str, out: str) -> tuple:
+    """(CLI output, differences from Paddle's output) of `pstranspile split` of a corpus case
+    into `out` (no differences = a match)."""
+    from click.testing import CliRunner
+    from cli import main as cli_main
+    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case_dir, out))
+    return r.output, compare_case(case_dir, out, r.exit_code)
+
+
 def program_message(ops=(), vars_=("x",)):
     """A one-block ProgramDesc message (X -> Out on var x): `ops` is [(type, [(attr name,
     AttrType, field, value)])]."""

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import case_dirs, compare_case, is_refused, load_case, split_args, tree_files
+from golden import case_dirs, is_refused, load_case, split_and_compare, split_args, tree_files
 from transpile import split
 from transpile.format.programio import to_bytes
 from transpile.plan.fleet import make_plan
@@ -24,10 +24,8 @@ FLEET = os.path.join(HERE, "corpus", "fleet")
 
 @pytest.mark.parametrize("case", CASES, ids=os.path.basename)
 def test_case_matches_paddle(case, tmp_path):
-    out = str(tmp_path / "out")
-    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case, out))
-    diffs = compare_case(case, out, r.exit_code)
-    assert not diffs, "\n".join([r.output] + diffs[:40])
+    output, diffs = split_and_compare(case, str(tmp_path / "out"))
+    assert not diffs, "\n".join([output] + diffs[:40])
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=os.path.basename)

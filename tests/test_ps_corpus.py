@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import CORPUS, case_dirs, compare_case, is_refused, load_case, split_args, tree_files
+from golden import (CORPUS, case_dirs, is_refused, load_case, split_and_compare, split_args,
+                    tree_files)
 from transpile import split
 from transpile.format import programio
 from transpile.format.programio import to_bytes
@@ -36,10 +37,8 @@ def _check_args(case, split_dir):
 
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_case_matches_paddle(case, tmp_path):
-    out = str(tmp_path / "out")
-    r = CliRunner().invoke(cli_main, ["-q"] + split_args(case, out))
-    diffs = compare_case(case, out, r.exit_code)
-    assert not diffs, "\n".join([r.output] + diffs[:40])
+    output, diffs = split_and_compare(case, str(tmp_path / "out"))
+    assert not diffs, "\n".join([output] + diffs[:40])
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=_id)

@@ -28,6 +28,7 @@ from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts, Pair
 from ..plan.ps_tables import OriginIndex, get_shard
 from ..ir.tables import is_distributed_lookup, table_of
 from .context import Ctx
+from .pserver import check_stray_folders
 
 WORKER_DESC = "worker_desc.txt"
 SERVER_DESC = "server_desc.txt"
@@ -125,10 +126,7 @@ def _check_service(ctx, part, d) -> None:
 def check_ps_listen(ctx: Ctx) -> None:
     """Pserver folders and programs (see the module doc)."""
     cfg = ctx.config
-    for name in ctx.split.stray:
-        ctx.add("listen", name, None, None,
-                "folder %s matches no pserver of the cluster config" % name,
-                "one of %s" % ", ".join(endpoint_dir(e) for e in cfg.pservers))
+    check_stray_folders(ctx)
     for i, ep in enumerate(cfg.pservers):
         p = ctx.split.pservers.get(ep)
         if p is None:

@@ -44,13 +44,18 @@ def _listen_op(ctx, part):
     return ops[0]
 
 
-def check_listen(ctx: Ctx) -> None:
-    """listen_and_serv of every pserver; fills ctx.param_blocks and ctx.grad_keys."""
-    cfg = ctx.config
+def check_stray_folders(ctx: Ctx) -> None:
+    """A pserver_* folder of the split that no endpoint of the config names."""
     for name in ctx.split.stray:
         ctx.add("listen", name, None, None,
                 "folder %s matches no pserver of the cluster config" % name,
-                "one of %s" % ", ".join(endpoint_dir(e) for e in cfg.pservers))
+                "one of %s" % ", ".join(endpoint_dir(e) for e in ctx.config.pservers))
+
+
+def check_listen(ctx: Ctx) -> None:
+    """listen_and_serv of every pserver; fills ctx.param_blocks and ctx.grad_keys."""
+    cfg = ctx.config
+    check_stray_folders(ctx)
     for ep in cfg.pservers:
         p = ctx.split.pservers.get(ep)
         if p is None:

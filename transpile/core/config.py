@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
 from .errors import ConfigError
+from .files import read_bytes
 
 MODES = ("sync", "async", "half_async", "geo")
 STYLES = ("fleet", "classic", "ps")
@@ -127,15 +128,7 @@ def load_config_text(text: str, source: str = "<config>") -> ClusterConfig:
 
 
 def load_config(path: str) -> ClusterConfig:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ConfigError("%s: no such file" % path) from None
-    except IsADirectoryError:
-        raise ConfigError("%s: is a directory, not a config file" % path) from None
-    except OSError as e:
-        raise ConfigError("%s: cannot read (%s)" % (path, e.strerror or e)) from None
+    raw = read_bytes(path, ConfigError, "config file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -5,6 +5,7 @@ import os
 
 from . import protoread, protowrite
 from ..core.errors import ProgramFormatError
+from ..core.files import read_bytes
 from ..core.gcpause import paused_gc
 from ..ir.program import Program
 
@@ -40,15 +41,7 @@ def to_chunks(program: Program):
 
 
 def read_file_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ProgramFormatError("%s: no such file" % path) from None
-    except IsADirectoryError:
-        raise ProgramFormatError("%s: is a directory, not a program file" % path) from None
-    except OSError as e:
-        raise ProgramFormatError("%s: cannot read (%s)" % (path, e.strerror or e)) from None
+    return read_bytes(path, ProgramFormatError, "program file")
 
 
 def load(path: str) -> Program:
