@@ -1,8 +1,8 @@
 """Real recommendation models (PaddleRec's own model code, built by Paddle 2.6.2) against Paddle's
 own splits: tests/corpus/paddlerec-classic (DistributeTranspiler), paddlerec-fleet (Fleet's
 parameter-server passes), every mode the corpus has, and paddlerec-gen (more models made the
-same way: an LR scheduler, a sequence model, a refusal). Refusals (geo without a sparse table) exit 2
-and write nothing."""
+same way: an LR scheduler, a sequence model, a refusal). Refusals (geo without a sparse table,
+a startup op the pserver cannot copy) exit 2 and write nothing."""
 import os
 
 import pytest
