@@ -25,7 +25,7 @@ class ParamBlock:
     sparse: bool = False         # a sparse table / distributed lookup table shard
 
 
-class Ctx:
+class CheckContext:
     """What the checks share: the inputs, the split, and the findings so far.
 
     The checks run in order (structure, listen, optimize, coverage, trainers) because the later

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..ir.program import Program, Var
 from ..ir import roles
-from .context import Ctx
+from .context import CheckContext
 from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static, is_update_op
 
 
@@ -30,7 +30,7 @@ def _origin(name: str, params: dict):
     return None, None
 
 
-def check_coverage(ctx: Ctx) -> None:
+def check_coverage(ctx: CheckContext) -> None:
     """Every trainable parameter of the original program, tiled by the pservers' blocks."""
     params = trainable_params(ctx.main)
     pieces: dict = {}

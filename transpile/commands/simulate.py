@@ -12,9 +12,6 @@ import click
 
 from ..core.errors import UserError
 
-EXIT_DIFFERS = 1
-
-
 @click.command("simulate")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
 @click.argument("split_dir", metavar="[SPLIT_DIR]", required=False,

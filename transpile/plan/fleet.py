@@ -31,6 +31,7 @@ from ..ir.program import Op, Program, Var
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
 from .faults import clip_fix_blocker
+from .pairs import Pair
 from .modes import ModeQuestions
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                       split_var, trainer_copy_name)
@@ -76,15 +77,6 @@ def orphan_sum_indices(ops: list[Op], grad_group: list[Op]) -> list[int]:
     outs = {o for op in grad_group for o in op.output("W@GRAD")}
     return [i for i, op in enumerate(ops)
             if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A parameter the optimizer updates and the grad it is updated with (op_role_var)."""
-    param: str
-    grad: str
-    sparse: bool = False          # an embedding table looked up with remote_prefetch
-    distributed: bool = False     # ... a large-scale (is_distributed) one
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,6 @@ def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name
 # ---------------------------------------------------------------------------------------------
 # folders (splits)
 
-_PROGRAM_EXTS = (".pb", ".pdmodel", ".json")
-
-
 def _tree_files(root: str) -> dict:
     """{relative path: absolute path} of the program files, runtime.json and the ps
     descriptors (*_desc.txt) under root."""

@@ -28,7 +28,7 @@ from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemp
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
 
 
-class OriginIndex:
+class FleetPserverIndex:
     """What every endpoint's pass looks up in the origin programs, indexed once per split so
     that building one more pserver costs what it holds, not another walk over the program."""
 
@@ -117,7 +117,7 @@ def _block_keys(name: str):
 class _Server:
     """The pserver main program of one endpoint while its blocks are being built."""
 
-    def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: OriginIndex):
+    def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: FleetPserverIndex):
         self.origin = main
         self.index = index
         self.plan = plan
@@ -482,10 +482,10 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
 
 # --- entry point -----------------------------------------------------------------------------
 def pserver_programs(main: Program, startup: Program, plan: FleetPlan, endpoint: str,
-                     index: OriginIndex | None = None) -> tuple:
-    """(main, startup) of the pserver at `endpoint`. `index`: OriginIndex(main, startup, plan),
+                     index: FleetPserverIndex | None = None) -> tuple:
+    """(main, startup) of the pserver at `endpoint`. `index`: FleetPserverIndex(main, startup, plan),
     built once and shared when building every endpoint."""
-    s = _Server(main, plan, endpoint, index or OriginIndex(main, startup, plan))
+    s = _Server(main, plan, endpoint, index or FleetPserverIndex(main, startup, plan))
     las = _listen_and_serv(plan, endpoint)
     s.prog.global_block.ops.append(las)
     if plan.is_geo:
