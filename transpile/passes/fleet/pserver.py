@@ -18,6 +18,7 @@ from ...core.errors import UserError
 from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ...ir.program import Attr, Block, Op, Program, Var, tensor_type
 from ...ir.tables import is_distributed_lookup
+from ...plan.faults import FLEET_CLIP_BEFORE_MERGE
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
@@ -297,7 +298,7 @@ def build_optimize_blocks(s: _Server) -> tuple:
         if merged is None:
             continue
         clip = s.index.clip_of.get(s.index.origin_name(merged.name))
-        if clip is not None and "fleet-clip-before-merge" in s.plan.fixes:
+        if clip is not None and FLEET_CLIP_BEFORE_MERGE in s.plan.fixes:
             # the clip the trainer no longer runs, on the averaged gradient
             block.ops.append(clip.copy({"X": [merged.name]}, {"Out": [merged.name]}))
         for op in group:
