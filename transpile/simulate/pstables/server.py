@@ -58,6 +58,7 @@ class PsServer:
         if not len(params):
             raise UserError("%s: server_param has no downpour_table_param" % source)
         self.tables: dict = {}
+        self.desc_params: dict = {}     # table id -> its TableParameter
         for i, param in enumerate(params):
             where = "%s: downpour_table_param[%d] (table_id %d)" % (source, i, param.table_id)
             if param.table_id in self.tables:
@@ -73,6 +74,7 @@ class PsServer:
             if cls is BarrierTable:
                 table.server = self
             self.tables[int(param.table_id)] = table
+            self.desc_params[int(param.table_id)] = param
 
     def table(self, table_id: int):
         table = self.tables.get(int(table_id))
