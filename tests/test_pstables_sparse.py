@@ -22,7 +22,8 @@ def table(rule=NAIVE, threshold=0, table_id=3, embedx_dim=2, **options):
     text_format.Parse('table_id: %d table_class: "MemorySparseTable" shard_num: 1000 '
                       'accessor { accessor_class: "SparseAccessor" embedx_dim: %d '
                       'embedx_threshold: %d embed_sgd_param { %s } embedx_sgd_param { %s } '
-                      'ctr_accessor_param { nonclk_coeff: 0.1 click_coeff: 1 } }'
+                      'ctr_accessor_param { nonclk_coeff: 0.1 click_coeff: 1 } } '
+                      'common { table_name: "emb" }'
                       % (table_id, embedx_dim, threshold, rule, rule), param)
     return MemorySparseTable(param, TableOptions(**options))
 
@@ -126,8 +127,8 @@ def test_new_rows_are_keyed_by_seed_table_and_key_not_by_order():
 
 
 def test_program_init_starts_rows_from_the_program():
-    rows = {8: [0.25, 0.5, -0.75]}
-    t = table(program_init=lambda tid, keys: np.asarray([rows[int(k)] for k in keys]))
+    rows = {("emb", 8): [0.25, 0.5, -0.75]}
+    t = table(program_init=lambda name, keys: np.asarray([rows[name, int(k)] for k in keys]))
     push(t, 8, [1, 1, 1])
     # embed 0.25 - 0.1; embedx the program's (this push's embedx gradient is lost)
     np.testing.assert_allclose(t.pull([8])[0], [0.15, 0.5, -0.75], rtol=1e-6)

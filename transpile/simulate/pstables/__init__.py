@@ -34,9 +34,10 @@ class TableOptions:
     """How the simulated pservers depart from (or follow) Paddle's.
 
     seed: keys the new rows' draws (Paddle seeds from the clock).
-    program_init: None, or a function (table_id, keys) -> [len(keys), emb] float rows: new
-        sparse rows take the program's own initial values (the embedding row the trainer would
-        have had) instead of the table's rule.
+    program_init: None, or a function (table_name, keys) -> [len(keys), emb] float rows (the
+        table's `common.table_name` is the program's embedding parameter): new sparse rows take
+        the program's own initial rows (laid out as a pull answers) instead of the table's
+        rule's draws.
     create_value_when_push: Paddle's FLAGS_pserver_create_value_when_push (true in 2.6.2): a
         pull of a missing key answers zeros and creates nothing.
     lenient_initializers: an empty dense initializer (the_one_ps.py writes "" for a param no

@@ -157,6 +157,8 @@ class MemoryDenseTable:
         self.param_dim = len(self.values["Param"])
         self.reservoir = np.zeros(self.param_dim, dtype=F32)
         self.count = 0
+        # the order Paddle's threads run the buckets in: racing there, 0..9 here
+        self.bucket_order = tuple(range(TASK_POOL_SIZE))
 
     def _values(self, common, options, where, shard):
         names, dims, inits = list(common.params), list(common.dims), list(common.initializers)
@@ -208,11 +210,11 @@ class MemoryDenseTable:
             self.apply(grad)
 
     def apply(self, grad):
-        """_PushDense: the rule once per bucket, buckets in order."""
+        """_PushDense: the rule once per bucket, the buckets in `bucket_order`."""
         grad = np.asarray(grad, dtype=F32)
         bounds = bucket(self.param_dim, TASK_POOL_SIZE)
         with np.errstate(divide="ignore", invalid="ignore"):
-            for k in range(TASK_POOL_SIZE):
+            for k in self.bucket_order:
                 self.rule.update(grad, bounds[k], bounds[k + 1])
 
     def pour(self):

@@ -47,6 +47,7 @@ class MemorySparseTable:
 
     def __init__(self, param, options: TableOptions = TableOptions(), where: str = "table"):
         self.table_id = int(param.table_id)
+        self.table_name = param.common.table_name
         self.shard_num = int(param.shard_num)
         self.accessor = make_accessor(param.accessor, where + ".accessor")
         self.options = options
@@ -76,7 +77,7 @@ class MemorySparseTable:
         embedx_u = keyed.uniform(self._draw_key("embedx"), ids, acc.embedx_dim)
         rows = acc.create(embed_u, embedx_u)
         if self.options.program_init is not None and len(keys):
-            emb = np.asarray(self.options.program_init(self.table_id, ids), dtype=F32)
+            emb = np.asarray(self.options.program_init(self.table_name, ids), dtype=F32)
             acc.set_weights(rows, *acc.split_embedding(emb.reshape(len(keys), -1)))
         return rows
 
