@@ -39,7 +39,7 @@ from ..core.config import ClusterConfig
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
 from .context import CheckContext, ParamBlock
-from .coverage import check_coverage, trainable_params
+from .coverage import check_coverage
 from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
@@ -55,7 +55,7 @@ __all__ = [
     "block_refs", "check_coverage", "check_dir", "check_listen", "check_optimize",
     "check_split", "check_structure", "check_trainers", "expected_distributed_mode",
     "golden_findings", "load_program_raw", "load_split", "reachable_blocks", "render_json",
-    "render_junit", "render_text", "trainable_params",
+    "render_junit", "render_text",
 ]
 
 
