@@ -5,7 +5,7 @@ Run by tools/gen/paddlerec_inputs.py, one fresh interpreter per model, under Pad
 
     {"tree": <PaddleRec work tree>, "model_dir": "models/rank/autoint",
      "config": {<flattened config.yaml, as PaddleRec's load_yaml gives it>},
-     "compat": [<names from paddlerec_compat.COMPAT>], "source_patches": [{file, old, new, why}],
+     "source_patches": [{file, old, new, why}],
      "out": <folder for main.pb, startup.pb, build.json>}
 
 It runs PaddleRec's static trainer sequence (tools/static_trainer.py without the executor):
@@ -13,7 +13,7 @@ StaticModel(config); feeds = create_feeds(); net(feeds); create_optimizer() -- w
 optimizer.minimize(cost) appends backward and update ops -- then drops every empty input/output
 slot of the main program (the corpus's strip_empty_slots) and writes
 main.pb / startup.pb = program.desc.serialize_to_string().  build.json says what was built:
-loss, optimizer class and arguments, feeds, parameters, sparse tables, op counts, files loaded.
+loss, optimizer class and arguments, feeds, parameters, lookup tables, op counts, files loaded.
 On failure it writes error.txt (one line: exception, message, innermost PaddleRec/Paddle frame)
 and exits 3.
 
@@ -70,22 +70,25 @@ def build(req):
     import paddlerec_compat as compat
 
     paddle.enable_static()
-    applied = compat.apply(paddle, req.get("compat", []), req.get("source_patches", []),
-                           req["tree_rel"])
+    applied = compat.install(req.get("source_patches", []), req["tree_rel"])
     rec = record.Recorder(paddle)
     model_rel = os.path.join(req["tree_rel"], req["model_dir"])
     StaticModel = _import_static_model(model_rel)
     model = StaticModel(req["config"])
     feeds = model.create_feeds()
     model.net(feeds)
-    model.create_optimizer()
+    rec.watch_minimize()
+    try:
+        model.create_optimizer()
+    finally:
+        rec.unwatch()
     if rec.minimize is None:
         raise RuntimeError("create_optimizer() did not call an optimizer's minimize")
     main = paddle.static.default_main_program()
     startup = paddle.static.default_startup_program()
     stripped = record.strip_empty_slots(main)
     info = record.describe(paddle, main, startup, feeds, rec, stripped)
-    info["compat_applied"] = applied
+    info["source_patches_applied"] = applied
     info["files_loaded"] = record.files_under(req["tree_rel"])
     return main, startup, info
 

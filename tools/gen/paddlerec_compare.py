@@ -9,7 +9,8 @@ For each program, three verdicts:
              Python's traceback at op creation: it names the generating script, its lines and
              install paths, so two generators never agree on it byte for byte);
   frames     the callstacks agree on the frames that belong to Paddle (paddle/...: file, line,
-             function) and to the PaddleRec model (models/...: file, line, function); frames of
+             function) and to the model's own files (by file name, as model.json lists them in
+             paddlerec.files: the reference may have run a copy of the model folder); frames of
              the generating scripts, shims and wrappers are ignored, as is the source text (a
              generator that cannot find the model file records blank lines).  Frames that differ
              only above Optimizer.minimize (the optimizer and backward ops of a reference whose
@@ -17,15 +18,14 @@ For each program, three verdicts:
              create_optimizer) are counted apart.
 Exit 0 when every reference agrees on no-stack and on the frames (from minimize in), else 1.
 """
-import re
+import json
+import os
 import sys
 
 from paddle.base.proto import framework_pb2
 
 STACK = "op_callstack"
-# a PaddleRec model file: models/<category>/<...>/<file>.py (not a script right in models/)
 MINIMIZE = ("paddle/optimizer/optimizer.py", "minimize")
-MODEL_FILE = re.compile(r"(?:^|/)(models/[^/]+/.+\.py)$")
 
 
 def _load(path):
@@ -46,17 +46,20 @@ def _without_stack(prog):
     return p.SerializeToString()
 
 
-def _kept_file(fname):
-    """paddle/... for a Paddle frame, models/<category>/.../x.py for a PaddleRec model frame,
-    None for any other frame."""
+def _kept_file(fname, model_files):
+    """paddle/... for a Paddle frame, model:<file name> for a frame in one of the model's files
+    (model_files: their base names; a reference may have run a copy of the model folder from
+    anywhere), None for any other frame."""
     cut = fname.find("site-packages/paddle/")
     if cut >= 0:
         return fname[cut + len("site-packages/"):]
-    m = MODEL_FILE.search(fname)
-    return m.group(1) if m else None
+    base = fname.rsplit("/", 1)[-1]
+    if base in model_files:
+        return "model:" + base
+    return None
 
 
-def _frames(op):
+def _frames(op, model_files):
     """[(kind-relative file, line, function)] of the Paddle and PaddleRec frames."""
     out = []
     for a in op.attrs:
@@ -68,7 +71,7 @@ def _frames(op):
                 continue
             fname, rest = s[6:].split('", line ', 1)
             lineno, func = rest.split(", in ", 1)
-            rel = _kept_file(fname)
+            rel = _kept_file(fname, model_files)
             if rel is not None:
                 out.append((rel, int(lineno), func))
     return out
@@ -82,28 +85,36 @@ def _below_minimize(frames):
     return frames
 
 
-def _frame_diffs(a, b):
+def _frame_diffs(a, b, model_files):
     """([ops whose frames differ], number of those that agree from Optimizer.minimize in)."""
     diffs, caller_only = [], 0
     for bi, (ba, bb) in enumerate(zip(a.blocks, b.blocks)):
         for oi, (oa, ob) in enumerate(zip(ba.ops, bb.ops)):
-            fa, fb = _frames(oa), _frames(ob)
+            fa, fb = _frames(oa, model_files), _frames(ob, model_files)
             if fa != fb:
                 diffs.append((bi, oi, oa.type, fa, fb))
                 caller_only += _below_minimize(fa) == _below_minimize(fb) != fa
     return diffs, caller_only
 
 
+def model_files(ours):
+    """Base names of the model's Python files (model.json paddlerec.files)."""
+    with open(os.path.join(ours, "model.json"), encoding="utf-8") as f:
+        files = json.load(f)["paddlerec"]["files"]
+    return {os.path.basename(p) for p in files if p.endswith(".py")}
+
+
 def compare(ours, ref):
     """{program: (bytes equal, no-stack equal, frame diffs)} for main.pb and startup.pb."""
     res = {}
+    files = model_files(ours)
     for name in ("main.pb", "startup.pb"):
         with open(f"{ours}/{name}", "rb") as f:
             ba = f.read()
         with open(f"{ref}/{name}", "rb") as f:
             bb = f.read()
         a, b = _load(f"{ours}/{name}"), _load(f"{ref}/{name}")
-        res[name] = (ba == bb, _without_stack(a) == _without_stack(b), _frame_diffs(a, b))
+        res[name] = (ba == bb, _without_stack(a) == _without_stack(b), _frame_diffs(a, b, files))
     return res
 
 

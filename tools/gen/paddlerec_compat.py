@@ -1,35 +1,21 @@
-"""Small, named adjustments that let a PaddleRec model build in Paddle 2.6.2 (runs under Paddle).
+"""How the model's own modules are imported (runs under Paddle's Python, in paddlerec_build.py).
 
-Two kinds, both listed per model in paddlerec_inputs.PATCHES and recorded in model.json "patched":
+TreeFinder imports every module found on a tree-relative sys.path entry under its tree-relative
+file name, so that the op_callstack frames of model files read
+"PaddleRec/models/rank/autoint/net.py" whatever folder holds the tree (Python's own path finder
+would name them by absolute path).
 
-- compat shims (COMPAT, by name): an API the model calls that Paddle 2.6 no longer exports under
-  that name, provided as the 2.6 function that does the same;
-- source patches ({file, old, new, why}): a one-line textual fix of a model file (e.g. a NameError
-  at this commit).  The file is NOT changed on disk: TreeFinder compiles the patched text under
-  the file's own name, so op_callstack frames still name the PaddleRec file and line.  Each `old`
-  must occur exactly once in its file.
-
-TreeFinder also imports every unpatched module of the tree, so that all frames name model files
-tree-relatively ("PaddleRec/models/rank/autoint/net.py") whatever folder holds the tree.
+It also applies source patches ({file, old, new, why}; paddlerec_inputs.PATCHES, recorded in
+model.json "patched"): a one-line textual fix of a model file, for a model that cannot build
+otherwise (the corpus recipe's kind, e.g. a NameError at some commit).  The file is NOT changed
+on disk: the patched text is compiled under the file's own name, so frames still name the
+PaddleRec file and line.  Each `old` must occur exactly once in its file.  No model of the
+corpus commit needs one.
 """
 import importlib.abc
 import importlib.machinery
 import os
 import sys
-import types
-
-
-def _static_metric_op(paddle):
-    """paddle.static.metric_op.auc (Paddle 2.0-2.4) = paddle.static.auc in 2.6."""
-    mod = types.ModuleType("paddle.static.metric_op")
-    mod.auc = paddle.static.auc
-    paddle.static.metric_op = mod
-    sys.modules["paddle.static.metric_op"] = mod
-
-
-COMPAT = {
-    "static_metric_op": _static_metric_op,
-}
 
 
 class TreeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -79,14 +65,9 @@ class TreeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         exec(compile(text, origin, "exec"), module.__dict__)
 
 
-def apply(paddle, names, source_patches, tree_rel):
-    """Apply the named compat shims and install the source-patch hook; returns what was done."""
+def install(source_patches, tree_rel):
+    """Install TreeFinder with the source patches applied; returns what was patched."""
     done = []
-    for name in names:
-        if name not in COMPAT:
-            raise KeyError(f"unknown compat shim {name!r}")
-        COMPAT[name](paddle)
-        done.append(name)
     patched = {}
     for p in source_patches:
         path = os.path.join(tree_rel, p["file"])

@@ -30,7 +30,8 @@ def _resolve(paddle, dotted):
 
 
 class Recorder:
-    """Wraps the public optimizer-side classes' __init__ and Optimizer.minimize (once)."""
+    """Wraps the public optimizer-side classes' __init__ (their constructor arguments) and
+    watches Optimizer.minimize."""
 
     def __init__(self, paddle):
         self.paddle = paddle
@@ -45,7 +46,6 @@ class Recorder:
                         and "__init__" in cls.__dict__):
                     seen.add(cls)
                     self._wrap_init(cls, f"{mod_path}.{name}")
-        self._wrap_minimize(paddle.optimizer.Optimizer)
 
     @staticmethod
     def _wrap_init(cls, public):
@@ -62,21 +62,28 @@ class Recorder:
         __init__.__wrapped__ = orig
         cls.__init__ = __init__
 
-    def _wrap_minimize(self, base):
-        orig = base.minimize
-        sig = inspect.signature(orig)
-        recorder = self
+    def watch_minimize(self):
+        """From now until unwatch(), note the first Optimizer.minimize called (optimizer, loss,
+        the other arguments given).  A profile hook, not a wrapper: a wrapper's frame would show
+        in the op_callstack of every op minimize creates."""
+        func = inspect.unwrap(self.paddle.optimizer.Optimizer.minimize)
+        code = func.__code__
+        names = code.co_varnames[:code.co_argcount]
+        defaults = dict(zip(names[::-1], (func.__defaults__ or ())[::-1]))
 
-        def minimize(self, *args, **kwargs):
-            bound = sig.bind(self, *args, **kwargs)
-            given = dict(list(bound.arguments.items())[1:])
-            recorder.minimize_calls += 1
-            if recorder.minimize is None:
-                recorder.minimize = (self, given.pop("loss"), given)
-            return orig(self, *args, **kwargs)
+        def hook(frame, event, arg):
+            if event == "call" and frame.f_code is code:
+                self.minimize_calls += 1
+                if self.minimize is None:
+                    loc = frame.f_locals
+                    given = {n: loc[n] for n in names[2:] if loc[n] is not defaults.get(n)}
+                    self.minimize = (loc[names[0]], loc[names[1]], given)
 
-        minimize.__wrapped__ = orig
-        base.minimize = minimize
+        sys.setprofile(hook)
+
+    @staticmethod
+    def unwatch():
+        sys.setprofile(None)
 
 
 def encode(paddle, value, depth=0):
@@ -164,8 +171,9 @@ def _feeds(feeds):
     return out
 
 
-def _sparse_tables(program):
-    """Lookup ops with is_sparse / is_distributed: {table param: facts}."""
+def _lookup_tables(program):
+    """Every lookup_table(_v2) op's table: {W: shape, ops, is_sparse, is_distributed,
+    padding_idx}."""
     tables = {}
     for block in program.blocks:
         for op in block.ops:
@@ -201,7 +209,7 @@ def describe(paddle, main, startup, feeds, rec, stripped):
         "feeds": _feeds(feeds),
         "params": params,
         "param_values": n_values,
-        "sparse_tables": _sparse_tables(main),
+        "lookup_tables": _lookup_tables(main),
         "main": {"blocks": len(main.blocks), "ops": sum(len(b.ops) for b in main.blocks),
                  "op_counts": _op_counts(main)},
         "startup": {"blocks": len(startup.blocks),

@@ -48,14 +48,34 @@ def ops_md(rows):
     return "\n".join(lines) + "\n"
 
 
-def _summary_row(name, doc, err):
+def _feeds_text(feeds):
+    """name[shape]:dtype, a run of 3 or more feeds of one shape and dtype as
+    'first .. last (n x [shape]:dtype)'."""
+    parts, i = [], 0
+    while i < len(feeds):
+        j = i
+        key = (feeds[i]["shape"], feeds[i]["dtype"])
+        while j + 1 < len(feeds) and (feeds[j + 1]["shape"], feeds[j + 1]["dtype"]) == key:
+            j += 1
+        f = feeds[i]
+        if j - i >= 2:
+            parts.append(f"{f['name']} .. {feeds[j]['name']} ({j - i + 1} x "
+                         f"{f['shape']}:{f['dtype']})")
+        else:
+            parts.extend(f"{g['name']}{g['shape']}:{g['dtype']}" for g in feeds[i:j + 1])
+        i = j + 1
+    return ", ".join(parts)
+
+
+def _summary_row(name, doc, err, note):
     if doc is None:
-        return f"| {name} | not built | {err.replace('|', '/')} | | | | | |"
-    tables = doc["sparse_tables"]
+        why = err.replace("|", "/") + (f". Note: {note}" if note else "")
+        return f"| {name} | not built | {why} | | | | | |"
+    tables = doc["lookup_tables"]
     sparse = [f"{w} {'x'.join(str(d) for d in t['shape'])}" for w, t in tables.items()
               if t["is_sparse"] or t["is_distributed"]]
     dense_emb = sum(1 for t in tables.values() if not (t["is_sparse"] or t["is_distributed"]))
-    feeds = ", ".join(f"{f['name']}{f['shape']}:{f['dtype']}" for f in doc["feeds"])
+    feeds = _feeds_text(doc["feeds"])
     opt = doc["optimizer"]
     opt_s = opt["class"].rsplit(".", 1)[-1] + ("+" + opt["lr_scheduler"]["class"].rsplit(
         ".", 1)[-1] if opt.get("lr_scheduler") else "")
@@ -71,7 +91,7 @@ def _summary_row(name, doc, err):
             f"{emb} | {feeds} | {size} |")
 
 
-def summary_md(rows):
+def summary_md(rows, notes):
     built = [r for r in rows if r[1] is not None]
     lines = ["# PaddleRec input programs: summary", "",
              f"{len(rows)} models: {len(built)} built, {len(rows) - len(built)} not built. "
@@ -81,13 +101,15 @@ def summary_md(rows):
              "feeds | size |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, doc, err in rows:
-        lines.append(_summary_row(name, doc, err))
+        lines.append(_summary_row(name, doc, err, notes.get(name)))
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out):
+def write_reports(out, notes):
+    """OUT/OPS.md and OUT/SUMMARY.md; notes: {model name: why it is not built, beyond the
+    exception}."""
     rows = _models(out)
     with open(os.path.join(out, "OPS.md"), "w", encoding="utf-8") as f:
         f.write(ops_md(rows))
     with open(os.path.join(out, "SUMMARY.md"), "w", encoding="utf-8") as f:
-        f.write(summary_md(rows))
+        f.write(summary_md(rows, notes))
