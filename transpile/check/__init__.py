@@ -21,7 +21,7 @@ config and look at the split from both sides:
   trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
   fault       a warning naming each known Paddle fault (plan/faults.py) the split reproduces;
                                                                                    faults.py
-  golden      with --expect, every difference from a golden split (render/diff.py). golden.py
+  golden      with --expect, every difference from a golden split (diff/programs.py). golden.py
 
 Style ps (Paddle 2.1+'s pipeline: tables in worker_desc.txt / server_desc.txt, pserver programs
 all but empty) has checks of its own after structure: ps.py (listen, tables, coverage of the
