@@ -24,7 +24,7 @@ from transpile.ir import roles
 from transpile.ir.program import Program, Var
 from transpile.output import outdir
 from transpile.passes.build import make_op
-from transpile.plan.compare import compare, placement, style_plan
+from transpile.styles.compare import compare, placement, style_plan
 from transpile.plan.placed import placed_params
 from transpile.plan.placement import best_placement, block_weights, min_max_load
 from transpile.plan.slicing import balanced_dispatch
@@ -93,9 +93,11 @@ def _program(params) -> Program:
 def test_accumulators_decide_the_placement(style):
     # by parameter bytes alone A (12000) outweighs B (4800); with adam's moments B costs 14408
     prog = _program([("A", [3000], "sgd"), ("B", [1200], "adam"), ("C", [1000], "sgd")])
-    cfg = from_dict({"pservers": EPS3[:2], "style": style, "split_method": "balanced"})
+    # no startup initialises lr: said to be constant, not a scheduler's
+    cfg = from_dict({"pservers": EPS3[:2], "style": style, "split_method": "balanced",
+                     "lr_scheduler": False})
     plan = style_plan(prog, None, cfg)
-    where = {p.name: [b.endpoint for b in p.blocks] for p in placed_params(plan, prog, style)}
+    where = {p.name: [b.endpoint for b in p.blocks] for p in placed_params(plan, prog)}
     assert where == {"B": [EPS3[0]], "A": [EPS3[1]], "C": [EPS3[1]]}
     p = placement(prog, None, cfg)
     assert p.bytes == {EPS3[0]: 1200 * 12 + 8, EPS3[1]: 4000 * 4}
@@ -221,7 +223,7 @@ SIM_CASES = ["classic/lr_decay", "classic/rmsprop", "classic/remote_prefetch_loo
 
 def _placement_map(main, startup, cfg):
     plan = style_plan(main, startup, cfg)
-    return {b.name: b.endpoint for p in placed_params(plan, main, cfg.style) for b in p.blocks}
+    return {b.name: b.endpoint for p in placed_params(plan, main) for b in p.blocks}
 
 
 @pytest.mark.parametrize("case", SIM_CASES)
@@ -346,7 +348,7 @@ def test_best_placement_of_pinned_tables():
     """Tables pinned by their rules are not moved: the best is measured around them."""
     main, startup, cfg = _load("fleet/ctr_sparse_adam_sync")
     plan = style_plan(main, startup, replace(cfg, split_method="balanced"))
-    params = placed_params(plan, main, "fleet")
+    params = placed_params(plan, main)
     best, exact = best_placement(params, list(plan.endpoints))
     assert exact and best == placement(main, startup, replace(cfg, split_method="balanced"))\
         .imbalance

@@ -113,11 +113,12 @@ def test_origin_varname_strips_block_and_trainer_suffixes():
 
 
 def test_a_scheduled_learning_rate_stays_on_the_trainer():
-    from transpile.passes.fleet.trainer import trainer_main
+    from transpile.passes.fleet.trainer import MAIN
+    from transpile.passes.pipeline import PassEnv
     m, s, c = load_case("fleet", "mlp_sgd_async")
-    plain = trainer_main(m, make_plan(m, s, c), 0)
+    plain = MAIN.run(m, PassEnv(make_plan(m, s, c), m, s))
     assert "learning_rate_0" not in plain.global_block.vars
-    scheduled = trainer_main(m, make_plan(m, s, c, lr_scheduler=True), 0)
+    scheduled = MAIN.run(m, PassEnv(make_plan(m, s, c, lr_scheduler=True), m, s))
     lr = scheduled.global_block.vars["learning_rate_0"]
     assert lr.persistable and lr.shape == m.global_block.vars["learning_rate_0"].shape
     assert [op.type for op in scheduled.global_block.ops] == \

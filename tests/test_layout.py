@@ -24,8 +24,9 @@ LAYERS = {
     "passes": 4,        # the rewrites of each style
     "output": 5,        # what a split writes: result, plan.json, runtime.json, output folder
     "diff": 5,          # the diff engine: programs, split folders, descriptors
-    "split": 6,         # transpile/split.py: plan + passes + output, per style
-    "render": 6,        # show, report, diff: formatting
+    "styles": 6,        # each style's plan, pipelines of passes and outputs, registered
+    "split": 7,         # transpile/split.py: the one pipeline over every style, the folder
+    "render": 6,        # show, report, placement, the diff's renderers: formatting
     "check": 7,
     "simulate": 7,
     "commands": 8,      # click glue

@@ -28,7 +28,7 @@ def test_written_split_equals_the_split_kept_in_memory(tmp_path, family, name):
 
     main_prog, startup, config = load_case(family, name)
     kept = split(main_prog, startup, config)
-    assert kept.programs and not kept.emit
+    assert kept.programs and not kept.sink
     expected = {k + ".pb": programio.to_bytes(p) for k, p in kept.programs.items()}
     expected.update({k + "/runtime.json": outdir.json_bytes(rt) for k, rt in kept.runtime.items()})
     expected["plan.json"] = outdir.json_bytes(kept.plan)
@@ -40,10 +40,18 @@ def test_written_split_equals_the_split_kept_in_memory(tmp_path, family, name):
         assert written[rel] == expected[rel], rel
 
 
-def test_emit_hands_over_every_program_once_and_keeps_none():
+def test_a_sink_gets_every_program_once_and_none_is_kept():
     main_prog, startup, config = load_case("classic", "l2decay_piecewise")
     seen = []
-    result = split(main_prog, startup, config, emit=lambda key, prog: seen.append(key))
+
+    class Sink:
+        def program(self, key, prog):
+            seen.append(key)
+
+        def text(self, rel, text):
+            seen.append(rel)
+
+    result = split(main_prog, startup, config, sink=Sink())
     assert result.programs == {}
     assert len(seen) == len(set(seen)) == len(result.summaries)
     assert set(seen) == set(result.summaries)

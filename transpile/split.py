@@ -1,32 +1,15 @@
-"""`split`: one entry point over the two styles, each run as plan + passes + result.
+"""`split`: one pipeline for every style: validate, plan, run the passes, collect the result.
 
-Classic (style: classic): Paddle's fluid DistributeTranspiler, re-done as plan + passes.
+    style = style_of(config)                          (styles/registry.py)
+    prep  = style.prepare(main, startup, config)      input fixes, the plan, the faults
+    trainer_<id>: style.build_trainer(...)            its pipelines of passes, its files
+    pserver_<ep>: style.build_pserver(...)
+    plan.json:    style.plan_json(...)
 
-    plan = make_plan(main, config)                      # what goes where, once (plan/classic.py)
-    main, startup = merge_lr_counter(main, startup, plan)   (passes/classic/lr_counter.py)
-    trainer_<id>/main     = build_trainer_main(main, plan, id)      (passes/classic/trainer.py)
-    trainer_<id>/startup  = build_trainer_startup(startup, main, plan, id)
-    pserver_<ep>/main     = build_pserver_main(main, plan, ep)      (passes/classic/pserver.py)
-    pserver_<ep>/startup  = build_pserver_startup(startup, pserver main, aliases)
-
-Fleet (style: fleet, the default): Paddle 2.x Fleet's parameter-server passes.
-
-    plan = make_plan(main, startup, config)            # once, read-only (plan/fleet.py)
-    trainer_<id>: trainer_main / trainer_startup       (passes/fleet/trainer.py)
-                  runtime.json                         (output/runtime.py)
-    pserver_<ep>: pserver_programs                     (passes/fleet/pserver.py)
-
-Ps (style: ps): Paddle 2.1+'s parameter-server pipeline (PsProgramBuilder + TheOnePSRuntime).
-
-    plan = make_plan(main, startup, config)            # tables, ids, rules (plan/ps.py)
-    trainer_<id>: trainer_main / trainer_startup       (passes/ps/trainer.py)
-                  worker_desc.txt                      (output/psdesc.py)
-    pserver_<ep>: pserver_programs, server_desc.txt    (passes/ps/pserver.py)
-
-Refusals (RefusedError) come from make_plan, before any program is built. Every pass reads its
-inputs and returns new programs; the inputs are never modified, so splitting twice gives the
-same result (Paddle's in-place transpiler did not). Both styles end with plan.json
-(output/planjson.py) in the result.
+Refusals (RefusedError) come from the plan, before any program is built, or from the pass that
+meets them (the error names it). Every pass reads its inputs and returns new programs; the
+inputs are never modified, so splitting twice gives the same result (Paddle's in-place
+transpiler did not). `split --list-passes` prints each style's pipelines.
 """
 from __future__ import annotations
 
@@ -37,143 +20,124 @@ from .core.errors import UserError
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
-from .output.result import SplitResult, endpoint_dir
+from .ir.validate import validate_for_split
+from .output.result import Sink, SplitResult
+from .passes.pipeline import AfterHook
+from .styles.base import Runner
+from .styles.registry import style_of
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
           trainer_ids: Optional[list[int]] = None, *,
           progress: Optional[Callable[[int, int], None]] = None,
-          emit: Optional[Callable[[str, Program], None]] = None) -> SplitResult:
+          sink: Optional[Sink] = None, after: Optional[AfterHook] = None,
+          names: tuple = ("main program", "startup program")) -> SplitResult:
     """Split a training program for a parameter-server cluster.
 
-    `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are not modified.
-    `progress(done, total)` is called as the programs are built (commands/progress.py draws
-    it). With `emit`, each program is handed to emit(key, program) when built instead of being
-    kept in the result (SplitResult.add). Raises UserError (RefusedError) for programs that
-    cannot be split.
+    `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
+    (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
+    programs are built. With a `sink`, each program and text file is handed to it when built
+    instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
+    every program after every pass (`split --dump-after`). Raises UserError (RefusedError)
+    for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()
+    validate_for_split(main, names[0])
+    validate_for_split(startup, names[1])
     ids = trainer_ids if trainer_ids is not None else config.trainer_ids()
     if not any(is_optimize_op(op) for _, _, op in main.ops()):
         raise UserError("nothing to split: no optimizer ops found — was minimize() called "
                         "before the program was saved?")
+    style = style_of(config)
+    run = Runner(after)
     with paused_gc():
-        if config.style == "classic":
-            return transpile_classic(main, startup, config, ids, progress=progress,
-                                     emit=emit)
-        if config.style == "ps":
-            return transpile_ps(main, startup, config, ids, progress=progress, emit=emit)
-        return transpile_fleet(main, startup, config, ids, progress=progress, emit=emit)
-
-
-def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
-                      trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
-    """Split `main` / `startup` the way Paddle's DistributeTranspiler does (see the module doc).
-    `progress(done, total)`: called after each trainer and each pserver; `emit`: see
-    SplitResult."""
-    from .passes.classic.lr_counter import merge_lr_counter
-    from .passes.classic.pserver import (ClassicPserverIndex, build_pserver_main,
-                                         build_pserver_startup, startup_writers)
-    from .passes.classic.trainer import build_trainer_main, build_trainer_startup
-    from .passes.fixes import serve_table_by_rows
-    from .plan.classic import find_distributed_table, make_plan
-    from .plan.faults import classic_faults, classic_table_fault
-    from .output.planjson import plan_json
-    origin_main, origin_startup = main, startup
-    table_fault = classic_table_fault(main, config)
-    if table_fault is not None and table_fault.fixed:
-        main = serve_table_by_rows(main, find_distributed_table(main))
-    plan = make_plan(main, config)
-    main, startup = merge_lr_counter(main, startup, plan)
-    result = SplitResult(emit=emit)
-    result.faults = ([table_fault] if table_fault else []) + classic_faults(main, config, plan)
-    total = len(trainer_ids) + len(plan.endpoints)
-    progress = progress or (lambda done, total: None)
-    for done, tid in enumerate(trainer_ids, 1):
-        result.add("trainer_%d/main" % tid, build_trainer_main(main, plan, tid))
-        result.add("trainer_%d/startup" % tid, build_trainer_startup(startup, main, plan, tid))
-        progress(done, total)
-    writers = startup_writers(startup)
-    index = ClassicPserverIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
-    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
-        pmain, aliases = build_pserver_main(main, plan, ep, index.trainer_id, index)
-        pstartup = build_pserver_startup(startup, pmain, aliases, writers, ep)
-        result.add(endpoint_dir(ep) + "/main", pmain)
-        result.add(endpoint_dir(ep) + "/startup", pstartup)
-        del pmain, pstartup, aliases         # with emit set, nothing holds them now
-        progress(done, total)
-    result.plan = plan_json(plan, origin_main, origin_startup, config, result, trainer_ids)
+        prep = style.prepare(main, startup, config, ids)
+        result = SplitResult(sink=sink)
+        result.faults = list(prep.faults)
+        endpoints = list(prep.plan.endpoints)
+        total = len(ids) + len(endpoints)
+        for done, tid in enumerate(ids, 1):
+            style.build_trainer(prep, tid, result, run)
+            if progress:
+                progress(done, total)
+        for done, ep in enumerate(endpoints, len(ids) + 1):
+            style.build_pserver(prep, ep, result, run)
+            if progress:
+                progress(done, total)
+        result.plan = style.plan_json(prep, result, ids)
     return result
 
 
-def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
-                    trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
-    """Split `main` / `startup` for a Fleet parameter-server cluster; inputs are not modified.
-    `progress(done, total)`: called after each trainer and each pserver; `emit`: see
-    SplitResult."""
-    from .passes.fleet.pserver import FleetPserverIndex, pserver_programs
-    from .passes.fleet.trainer import trainer_main, trainer_startup
-    from .ir.lr_schedule import resolve
-    from .passes.fixes import serve_table_by_rows
-    from .plan.faults import fleet_faults, fleet_table_fault, large_scale_adam_tables
-    from .plan.fleet import make_plan
-    from .output.planjson import plan_json
-    from .output.runtime import runtime_json
-    table_fault = fleet_table_fault(main, config)
-    if table_fault is not None and table_fault.fixed:
-        for table in large_scale_adam_tables(main):
-            main = serve_table_by_rows(main, table)
-    plan = make_plan(main, startup, config,
-                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
-    result = SplitResult(emit=emit)
-    result.faults = ([table_fault] if table_fault else []) + fleet_faults(main, config, plan)
-    total = len(trainer_ids) + len(plan.endpoints)
-    progress = progress or (lambda done, total: None)
-    for done, tid in enumerate(trainer_ids, 1):
-        key = "trainer_%d" % tid
-        result.add(key + "/main", trainer_main(main, plan, tid))
-        result.add(key + "/startup", trainer_startup(startup, main, plan, tid))
-        result.runtime[key] = runtime_json(plan, main, startup, tid, config.geo_push_nums)
-        progress(done, total)
-    index = FleetPserverIndex(main, startup, plan)
-    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
-        ps_main, ps_startup = pserver_programs(main, startup, plan, ep, index)
-        result.add(endpoint_dir(ep) + "/main", ps_main)
-        result.add(endpoint_dir(ep) + "/startup", ps_startup)
-        del ps_main, ps_startup              # with emit set, nothing holds them now
-        progress(done, total)
-    result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
+class _FolderSink:
+    """Writes each program (and its report section) and text file as the split makes it."""
+
+    def __init__(self, stage, main: Program):
+        self.stage, self.main = stage, main
+        self.sections: dict = {}
+
+    def program(self, key: str, prog: Program) -> None:
+        # each program is written as soon as it is built and then let go: a split to many
+        # pservers is many times larger than its input
+        from .format import programio
+        from .render.report import program_section
+        self.stage.write(key + ".pb", programio.to_chunks(prog))
+        lines = program_section(key, self.main, prog)
+        self.sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold
+
+    def text(self, rel: str, text: str) -> None:
+        self.stage.write(rel, text.encode("utf-8"))
+
+
+def split_to_folder(main: Program, startup: Optional[Program], config: ClusterConfig,
+                    out_dir: str, *, force: bool = False, title: str = "split",
+                    names: tuple = ("main program", "startup program"),
+                    progress: Optional[Callable[[int, int], None]] = None,
+                    dump_after: Optional[str] = None) -> SplitResult:
+    """Split and write the split folder `out_dir` atomically: every program (.pb), runtime.json
+    or the descriptors, plan.json and report.md (`title` heads it). Nothing is written when
+    anything fails. `dump_after`: a pass name; the program after that pass is written too, as
+    JSON text under dump/ (every program whose pipeline runs it)."""
+    from .format import textform
+    from .output import outdir
+    from .render.report import report_chunks
+    outdir.check_target(out_dir, force)
+    dumped = []
+    try:
+        with outdir.staged(out_dir, force) as stage:
+            sink = _FolderSink(stage, main)
+
+            def after(pass_name, key, prog):
+                if pass_name == dump_after:
+                    dumped.append(key)
+                    stage.write("dump/%s.%s.json" % (key, pass_name),
+                                textform.dumps(prog).encode("utf-8"))
+
+            result = split(main, startup, config, progress=progress, sink=sink,
+                           after=after if dump_after else None, names=names)
+            if dump_after and not dumped:
+                raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
+                                "that name (split --list-passes lists them)" % dump_after)
+            for key, rt in result.runtime.items():
+                stage.write(key + "/runtime.json", outdir.json_bytes(rt))
+            for rel, text in result.texts.items():
+                stage.write(rel, text.encode("utf-8"))
+            stage.write("plan.json", outdir.json_chunks(result.plan))
+            stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
+                main, {}, result.plan, title=title, config=config, sections=sink.sections)))
+    except OSError as e:
+        raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
     return result
 
 
-def transpile_ps(main: Program, startup: Program, config: ClusterConfig,
-                 trainer_ids: list[int], *, progress=None, emit=None) -> SplitResult:
-    """Split `main` / `startup` as Paddle 2.6's parameter-server pipeline does: trainer and
-    pserver programs plus their descriptors (SplitResult.texts); inputs are not modified."""
-    from .ir.lr_schedule import resolve
-    from .output.planjson_ps import plan_json
-    from .output.psdesc import DescWriter
-    from .passes.ps.pserver import pserver_programs
-    from .passes.ps.trainer import trainer_main, trainer_startup
-    from .plan.ps import make_plan
-    plan = make_plan(main, startup, config,
-                     lr_scheduler=resolve(config.lr_scheduler, main, startup))
-    result = SplitResult(emit=emit)
-    descs = DescWriter(plan)
-    total = len(trainer_ids) + len(plan.endpoints)
-    progress = progress or (lambda done, total: None)
-    for done, tid in enumerate(trainer_ids, 1):
-        key = "trainer_%d" % tid
-        result.add(key + "/main", trainer_main(main, plan, tid))
-        result.add(key + "/startup", trainer_startup(startup, main, plan))
-        result.add_text(key + "/worker_desc.txt", descs.worker_desc(tid))
-        progress(done, total)
-    for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
-        ps_main, ps_startup = pserver_programs(plan, ep)
-        result.add(endpoint_dir(ep) + "/main", ps_main)
-        result.add(endpoint_dir(ep) + "/startup", ps_startup)
-        result.add_text(endpoint_dir(ep) + "/server_desc.txt", descs.server_desc(ep))
-        progress(done, total)
-    result.plan = plan_json(plan, main, startup, config, result, trainer_ids)
-    return result
+def pass_listing() -> list:
+    """(style name, modes, program kind, [(pass, what it does)]) of every pipeline of every
+    style (`split --list-passes`)."""
+    from .styles.registry import all_styles
+    out = []
+    for style in all_styles():
+        for modes, pipes in style.pipeline_variants():
+            for kind, pipe in pipes.items():
+                out.append((style.traits.name, modes, kind,
+                            [(p.name, p.doc) for p in pipe.passes]))
+    return out

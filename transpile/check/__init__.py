@@ -27,8 +27,9 @@ Style ps (Paddle 2.1+'s pipeline: tables in worker_desc.txt / server_desc.txt, p
 all but empty) has checks of its own after structure: ps.py (listen, tables, coverage of the
 dense shards) and ps_trainer.py (send / barrier wiring, lookups against the tables, trainer).
 
-Reading the split is loading.py; what the checks share while they run, context.py; how they
-read ops and vars, ops.py. Findings are data (findings.py); render.py only formats them.
+Reading the split is loading.py; what the checks look up, indexed once before they run,
+index.py; what they share while they run (the findings so far), context.py; how they read
+ops and vars, ops.py. Findings are data (findings.py); render.py only formats them.
 """
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ from typing import Optional
 from ..core.config import ClusterConfig
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
-from .context import CheckContext, ParamBlock
+from .context import CheckContext
+from .index import ParamBlock
 from .coverage import check_coverage
 from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
 from .loading import Part, Split, load_program_raw, load_split
-from .programs import block_refs, check_structure, reachable_blocks
+from .blocks import block_refs, reachable_blocks
+from .programs import check_structure
 from .ps_trainer import ps_checks
 from .pserver import check_listen, check_optimize, expected_distributed_mode
 from .render import RENDERERS, render_json, render_junit, render_text
@@ -59,7 +62,8 @@ __all__ = [
 ]
 
 
-# in this order: each check reads what the ones before it put in ctx
+# the order the findings are reported in (each check reads only the inputs and ctx.index, built
+# before any of them runs)
 CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers,
                check_faults)
 CHECK_STEPS = len(CHECK_ORDER)
@@ -70,7 +74,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
     ctx = CheckContext(main, startup, config, split)
-    order = (check_structure,) + ps_checks() if config.style == "ps" else CHECK_ORDER
+    order = (check_structure,) + ps_checks() if config.traits.descriptors else CHECK_ORDER
     for check in order:
         check(ctx)
         if step is not None:

@@ -1,36 +1,20 @@
-"""What the checks share while they run: the inputs, the split, what the pserver checks learnt
-(parameter blocks, grad_to_block_id keys, reachable blocks) and the findings so far."""
+"""What the checks share while they run: the inputs, the split, its index (built once, before
+any check, and never changed: index.py) and the findings so far."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional
 
 from ..core.config import ClusterConfig
-from ..ir.program import Op, Program, Var
+from ..ir.program import Program
 from .findings import Finding
+from .index import ParamBlock, SplitIndex, build_index
 from .loading import Split
 
 
-@dataclass
-class ParamBlock:
-    """A pserver optimize block that updates one parameter (or one slice of it)."""
-    endpoint: str
-    prog: str
-    block: int
-    grad: str                    # the grad_to_block_id name
-    param: Optional[str] = None  # the pserver-side name: fc_w, fc_w.block1
-    var: Optional[Var] = None
-    op_idx: Optional[int] = None
-    op: Optional[Op] = None
-    sparse: bool = False         # a sparse table / distributed lookup table shard
-
 
 class CheckContext:
-    """What the checks share: the inputs, the split, and the findings so far.
-
-    The checks run in order (structure, listen, optimize, coverage, trainers) because the later
-    ones read what the earlier ones filled in: `reach` from structure, `param_blocks` and
-    `grad_keys` from listen."""
+    """The inputs, the split and its index, and the findings and warnings so far. The checks
+    only add findings; what they look up is in `index`, complete before the first one runs."""
 
     def __init__(self, main: Program, startup: Optional[Program], config: ClusterConfig,
                  split: Split):
@@ -40,23 +24,27 @@ class CheckContext:
         self.split = split
         self.findings: list = []
         self.warnings: list = []
-        self.reach: dict = {}                 # part name -> reachable block set
-        self.param_blocks: dict = {}          # endpoint -> [ParamBlock]
-        self.grad_keys: dict = {}             # endpoint -> {grad name: block idx}
-        self._by_grad: dict = {}              # endpoint -> {grad name: first ParamBlock}
-        self._trainer_progs: Optional[dict] = None    # part name -> trainer Program
-        self._grad_eps: Optional[dict] = None         # grad name -> [endpoint]
+        self.index: SplitIndex = build_index(config, split, list(self.parts()))
         self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
 
+    @property
+    def reach(self):
+        """part name -> the blocks of that program that can run."""
+        return self.index.reach
+
+    @property
+    def param_blocks(self):
+        """endpoint -> its ParamBlocks, as its listen_and_serv names them."""
+        return self.index.param_blocks
+
+    @property
+    def grad_keys(self):
+        """endpoint -> {grad name: block idx} of its grad_to_block_id."""
+        return self.index.grad_keys
+
     def param_block(self, endpoint: str, grad: str) -> Optional[ParamBlock]:
-        """The first parameter block of `endpoint` that optimizes `grad`, or None. Indexed on
-        first use: call it once param_blocks is complete (after check_listen)."""
-        idx = self._by_grad.get(endpoint)
-        if idx is None:
-            idx = self._by_grad[endpoint] = {}
-            for pb in self.param_blocks.get(endpoint, ()):
-                idx.setdefault(pb.grad, pb)
-        return idx.get(grad)
+        """The first parameter block of `endpoint` that optimizes `grad`, or None."""
+        return self.index.by_grad.get(endpoint, {}).get(grad)
 
     def add(self, check, part, block, op, message, expected=""):
         """Record a finding; `part` is a Part or a name ("split", "trainer_0/runtime.json")."""
@@ -68,14 +56,8 @@ class CheckContext:
         self.warnings.append(_finding(check, part, block, op, message, expected, fault))
 
     def grad_endpoints(self) -> dict:
-        """{grad name: [endpoints whose grad_to_block_id knows it, in cluster order]}. Built on
-        first use, like param_block."""
-        if self._grad_eps is None:
-            self._grad_eps = {}
-            for ep in self.config.pservers:
-                for g in self.grad_keys.get(ep, {}):
-                    self._grad_eps.setdefault(g, []).append(ep)
-        return self._grad_eps
+        """{grad name: [endpoints whose grad_to_block_id knows it, in cluster order]}."""
+        return self.index.grad_endpoints
 
     def grad_key_list(self, endpoint: str) -> str:
         """The grads `endpoint`'s grad_to_block_id knows, sorted and comma-joined ("none")."""
@@ -87,13 +69,7 @@ class CheckContext:
 
     def trainer_prog(self, part_name: str) -> Optional[Program]:
         """The program of a trainer part ("trainer_0/main", "trainer_0/startup"), or None."""
-        if self._trainer_progs is None:
-            self._trainer_progs = {}
-            for t in self.split.trainers.values():
-                for k in ("main", "startup"):
-                    if t.get(k) is not None:
-                        self._trainer_progs.setdefault(t[k].name, t[k].prog)
-        return self._trainer_progs.get(part_name)
+        return self.index.trainer_progs.get(part_name)
 
     @property
     def geo(self) -> bool:

@@ -23,17 +23,10 @@ def _warn(ctx, fault_id, part, block, op, message):
 
 
 def check_faults(ctx) -> None:
-    """Warn of each known Paddle fault the split reproduces."""
-    if ctx.config.style == "classic":
-        _local_table(ctx)
-        _dist_table(ctx)
-    elif ctx.config.style == "fleet":
-        _orphan_sum(ctx)
-        _large_scale_adam(ctx)
-        if ctx.config.sync_mode:
-            if ctx.config.trainers > 1:
-                _clip_before_merge(ctx)
-            _sync_step_counter(ctx)
+    """Warn of each known Paddle fault of the config's style the split reproduces."""
+    for fault_id, find in FINDERS:
+        if KIND[fault_id].style == ctx.config.style:
+            find(ctx)
 
 
 def _local_table(ctx) -> None:
@@ -85,6 +78,8 @@ def _dist_table(ctx) -> None:
 
 
 def _clip_before_merge(ctx) -> None:
+    if not ctx.config.sync_mode or ctx.config.trainers < 2:
+        return
     for tid in sorted(ctx.split.trainers):
         main = ctx.split.trainers[tid]["main"]
         for j, op in enumerate(main.prog.global_block.ops):
@@ -97,6 +92,8 @@ def _clip_before_merge(ctx) -> None:
 
 
 def _sync_step_counter(ctx) -> None:
+    if not ctx.config.sync_mode:
+        return
     sent = any(STEP_COUNTER in (op.attr("send_varnames") or [])
                for t in ctx.split.trainers.values()
                for op in t["main"].prog.global_block.ops if op.type == "send")
@@ -150,3 +147,12 @@ def _large_scale_adam(ctx) -> None:
                               " and, updating Beta1Pow / Beta2Pow in place first, corrects "
                               "the bias with the next step's powers"
                               if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))
+
+
+# How each fault a split can reproduce is told from the split, in the order they are looked for.
+FINDERS = ((CLASSIC_LOCAL_TABLE_FAKE_INIT, _local_table),
+           (CLASSIC_DIST_TABLE_OPTIMIZER, _dist_table),
+           (FLEET_ORPHAN_SPARSE_GRAD_SUM, _orphan_sum),
+           (FLEET_LARGE_SCALE_ADAM, _large_scale_adam),
+           (FLEET_CLIP_BEFORE_MERGE, _clip_before_merge),
+           (FLEET_SYNC_STEP_COUNTER, _sync_step_counter))

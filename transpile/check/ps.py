@@ -45,7 +45,7 @@ class PsExpect:
         remote = set(remote_tables(main))
         dist = {table_of(op) for op in main.global_block.ops if is_distributed_lookup(op)}
         sparse, dense = [], []
-        for param, grad in roles.params_grads(main, opt):
+        for param, grad in roles.params_grads(opt):
             (sparse if param in remote else dense).append(
                 Pair(param, grad, param in remote, param in dist))
         self.ctxs = send_contexts(main, sparse, dense)
@@ -61,8 +61,8 @@ class PsExpect:
     def optimizer_type(self, param: str) -> Optional[str]:
         if self._optimizer is None:
             self._optimizer = TableSources(self.main, Program.empty(), self.opt).optimizer
-        i = self._optimizer.get(param)
-        return None if i is None else self.main.global_block.ops[i].type
+        found = self._optimizer.get(param)
+        return None if found is None else found[1].type
 
     def emb_dim(self, table: str) -> Optional[int]:
         v = self.main.global_block.vars.get(table)

@@ -15,10 +15,11 @@ from ..core.config import ClusterConfig
 from ..ir.program import Program
 from ..plan.modes import mode_id
 from ..output.result import endpoint_dir
-from .context import CheckContext, ParamBlock
+from .context import CheckContext
+from .index import ParamBlock
 from .loading import Part
-from .ops import (TABLE_OPTIMIZERS_PREFIX, colon_pairs, fmt_shape, is_dense,
-                  is_geo_update, is_static, is_update_op, output_names)
+from .ops import (TABLE_OPTIMIZERS_PREFIX, fmt_shape, is_dense, is_static, is_update_op,
+                  output_names)
 
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
@@ -27,20 +28,9 @@ _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_ga
 def expected_distributed_mode(cfg: ClusterConfig) -> int:
     """listen_and_serv's distributed_mode: the classic transpiler knows only sync (0) and async
     (1), deriving it from sync_mode; Fleet has one per mode."""
-    if cfg.style == "classic":
+    if cfg.traits.sync_mode_from_flag:
         return 0 if cfg.sync_mode else 1
     return mode_id(cfg.mode)
-
-
-def _listen_op(ctx, part):
-    """(op index, op) of the one listen_and_serv in block 0, or None (and a finding)."""
-    ops = [(j, op) for j, op in enumerate(part.prog.global_block.ops)
-           if op.type == "listen_and_serv"]
-    if len(ops) != 1:
-        ctx.add("listen", part, 0, None,
-                "%d listen_and_serv ops in block 0" % len(ops), "exactly one")
-        return None
-    return ops[0]
 
 
 def check_stray_folders(ctx: CheckContext) -> None:
@@ -52,125 +42,65 @@ def check_stray_folders(ctx: CheckContext) -> None:
 
 
 def check_listen(ctx: CheckContext) -> None:
-    """listen_and_serv of every pserver; fills ctx.param_blocks and ctx.grad_keys."""
+    """listen_and_serv of every pserver (ctx.index read it: its grad keys, parameter blocks
+    and the problems reading it showed)."""
     cfg = ctx.config
     check_stray_folders(ctx)
+    ctx.findings.extend(ctx.index.findings_of("listen"))
     for ep in cfg.pservers:
         p = ctx.split.pservers.get(ep)
         if p is None:
             ctx.add("listen", endpoint_dir(ep), None, None,
                     "no program for pserver %s" % ep, "%s/main.pb" % endpoint_dir(ep))
             continue
-        part = p["main"]
-        found = _listen_op(ctx, part)
-        ctx.grad_keys[ep] = {}
-        ctx.param_blocks[ep] = []
-        if found is None:
-            continue
-        j, op = found
-        prog = part.prog
-        if op.attr("endpoint") not in (None, ep):
-            ctx.add("listen", part, 0, j, "listen_and_serv serves %s" % op.attr("endpoint"), ep)
-        fanin = op.attr("Fanin")
-        if fanin is not None and fanin != cfg.trainers:
-            ctx.add("listen", part, 0, j, "Fanin is %s" % fanin,
-                    "Fanin = trainers = %d" % cfg.trainers)
-        dmode = op.attr("distributed_mode")
-        want = expected_distributed_mode(cfg)
-        if dmode is not None and dmode != want:
-            ctx.add("listen", part, 0, j, "distributed_mode is %s" % dmode,
-                    "%d (%s mode, %s style)" % (want, cfg.mode, cfg.style))
-        blocks = list(op.attr("optimize_blocks") or [])
-        seen = set()
-        for b in blocks:
-            if b in seen:
-                ctx.add("listen", part, 0, j,
-                        "optimize_blocks lists block %d twice: %s" % (b, blocks),
-                        "each optimize block once")
-            seen.add(b)
-            if not 0 < b < len(prog.blocks):
-                ctx.add("listen", part, 0, j, "optimize_blocks lists block %d, which does not "
-                        "exist" % b, "blocks in 1..%d" % (len(prog.blocks) - 1))
-        pairs = colon_pairs(op.attr("grad_to_block_id"))
-        if pairs is None:
-            ctx.add("listen", part, 0, j, "grad_to_block_id is malformed: %s"
-                    % op.attr("grad_to_block_id"), "entries \"<grad>:<block>\"")
-            continue
-        keys = ctx.grad_keys[ep]
-        updates: dict = {}          # block idx -> its update ops, found once per block
-        sparse_map = dict(colon_pairs(op.attr("sparse_grad_to_param")) or [])
-        for g, v in pairs:
-            if not v.isdigit():
-                ctx.add("listen", part, 0, j, "grad_to_block_id entry %s:%s has no block "
-                        "number" % (g, v), "\"<grad>:<block>\"")
-                continue
-            bi = int(v)
-            if g in keys:
-                ctx.add("listen", part, 0, j, "grad_to_block_id lists %s twice" % g,
-                        "each grad once")
-                continue
-            keys[g] = bi
-            if bi not in seen:
-                ctx.add("listen", part, 0, j,
-                        "grad_to_block_id sends %s to block %d, which optimize_blocks does not "
-                        "list" % (g, bi), "block %d in optimize_blocks %s" % (bi, blocks))
-            if not 0 < bi < len(prog.blocks):
-                continue
-            pb = ParamBlock(ep, part.name, bi, g)
-            _find_update(ctx, part, pb, sparse_map, updates)
-            ctx.param_blocks[ep].append(pb)
-        by_block: dict = {}
-        for pb in ctx.param_blocks[ep]:
-            by_block.setdefault(pb.block, []).append(pb.grad)
-        for bi, grads in sorted(by_block.items()):
-            if len(grads) > 1:
-                ctx.add("listen", part, bi, None, "block %d optimizes several grads: %s"
-                        % (bi, ", ".join(grads)), "one parameter block per optimize block")
+        if ep in ctx.index.listen:
+            _check_listen_op(ctx, ep, p["main"])
 
 
-def _find_update(ctx: CheckContext, part: Part, pb: ParamBlock, sparse_map: dict,
-                 updates: dict) -> None:
-    """Fill in the optimizer op of a parameter block and the parameter it updates. `updates`
-    caches each block's update ops for the other grads that point at it."""
+def _check_listen_op(ctx: CheckContext, ep: str, part: Part) -> None:
+    cfg = ctx.config
+    j, op = ctx.index.listen[ep]
     prog = part.prog
-    geo = ctx.geo
-    ups = updates.get(pb.block)
-    if ups is None:
-        ups = updates[pb.block] = [(j, op) for j, op in enumerate(prog.blocks[pb.block].ops)
-                                   if (is_geo_update(op) if geo else is_update_op(op))]
-    if not ups:
-        ctx.add("optimize", part, pb.block, None,
-                "optimize block for %s has no %s" % (pb.grad, "sum(param, delta) update"
-                                                     if geo else "optimizer op"),
-                "one optimizer op updating the parameter block of %s" % pb.grad)
-        return
-    if len(ups) > 1:
-        ctx.add("optimize", part, pb.block, ups[1][0],
-                "optimize block for %s has %d optimizer ops (%s)"
-                % (pb.grad, len(ups), ", ".join(o.type for _, o in ups)), "exactly one")
-    j, op = ups[0]
-    pb.op_idx, pb.op = j, op
-    if geo:
-        pb.param = op.output("Out")[0]
-    elif op.input("Param"):
-        pb.param = op.input("Param")[0]
-    else:
-        pb.param = op.attr("tablename") or sparse_map.get(pb.grad)
-        pb.sparse = True
-    if pb.param is None:
-        ctx.add("optimize", part, pb.block, j, "%s names no parameter" % op.type,
-                "a Param input, a tablename attr or a sparse_grad_to_param entry")
-        return
-    pb.var = prog.find_var(pb.param, pb.block)
-    if pb.var is None:
-        return          # the structure check reports the undeclared var
-    if pb.var.kind == "SELECTED_ROWS" or pb.param in sparse_map.values():
-        pb.sparse = True
+    if op.attr("endpoint") not in (None, ep):
+        ctx.add("listen", part, 0, j, "listen_and_serv serves %s" % op.attr("endpoint"), ep)
+    fanin = op.attr("Fanin")
+    if fanin is not None and fanin != cfg.trainers:
+        ctx.add("listen", part, 0, j, "Fanin is %s" % fanin,
+                "Fanin = trainers = %d" % cfg.trainers)
+    dmode = op.attr("distributed_mode")
+    want = expected_distributed_mode(cfg)
+    if dmode is not None and dmode != want:
+        ctx.add("listen", part, 0, j, "distributed_mode is %s" % dmode,
+                "%d (%s mode, %s style)" % (want, cfg.mode, cfg.style))
+    blocks = list(op.attr("optimize_blocks") or [])
+    seen = set()
+    for b in blocks:
+        if b in seen:
+            ctx.add("listen", part, 0, j,
+                    "optimize_blocks lists block %d twice: %s" % (b, blocks),
+                    "each optimize block once")
+        seen.add(b)
+        if not 0 < b < len(prog.blocks):
+            ctx.add("listen", part, 0, j, "optimize_blocks lists block %d, which does not "
+                    "exist" % b, "blocks in 1..%d" % (len(prog.blocks) - 1))
+    for g, bi in ctx.grad_keys.get(ep, {}).items():
+        if bi not in seen:
+            ctx.add("listen", part, 0, j,
+                    "grad_to_block_id sends %s to block %d, which optimize_blocks does not "
+                    "list" % (g, bi), "block %d in optimize_blocks %s" % (bi, blocks))
+    by_block: dict = {}
+    for pb in ctx.param_blocks.get(ep, ()):
+        by_block.setdefault(pb.block, []).append(pb.grad)
+    for bi, grads in sorted(by_block.items()):
+        if len(grads) > 1:
+            ctx.add("listen", part, bi, None, "block %d optimizes several grads: %s"
+                    % (bi, ", ".join(grads)), "one parameter block per optimize block")
 
 
 def check_optimize(ctx: CheckContext) -> None:
     """The optimize blocks of every pserver and what its startup program declares for them."""
     cfg = ctx.config
+    ctx.findings.extend(ctx.index.findings_of("optimize"))
     for ep in cfg.pservers:
         p = ctx.split.pservers.get(ep)
         if not p or ep not in ctx.param_blocks:
@@ -345,7 +275,7 @@ def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
                     "%s writes %s, which nothing reads: %s reads %s instead%s"
                     % (op.type, ", ".join(outs), pb.op.type, reads[0],
                        " (Paddle fault classic-unwired-grad-chain)"
-                       if ctx.config.style == "classic" else ""),
+                       if ctx.config.traits.sliced_by_config else ""),
                     "%s reads the result (%s)" % (pb.op.type, outs[0]))
 
 

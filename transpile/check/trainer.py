@@ -126,7 +126,7 @@ def check_trainers(ctx: CheckContext) -> None:
         _check_trainer_ops(ctx, tid, main)
         sends: list = []
         recvs: list = []
-        fleet = cfg.style == "fleet"
+        fleet = cfg.traits.runtime_json
         if fleet:
             rt = t.get("runtime")
             rt_name = main.name.split("/")[0] + "/runtime.json"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import click
+from .common import options
 
 
 def register(main_group, handle_errors) -> None:
@@ -57,7 +58,7 @@ def register(main_group, handle_errors) -> None:
         from ..core.gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar
         cfg = load_config(cluster)
-        quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
+        quiet = options().is_quiet()
         with paused_gc():       # millions of small objects read, none freed until the end
             main = programio.load(main_program)
             start = programio.load(startup) if startup else None

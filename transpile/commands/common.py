@@ -15,10 +15,31 @@ EXIT_INTERNAL = 3
 
 
 class CliOptions:
-    def __init__(self, debug: bool, quiet: bool, color):
+    """The root group's options, and the one place that decides colour and quiet."""
+
+    def __init__(self, debug: bool = False, quiet: bool = False, color=None):
         self.debug = debug
         self.quiet = quiet
         self.color = color
+
+    def use_color(self) -> bool:
+        """--color / --no-color, else NO_COLOR, else whether stdout is a terminal."""
+        if self.color is not None:
+            return self.color
+        if os.environ.get("NO_COLOR"):
+            return False
+        return sys.stdout.isatty()
+
+    def is_quiet(self, local: bool = False) -> bool:
+        """The root's -q, or the command's own (`local`)."""
+        return bool(self.quiet or local)
+
+
+def options() -> CliOptions:
+    """The root group's options (defaults when a command runs on its own)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if isinstance(obj, CliOptions) else CliOptions()
 
 
 def _err(msg: str) -> None:
@@ -61,12 +82,3 @@ def load_program(path: str):
     """The program at `path` (.pb, .pdmodel or .json); errors name the file."""
     from ..format import programio
     return programio.load(path)
-
-
-def use_color(ctx_obj) -> bool:
-    """--color / --no-color, else NO_COLOR, else whether stdout is a terminal."""
-    if ctx_obj is not None and ctx_obj.color is not None:
-        return ctx_obj.color
-    if os.environ.get("NO_COLOR"):
-        return False
-    return sys.stdout.isatty()

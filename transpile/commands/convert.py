@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import UserError
-from .common import load_program
+from .common import load_program, options
 
 
 def register(main_group, handle_errors):
@@ -30,7 +30,7 @@ def register(main_group, handle_errors):
             programio.save(prog, dst)
         except OSError as e:
             raise UserError("%s: cannot write (%s)" % (dst, e.strerror or e)) from None
-        if not obj.quiet:
+        if not options().is_quiet():
             click.echo("wrote %s (%d blocks, %d ops)" % (dst, len(prog.blocks),
                                                          sum(len(b.ops) for b in prog.blocks)),
                        err=True)

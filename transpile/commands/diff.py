@@ -6,6 +6,7 @@ import os
 import click
 
 from ..core.errors import UserError
+from .common import options
 
 
 def register(main_group, handle_errors) -> None:
@@ -66,8 +67,7 @@ def register(main_group, handle_errors) -> None:
             pa, pb = programio.load(a), programio.load(b)
             result = diff_mod.diff_programs(pa, pb, strict, a, b, defaults)
             out = diff_render.RENDERERS[fmt](result)
-        quiet = bool(ctx.obj is not None and getattr(ctx.obj, "quiet", False))
-        if not quiet or fmt == "json":
+        if not options().is_quiet() or fmt == "json":
             click.echo(out, nl=False)
         if result.changed:
             ctx.exit(1)

@@ -3,10 +3,10 @@ side, without writing anything."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import click
+
+from .common import options
 
 
 def register(main_group, handle_errors):
@@ -38,8 +38,8 @@ def register(main_group, handle_errors):
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
         from ..format import programio
-        from ..plan.compare import compare, faults_of
-        from ..render.placement import comparison, comparison_lines, fault_lines
+        from ..styles.compare import compare, comparison, faults_of
+        from ..render.placement import comparison_lines, fault_lines
         from ..render.show import emit
         from ..core.config import load_config
         from ..ir.validate import validate_for_split
@@ -50,9 +50,8 @@ def register(main_group, handle_errors):
         if startup:
             start = programio.load(startup)
             validate_for_split(start, startup)
-        color = obj.color if obj is not None and obj.color is not None else (
-            sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-        if cfg.style == "ps":
+        color = options().use_color()
+        if cfg.traits.descriptors:
             from ..output.planjson_ps import ps_plan_json
             from ..render.psreport import plan_lines
             d = ps_plan_json(main, start, cfg)

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
 from ..core.errors import UserError
+from .common import options
 
 
 def register(main_group, handle_errors):
@@ -36,9 +36,7 @@ def register(main_group, handle_errors):
                             "split`?)" % split_dir)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        color = obj.color if obj is not None and obj.color is not None else (
-            sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
-        if color:
+        if options().use_color():
             from rich.console import Console
             from rich.markdown import Markdown
             Console(force_terminal=True).print(Markdown(text))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import UserError
-from .common import load_program, use_color
+from .common import load_program, options
 
 
 def register(main_group, handle_errors):
@@ -39,5 +39,5 @@ def register(main_group, handle_errors):
             else:
                 click.echo(textform.dumps(prog), nl=False)
             return
-        show_mod.print_program(prog, block=block, color=use_color(obj))
+        show_mod.print_program(prog, block=block, color=options().use_color())
     return show

@@ -9,6 +9,7 @@ import os
 import click
 
 from ..core.errors import UserError
+from .common import options
 
 @click.command("simulate")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
@@ -58,17 +59,17 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     from ..simulate import SimError, simulate as run
 
     ctx = click.get_current_context()
-    quiet = bool(getattr(ctx.find_root().obj, "quiet", False))
+    quiet = options().is_quiet()
     for opt, v in (("--steps", steps), ("--batch", batch)):
         if v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
-    if cfg.style == "ps":
-        raise UserError("simulate does not support the ps style (its tables live in Paddle's "
+    if not cfg.traits.simulated:
+        raise UserError("simulate does not support the %s style (its tables live in Paddle's "
                         "brpc servers, which the simulator does not model); check the split "
-                        "with `pstranspile check`")
+                        "with `pstranspile check`" % cfg.style)
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:

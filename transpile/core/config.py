@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional, Union
 
 from .errors import ConfigError
+from . import styles as style_traits
 from .files import read_bytes
 
 MODES = ("sync", "async", "half_async", "geo")
-STYLES = ("fleet", "classic", "ps")
-# the modes of Paddle 2.1+'s parameter-server pipeline (style ps)
-PS_MODES = ("sync", "async", "geo")
+STYLES = tuple(style_traits.STYLES)
 SPLIT_METHODS = ("round_robin", "hash_name", "balanced")
 PADDLE_FAULTS = ("reproduce", "fix")
 
@@ -25,7 +24,7 @@ class ClusterConfig:
     trainers: int = 1
     trainer_id: Union[int, str] = 0      # an int in [0, trainers) or "all"
     mode: str = "sync"
-    style: str = "fleet"
+    style: str = style_traits.DEFAULT_STYLE
     slice_var_up: bool = True
     min_block_size: int = 8192
     split_method: str = "round_robin"
@@ -48,6 +47,11 @@ class ClusterConfig:
         """`paddle_faults: fix`: write splits that train like the original where Paddle's
         do not (plan/faults.py)."""
         return self.paddle_faults == "fix"
+
+    @property
+    def traits(self):
+        """What the config's style is (core/styles.py): ask it, never compare the name."""
+        return style_traits.traits(self.style)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -215,9 +219,10 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         kw["mode"] = _choice(data, "mode", source, lines, MODES)
     if "style" in data:
         kw["style"] = _choice(data, "style", source, lines, STYLES)
-    if kw.get("style") == "ps" and kw.get("mode", "sync") not in PS_MODES:
-        raise _err(source, "mode", lines, "style ps runs %s (Paddle 2.1+ has no CPU "
-                   "half_async), got %r" % (", ".join(PS_MODES), kw["mode"]))
+    style = style_traits.traits(kw.get("style", style_traits.DEFAULT_STYLE))
+    if kw.get("mode", "sync") not in style.modes:
+        raise _err(source, "mode", lines, "style %s runs %s (%s), got %r" % (
+            style.name, ", ".join(style.modes), style.modes_note, kw["mode"]))
     if "slice_var_up" in data:
         if not isinstance(data["slice_var_up"], bool):
             raise _err(source, "slice_var_up", lines,

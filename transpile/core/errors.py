@@ -8,9 +8,10 @@ Anything else escaping a command is an internal error (exit 3).
 class UserError(Exception):
     """Bad input: a file, a field or a value the user can fix. Exit status 2."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, op=None):
         super().__init__(message)
         self.message = message
+        self.op = op            # the op it is about, when there is one (a pass names it)
 
     def __str__(self) -> str:
         return self.message

@@ -12,6 +12,7 @@ holding the same ops and vars, and an op or var to be edited is replaced by its 
 from __future__ import annotations
 
 import copy as _copy
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -81,6 +82,9 @@ class Attr:
         raise TypeError("cannot infer an attr type for %r" % (value,))
 
 
+_OP_UIDS = itertools.count(1)
+
+
 class Op:
     """An operator: type, input and output slots (slot -> argument names, in file order), attrs.
 
@@ -92,12 +96,15 @@ class Op:
     re-encoding their debug attrs (op_callstack...).
     """
     __slots__ = ("type", "inputs", "outputs", "_attrs", "_patch", "is_target", "dup_attrs",
-                 "source")
+                 "source", "uid")
 
     def __init__(self, type: str, inputs: Optional[dict] = None, outputs: Optional[dict] = None,
                  attrs: Optional[dict] = None, is_target: Optional[bool] = None,
-                 dup_attrs: tuple = (), *, source: Any = None):
+                 dup_attrs: tuple = (), *, source: Any = None, uid: Optional[int] = None):
         self.type = type
+        # the op's identity from the moment it is read or made: its copies keep it, so a plan
+        # names an op by uid whatever earlier passes inserted, removed or copied around it
+        self.uid = next(_OP_UIDS) if uid is None else uid
         self.inputs: dict[str, list[str]] = {} if inputs is None else inputs
         self.outputs: dict[str, list[str]] = {} if outputs is None else outputs
         # None: not decoded yet, read from `source` (with the attrs set since in `_patch`)
@@ -238,11 +245,33 @@ class Op:
         if outputs is None:
             outputs = {k: list(v) for k, v in self.outputs.items()}
         op = Op(self.type, inputs, outputs, attrs, self.is_target, self.dup_attrs,
-                source=self.source)
+                source=self.source, uid=self.uid)
         if self._patch:
             op._patch = {k: Attr(a.type, _copy.copy(a.value), a.extra)
                          for k, a in self._patch.items()}
         return op
+
+
+def uids(ops) -> tuple:
+    """The uids of `ops`, in their order: how a plan names ops (ir.program.Op.uid)."""
+    return tuple(op.uid for op in ops)
+
+
+def select(ops, wanted) -> list:
+    """The ops of `ops` whose uid is in `wanted`, in their order."""
+    wanted = wanted if isinstance(wanted, (set, frozenset)) else set(wanted)
+    return [op for op in ops if op.uid in wanted]
+
+
+def indexed(ops, wanted) -> list:
+    """(position, op) of the ops of `ops` whose uid is in `wanted`, in their order."""
+    wanted = wanted if isinstance(wanted, (set, frozenset)) else set(wanted)
+    return [(i, op) for i, op in enumerate(ops) if op.uid in wanted]
+
+
+def uid_index(ops) -> dict:
+    """{uid: position} of `ops`: where an op a plan names stands in a block."""
+    return {op.uid: i for i, op in enumerate(ops)}
 
 
 @dataclass(slots=True)

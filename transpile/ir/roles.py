@@ -61,30 +61,28 @@ def is_lr_sched_op(op: Op) -> bool:
     return role(op) in (LRSCHED, LRSCHED | OPTIMIZE)
 
 
-def optimize_ops(program: Program, clip_name_scope: str) -> list[int]:
-    """Indices (global block) of the ops moved to the pservers (is_moved_optimize_op)."""
-    return [i for i, op in enumerate(program.global_block.ops)
-            if is_moved_optimize_op(op, clip_name_scope)]
+def optimize_ops(program: Program, clip_name_scope: str) -> list[Op]:
+    """The global block's ops moved to the pservers (is_moved_optimize_op), in order."""
+    return [op for op in program.global_block.ops if is_moved_optimize_op(op, clip_name_scope)]
 
 
-def clip_ops(program: Program, clip_name_scope: str) -> list[int]:
-    """Indices (global block) of the optimize-role clip ops, which stay on the trainer."""
-    return [i for i, op in enumerate(program.global_block.ops)
+def clip_ops(program: Program, clip_name_scope: str) -> list[Op]:
+    """The global block's optimize-role clip ops, which stay on the trainer, in order."""
+    return [op for op in program.global_block.ops
             if role(op) == OPTIMIZE and is_clip_op(op, clip_name_scope)]
 
 
-def lr_sched_ops(program: Program) -> list[int]:
-    """Indices (global block) of the learning-rate schedule ops."""
-    return [i for i, op in enumerate(program.global_block.ops) if is_lr_sched_op(op)]
+def lr_sched_ops(program: Program) -> list[Op]:
+    """The global block's learning-rate schedule ops, in order."""
+    return [op for op in program.global_block.ops if is_lr_sched_op(op)]
 
 
-def params_grads(program: Program, op_indices: Iterable[int]) -> list[tuple[str, str]]:
-    """(param, grad) pairs from op_role_var, in the order their first op appears."""
+def params_grads(ops: Iterable[Op]) -> list[tuple[str, str]]:
+    """(param, grad) pairs from the op_role_var of `ops`, in the order their first op comes."""
     seen = set()
     pairs = []
-    block = program.global_block
-    for i in op_indices:
-        rv = block.ops[i].attr(ROLE_VAR_ATTR) or []
+    for op in ops:
+        rv = op.attr(ROLE_VAR_ATTR) or []
         if len(rv) >= 2 and rv[0] not in seen:
             seen.add(rv[0])
             pairs.append((rv[0], rv[1]))

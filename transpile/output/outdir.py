@@ -16,7 +16,7 @@ from typing import Callable
 from ..core.errors import UserError
 
 # Entries of an output folder that a split owns (and replaces under --force).
-_OWNED = re.compile(r"^(trainer_\d+|pserver_.+|plan\.json|report\.md)$")
+_OWNED = re.compile(r"^(trainer_\d+|pserver_.+|plan\.json|report\.md|dump)$")
 
 
 def is_owned(name: str) -> bool:

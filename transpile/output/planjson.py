@@ -1,7 +1,8 @@
 """plan.json: what went where, in one schema for both styles (documented in docs/plan-json.md).
 
-`plan_json` reads a style's plan (classic `DistributionPlan` or `FleetPlan`) as style-neutral
-`PlacedParam`s (transpile/plan/placed.py) and, through a small reader per style, `RemovedOp`s;
+`classic_plan_json` / `fleet_plan_json` read a style's plan (`DistributionPlan` or `FleetPlan`)
+as style-neutral `PlacedParam`s (transpile/plan/placed.py) and, through a small reader per
+style, `RemovedOp`s;
 the rest (grads, endpoints' bytes and imbalance, the pserver block each moved op landed in,
 per-program op counts) is shared. It decides nothing: placement comes from the plan, pserver
 block indices from the built programs' listen_and_serv (grad_to_block_id, lr_decay_block_id).
@@ -12,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from ..ir.program import Program
+from ..ir.program import Program, indexed
 from ..plan.fleet import STEP_COUNTER, trainer_send_queues
-from ..plan.placed import effective_split_method, holdings, nbytes, placed_params
+from ..plan.placed import holdings, nbytes, placed_params
 from ..plan.placement import best_placement, imbalance, round_robin_loads
 from ..plan.slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
 from .result import SplitResult, endpoint_dir, op_type_counts
@@ -35,47 +36,48 @@ class RemovedOp:
 
 # --- the style readers -----------------------------------------------------------------------
 def _classic(plan, main: Program):
-    gb = main.global_block
-    params = placed_params(plan, main, "classic")
+    ops = main.global_block.ops
+    params = placed_params(plan, main)
     t = plan.distributed_table
     removed = []
     by_param = {p.name for p in params}
-    for i in plan.optimize_ops:
-        rv = gb.ops[i].attr("op_role_var") or []
+    for i, op in indexed(ops, plan.optimize_ops):
+        rv = op.attr("op_role_var") or []
         removed.append(RemovedOp(i, "optimize", rv[0] if rv and rv[0] in by_param else None))
-    removed += [RemovedOp(i, "lr_sched", lr=True) for i in plan.lr_ops]
+    removed += [RemovedOp(i, "lr_sched", lr=True) for i, _ in indexed(ops, plan.lr_ops)]
     removed += [RemovedOp(i, "remote_prefetch", replaced_by="distributed_lookup_table")
-                for i in plan.remote_prefetch_ops]
+                for i, _ in indexed(ops, plan.remote_prefetch_ops)]
     if t is not None:
         removed += [RemovedOp(i, "distributed_table", replaced_by="prefetch")
-                    for i in t.lookup_ops]
+                    for i, _ in indexed(ops, t.lookup_ops)]
     lr_var = None
     if plan.params:
-        lr_var = (gb.ops[plan.params[0].optimizer_op].input("LearningRate") or [None])[0]
-    step = next((gb.ops[i].output("Out")[0] for i in plan.lr_ops
-                 if gb.ops[i].type == "increment"), None)
+        upd = indexed(ops, (plan.params[0].optimizer_op,))[0][1]
+        lr_var = (upd.input("LearningRate") or [None])[0]
+    step = next((op.output("Out")[0] for _, op in indexed(ops, plan.lr_ops)
+                 if op.type == "increment"), None)
     counters = [plan.counter_name(k) for k in range(plan.trainers)] if plan.lr_counter else []
     lr = {"var": lr_var, "global_step": step, "counters": counters}
     effective = {"min_block_size": plan.min_block_size,
-                 "split_method": effective_split_method(plan, "classic"),
-                 "slice_var_up": plan.slice_var_up}
-    return params, removed, list(plan.clip_ops), lr, effective, []
+                 "split_method": plan.split_method, "slice_var_up": plan.slice_var_up}
+    return params, removed, [i for i, _ in indexed(ops, plan.clip_ops)], lr, effective, []
 
 
 def _fleet(plan, main: Program):
-    gb = main.global_block
-    params = placed_params(plan, main, "fleet")
+    ops = main.global_block.ops
+    params = placed_params(plan, main)
     removed, clip = [], []
     if not plan.is_geo:
-        clip = list(plan.clip_ops)
-        for i in plan.optimize_ops:
-            rv = gb.ops[i].attr("op_role_var") or []
+        clip = [i for i, _ in indexed(ops, plan.clip_ops)]
+        for i, op in indexed(ops, plan.optimize_ops):
+            rv = op.attr("op_role_var") or []
             removed.append(RemovedOp(i, "optimize", rv[0] if rv else None))
-        for i in plan.lr_ops:
-            moved = i in plan.pserver_lr_ops
+        on_pservers = set(plan.pserver_lr_ops)
+        for i, op in indexed(ops, plan.lr_ops):
+            moved = op.uid in on_pservers
             removed.append(RemovedOp(i, "lr_sched" if moved else "global_step", lr=moved))
-        for i in plan.sparse_lookup_ops:
-            grad = gb.ops[i].type.endswith("_grad")
+        for i, op in indexed(ops, plan.sparse_lookup_ops):
+            grad = op.type.endswith("_grad")
             removed.append(RemovedOp(i, "sparse_lookup", replaced_by="distributed_push_sparse"
                                      if grad else "distributed_lookup_table"))
     queues = [q for q, _ in trainer_send_queues(plan)]
@@ -83,16 +85,16 @@ def _fleet(plan, main: Program):
           "global_step": "@LR_DECAY_COUNTER@" if plan.need_global_step else None,
           "counters": [STEP_COUNTER] if STEP_COUNTER in queues else []}
     effective = {"min_block_size": FLEET_MIN_BLOCK_SIZE,
-                 "split_method": effective_split_method(plan, "fleet"), "slice_var_up": True}
+                 "split_method": plan.split_method, "slice_var_up": True}
     return params, removed, clip, lr, effective, list(plan.notes)
 
 
-def _balance(plan, style: str, params, endpoints, holds, effective: str) -> dict:
+def _balance(plan, params, endpoints, holds, effective: str) -> dict:
     """The best imbalance these blocks allow and, for comparison, round robin's placement."""
     if effective == "round_robin":
         rr = {ep: holds[ep]["bytes"] for ep in endpoints}
     else:
-        rr = round_robin_loads(params, plan, style)
+        rr = round_robin_loads(params, plan)
     best, exact = best_placement(params, endpoints)
     return {"best_imbalance": best, "best_exact": exact,
             "round_robin": {"bytes": rr, "imbalance": imbalance([rr[ep] for ep in endpoints])}}
@@ -142,12 +144,23 @@ def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
     return out
 
 
-def plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
-              trainer_ids) -> dict:
-    """The plan.json dict of a split (`main` / `startup`: the original programs)."""
-    style = config.style
-    reader = _classic if style == "classic" else _fleet
-    params, removed, clip, lr, effective, notes = reader(plan, main)
+def classic_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
+                      trainer_ids) -> dict:
+    """The plan.json dict of a classic split (`main` / `startup`: the original programs)."""
+    return _plan_json(_classic(plan, main), plan, main, startup, config, result, trainer_ids)
+
+
+def fleet_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
+                    trainer_ids) -> dict:
+    """The plan.json dict of a fleet split (`main` / `startup`: the original programs)."""
+    return _plan_json(_fleet(plan, main), plan, main, startup, config, result, trainer_ids)
+
+
+def _plan_json(read: tuple, plan, main: Program, startup: Program, config, result: SplitResult,
+               trainer_ids) -> dict:
+    """plan.json from a style reader's (params, removed ops, clip ops, lr, effective settings,
+    notes)."""
+    params, removed, clip, lr, effective, notes = read
     endpoints = list(plan.endpoints)
     where = _pserver_blocks(result, endpoints)
     ops = main.global_block.ops
@@ -165,7 +178,7 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
     total = sum(h["bytes"] for h in holds.values())
     mean = total / float(len(endpoints)) if endpoints else 0
     imbalance = round(max(h["bytes"] for h in holds.values()) / mean, 4) if mean else None
-    balance = _balance(plan, style, params, endpoints, holds, effective["split_method"])
+    balance = _balance(plan, params, endpoints, holds, effective["split_method"])
 
     by_name = {p.name: p for p in params}
     removed_out = []
@@ -186,7 +199,7 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
     removed_out.sort(key=lambda e: e["index"])
 
     return {
-        "schema": SCHEMA, "version": VERSION, "style": style, "mode": plan.mode,
+        "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
         "config": config.to_dict(), "effective": effective,
         "trainer_ids": list(trainer_ids),
         "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype,
@@ -199,8 +212,8 @@ def plan_json(plan, main: Program, startup: Program, config, result: SplitResult
                                endpoints=[b.endpoint for b in p.blocks])
                           for p in params if p.table is not None],
         "grads": grads,
-        "lr": dict(lr, decay_ops=[{"index": i, "type": ops[i].type}
-                                  for i in sorted(plan.lr_ops)]),
+        "lr": dict(lr, decay_ops=[{"index": i, "type": op.type}
+                                  for i, op in indexed(ops, plan.lr_ops)]),
         "ops": {"removed": removed_out,
                 "kept_as_backward": [{"index": i, "type": ops[i].type} for i in clip]},
         "endpoints": holds, "total_bytes": total, "imbalance": imbalance, "balance": balance,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..ir.program import Program
+from ..ir.program import Program, indexed, select
 from ..passes.ps.lookups import lookup_groups
 from ..plan.ps import PsPlan
 from .planjson import SCHEMA, VERSION
@@ -92,14 +92,14 @@ def _removed(plan: PsPlan, main: Program) -> list:
         return []
     ops = main.global_block.ops
     out = []
-    for i in plan.optimize_ops:
-        rv = ops[i].attr("op_role_var") or []
-        e = {"index": i, "type": ops[i].type, "why": "optimize", "moved_to": []}
+    for i, op in indexed(ops, plan.optimize_ops):
+        rv = op.attr("op_role_var") or []
+        e = {"index": i, "type": op.type, "why": "optimize", "moved_to": []}
         if rv:
             e["param"] = rv[0]
         out.append(e)
-    out += [{"index": i, "type": ops[i].type, "why": "lr_sched", "moved_to": []}
-            for i in plan.lr_ops]
+    out += [{"index": i, "type": op.type, "why": "lr_sched", "moved_to": []}
+            for i, op in indexed(ops, plan.lr_ops)]
     pulls, pushes, _ = lookup_groups(ops)
     index = {id(op): i for i, op in enumerate(ops)}
     for groups, by in ((pulls, "distributed_lookup_table"), (pushes, "distributed_push_sparse")):
@@ -131,7 +131,7 @@ def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: Spl
     mean = total / float(len(held)) if held else 0
     ops = main.global_block.ops
     return {
-        "schema": SCHEMA, "version": VERSION, "style": "ps", "mode": plan.mode,
+        "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
         "config": config.to_dict(), "trainer_ids": list(trainer_ids),
         "tables": [table_dict(plan, t) for t in plan.tables],
         "barrier_table_id": plan.barrier_table_id,
@@ -139,10 +139,11 @@ def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: Spl
         "endpoints": endpoints, "total_bytes": total,
         "imbalance": round(max(held) / mean, 4) if mean else None,
         "lr": {"var": plan_lr_var(plan, main), "scheduler": plan.lr_scheduler,
-               "decay_ops": [{"index": i, "type": ops[i].type} for i in plan.lr_ops]},
+               "decay_ops": [{"index": i, "type": op.type}
+                             for i, op in indexed(ops, plan.lr_ops)]},
         "ops": {"removed": _removed(plan, main),
                 "kept_as_backward": [] if plan.is_geo else
-                [{"index": i, "type": ops[i].type} for i in plan.clip_ops]},
+                [{"index": i, "type": op.type} for i, op in indexed(ops, plan.clip_ops)]},
         "fake_init": [] if plan.is_geo else list(plan.fake_init_tables),
         "programs": _programs(result, main, startup),
         "notes": list(plan.notes),
@@ -151,9 +152,8 @@ def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: Spl
 
 def plan_lr_var(plan: PsPlan, main: Program):
     """The learning rate the optimizer ops read (the first one)."""
-    ops = main.global_block.ops
-    for i in plan.optimize_ops:
-        lr = ops[i].input("LearningRate")
+    for op in select(main.global_block.ops, plan.optimize_ops):
+        lr = op.input("LearningRate")
         if lr:
             return lr[0]
     return None

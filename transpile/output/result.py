@@ -5,7 +5,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
-from typing import Callable, Optional
+from typing import Optional, Protocol
 
 from ..ir.program import Program
 
@@ -43,6 +43,15 @@ def op_type_counts(prog: Program) -> Counter:
 _type_of = attrgetter("type")
 
 
+class Sink(Protocol):
+    """Where a split's files go as they are made (split.py's folder writer): each program and
+    text file is handed over once and not kept."""
+
+    def program(self, key: str, prog: Program) -> None: ...
+
+    def text(self, rel: str, text: str) -> None: ...
+
+
 @dataclass
 class SplitResult:
     """The programs of a split, keyed by their path under the output folder without extension:
@@ -53,9 +62,10 @@ class SplitResult:
     ps style's descriptor text); `plan` is the JSON-able plan (plan.json); `summaries` what
     the plan says of each program; `faults` the Paddle faults the split reproduces or fixes.
 
-    With `emit` set, each program is handed to emit(key, program) as soon as it is built and
-    not kept in `programs` (the CLI writes it and lets it go: a split to many pservers is
-    larger than its input many times over); so is each text file, as emit(path, text).
+    With a `sink`, each program is handed to sink.program(key, program) as soon as it is built
+    and not kept in `programs` (the folder writer writes it and lets it go: a split to many
+    pservers is larger than its input many times over); each text file to sink.text(path,
+    text).
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
@@ -63,22 +73,22 @@ class SplitResult:
     plan: dict = field(default_factory=dict)
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
     faults: list = field(default_factory=list)      # plan/faults.py Fault: found in the input
-    emit: Optional[Callable[[str, Program], None]] = field(default=None, repr=False)
+    sink: Optional[Sink] = field(default=None, repr=False)
 
     def add_text(self, rel: str, text: str) -> None:
-        """A text file of the split is made: keep or emit it."""
-        if self.emit is None:
+        """A text file of the split is made: keep it or hand it to the sink."""
+        if self.sink is None:
             self.texts[rel] = text
         else:
-            self.emit(rel, text)
+            self.sink.text(rel, text)
 
     def add(self, key: str, prog: Program) -> None:
-        """A program of the split is built: summarize it, then keep or emit it."""
+        """A program of the split is built: summarize it, then keep it or hand it over."""
         self.summaries[key] = ProgramSummary.of(prog)
-        if self.emit is None:
+        if self.sink is None:
             self.programs[key] = prog
         else:
-            self.emit(key, prog)
+            self.sink.program(key, prog)
 
 
 def endpoint_dir(endpoint: str) -> str:

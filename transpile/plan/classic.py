@@ -19,9 +19,10 @@ from ..core.config import ClusterConfig
 from ..core.errors import RefusedError
 from ..ir import roles
 from ..ir.optimizers import UNSLICED_SLOTS, is_optimizer_update, sliced_state_slots
-from ..ir.program import Program, Var
+from ..ir.program import Program, Var, indexed, uids
 from ..ir.tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES,
                          is_remote_prefetch, table_of)
+from .placed import classic_params
 from .slicing import (VarBlock, block_name, dispatch, paddle_shuffle, slice_variable, split_var,
                       trainer_copy_name)
 
@@ -49,9 +50,9 @@ class ParamPlan:
     grad_kind: str              # LOD_TENSOR or SELECTED_ROWS
     blocks: tuple               # VarBlock of the parameter, in order
     grad_blocks: tuple          # the merged grad name of each block on the pserver
-    optimizer_op: int           # index of its optimizer update in the origin global block
+    optimizer_op: int           # the uid (ir.program.Op.uid) of its optimizer update
     optimizer_type: str
-    ops: tuple                  # indices of every optimize op that belongs to this param
+    ops: tuple                  # uids of every optimize op that belongs to this param
     states: tuple               # OptState
     remote_prefetch: bool       # looked up with remote_prefetch: no recv, distributed lookups
 
@@ -72,9 +73,9 @@ class DistributedTable:
     grad: str
     shape: tuple
     dtype: str
-    optimizer_op: int
+    optimizer_op: int               # uid of its optimizer update
     rows_per_pserver: int
-    lookup_ops: tuple = ()          # indices of its lookup_table ops (prefetched instead)
+    lookup_ops: tuple = ()          # uids of its lookup_table ops (prefetched instead)
 
 
 @dataclass(frozen=True)
@@ -87,16 +88,26 @@ class DistributionPlan:
     min_block_size: int
     params: tuple                           # ParamPlan, in Paddle's param order
     send_order: tuple                       # param names in the order their grads are sent
-    optimize_ops: tuple                     # indices: every op moved to the pservers
-    lr_ops: tuple                           # indices: the LR schedule ops
+    optimize_ops: tuple                     # uids: every op moved to the pservers
+    lr_ops: tuple                           # uids: the LR schedule ops
     fake_init_tables: tuple                 # sparse tables the trainer does not initialise
     local_tables: tuple                     # tables Paddle fake_inits that the trainer reads
-    remote_prefetch_ops: tuple              # indices of lookup ops with remote_prefetch
+    remote_prefetch_ops: tuple              # uids of lookup ops with remote_prefetch
     distributed_table: Optional[DistributedTable] = None
-    clip_ops: tuple = ()                    # @CLIP ops kept on the trainer as backward ops
+    clip_ops: tuple = ()                    # uids: @CLIP ops kept on the trainer as backward
     # async: the LR decay counter's increment op and counter var; every trainer sends its
     # own increments and the pservers sum them (None in sync mode or without LR decay)
-    lr_counter: Optional[tuple] = None      # (op index, counter var name)
+    lr_counter: Optional[tuple] = None      # (op uid, counter var name)
+
+    def placed_params(self, main: Program) -> list:
+        """The params and the distributed table as style-neutral PlacedParams (placed.py)."""
+        return classic_params(self, main)
+
+    @property
+    def dense_order(self) -> tuple:
+        """The params in the order their blocks are dispatched: the send order (shuffled as
+        Paddle does without slice_var_up)."""
+        return self.send_order
 
     def counter_name(self, trainer_id: int) -> str:
         return trainer_copy_name(self.lr_counter[1], trainer_id)
@@ -216,32 +227,63 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
     block = main.global_block
     endpoints = tuple(config.pservers)
     opt = roles.optimize_ops(main, CLIP_NAME_SCOPE)
-    clip = tuple(roles.clip_ops(main, CLIP_NAME_SCOPE))
-    pairs = roles.params_grads(main, opt)
+    pairs = roles.params_grads(opt)
     if not pairs:
         raise RefusedError("no optimizer op names its (param, grad) in op_role_var")
     table = find_distributed_table(main)
-    remote_ops = tuple(i for i, op in enumerate(block.ops)
-                       if is_remote_prefetch(op, CLASSIC_REMOTE_PREFETCH_TYPES))
-    remote_params = {a for i in remote_ops for a in block.ops[i].input_names()}
+    remote_ops = [op for op in block.ops
+                  if is_remote_prefetch(op, CLASSIC_REMOTE_PREFETCH_TYPES)]
+    remote_params = {a for op in remote_ops for a in op.input_names()}
+    update_of, ops_of = _updates(block, opt)
+    raw = _sizes(block, config, pairs, table, update_of)
+    # Dispatch: blocks in grad order (shuffled as Paddle does without slice_var_up); a grad
+    # block always goes where its parameter block goes.
+    order = [r[0] for r in raw]
+    if not config.slice_var_up:
+        order = paddle_shuffle(order)
+    eps = _dispatch(block, config, raw, order, update_of)
+    params = [_param_plan(block, pname, gname, sizes, eps, update_of[pname],
+                          ops_of.get(pname, ()), pname in remote_params)
+              for pname, gname, sizes in raw]
+    dist_table = _distributed_table(block, table, dict(pairs), update_of, len(endpoints))
+    fake, local = _fake_init_tables(block, params, remote_ops, table, config.fix_faults)
+    lr = roles.lr_sched_ops(main)
+    counter = None
+    if config.mode != "sync":
+        counter = next(((op.uid, op.output("Out")[0]) for op in lr if op.type == "increment"),
+                       None)
+    return DistributionPlan(
+        lr_counter=counter, endpoints=endpoints, trainers=config.trainers, mode=config.mode,
+        split_method=config.split_method, slice_var_up=config.slice_var_up,
+        min_block_size=config.min_block_size, params=tuple(params), send_order=tuple(order),
+        optimize_ops=uids(opt), lr_ops=uids(lr), fake_init_tables=tuple(sorted(fake)),
+        local_tables=local, remote_prefetch_ops=uids(remote_ops),
+        distributed_table=dist_table, clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)))
 
-    # the optimizer update of each param, and every optimize op attributed to it
+
+def _updates(block, opt: list) -> tuple:
+    """({param: its optimizer update op}, {param: [uids of every optimize op attributed to
+    it]})."""
     update_of: dict = {}
     ops_of: dict = {}
-    for i in opt:
-        op = block.ops[i]
+    for i, op in indexed(block.ops, uids(opt)):
         rv = op.attr(roles.ROLE_VAR_ATTR) or []
         if rv:
-            ops_of.setdefault(rv[0], []).append(i)
+            ops_of.setdefault(rv[0], []).append(op.uid)
         if is_optimizer_update(op):
             if len(op.input("Grad")) != 1 or len(op.input("Param")) != 1:
                 raise RefusedError("optimizer op %d (%s) needs exactly one Param and one Grad "
                                    "input, it has Param=%s Grad=%s" % (
                                        i, op.type, op.input("Param"), op.input("Grad")))
-            update_of.setdefault(op.input("Param")[0], i)
+            update_of.setdefault(op.input("Param")[0], op)
+    return update_of, ops_of
 
-    slice_count = len(endpoints) if config.slice_var_up else 1
-    raw = []            # (pname, gname, sizes)
+
+def _sizes(block, config: ClusterConfig, pairs: list, table, update_of: dict) -> list:
+    """[(param, grad, element sizes of its blocks)] of every (param, grad) but the
+    distributed table's."""
+    slice_count = len(config.pservers) if config.slice_var_up else 1
+    raw = []
     for pname, gname in pairs:
         if pname == table:
             continue
@@ -257,12 +299,11 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
             raise RefusedError("parameter %r and its grad %r slice differently (%s vs %s)"
                                % (pname, gname, list(p.shape), list(g.shape)))
         raw.append((pname, gname, sizes))
+    return raw
 
-    # Dispatch: blocks in grad order (shuffled as Paddle does without slice_var_up); a grad
-    # block always goes where its parameter block goes.
-    order = [r[0] for r in raw]
-    if not config.slice_var_up:
-        order = paddle_shuffle(order)
+
+def _dispatch(block, config: ClusterConfig, raw: list, order: list, update_of: dict) -> dict:
+    """{block name: endpoint} of every parameter block."""
     by_name = {r[0]: r for r in raw}
     block_names = []
     for pname in order:
@@ -271,50 +312,57 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
             [block_name(pname, i) for i in range(len(sizes))]
     if config.split_method == "balanced":
         from .placement import classic_placement
-        eps = classic_placement(block, raw, order, update_of, endpoints)
-    else:
-        eps = dict(zip(block_names, dispatch(block_names, endpoints, config.split_method)))
+        return classic_placement(block, raw, order, update_of, tuple(config.pservers))
+    return dict(zip(block_names, dispatch(block_names, tuple(config.pservers),
+                                          config.split_method)))
 
-    params = []
-    for pname, gname, sizes in raw:
-        p = block.var(pname)
-        g = block.var(gname)
-        blocks = [b.at(eps[b.name]) for b in split_var(pname, p.shape, sizes, p.dtype, p.kind)]
-        grad_blocks = tuple(block_name(gname, i) for i in range(len(sizes))) \
-            if len(sizes) > 1 else (gname,)
-        upd = block.ops[update_of[pname]]
-        slots = sliced_state_slots(upd.type)
-        states = []
-        for slot, args in upd.inputs.items():
-            if slot in UNSLICED_SLOTS or not args:
-                continue
-            v = _require_var(block, args[0], "optimizer input")
-            states.append(OptState(slot, v.name, tuple(v.shape or ()), v.dtype,
-                                   slot in slots))
-        params.append(ParamPlan(
-            pname, gname, tuple(p.shape), p.dtype, g.kind, tuple(blocks), grad_blocks,
-            update_of[pname], upd.type, tuple(ops_of.get(pname, ())), tuple(states),
-            g.kind == "SELECTED_ROWS" and pname in remote_params))
 
-    dist_table = None
-    if table is not None:
-        gname = dict(pairs).get(table)
-        if gname is None or table not in update_of:
-            raise RefusedError("distributed table %r has no optimizer op" % table)
-        t = block.var(table)
-        lookups = tuple(i for i, op in enumerate(block.ops)
-                        if op.type in LOOKUP_TABLE_TYPES and op.input("W") == [table])
-        dist_table = DistributedTable(table, gname, tuple(t.shape), t.dtype, update_of[table],
-                                      int(math.ceil(t.shape[0] / float(len(endpoints)))),
-                                      lookups)
+def _param_plan(block, pname: str, gname: str, sizes: list, eps: dict, upd, op_uids,
+                remote: bool) -> ParamPlan:
+    """The plan of one parameter: its blocks where `eps` puts them, its optimizer states."""
+    p = block.var(pname)
+    g = block.var(gname)
+    blocks = [b.at(eps[b.name]) for b in split_var(pname, p.shape, sizes, p.dtype, p.kind)]
+    grad_blocks = tuple(block_name(gname, i) for i in range(len(sizes))) \
+        if len(sizes) > 1 else (gname,)
+    slots = sliced_state_slots(upd.type)
+    states = []
+    for slot, args in upd.inputs.items():
+        if slot in UNSLICED_SLOTS or not args:
+            continue
+        v = _require_var(block, args[0], "optimizer input")
+        states.append(OptState(slot, v.name, tuple(v.shape or ()), v.dtype, slot in slots))
+    return ParamPlan(pname, gname, tuple(p.shape), p.dtype, g.kind, tuple(blocks), grad_blocks,
+                     upd.uid, upd.type, tuple(op_uids), tuple(states),
+                     g.kind == "SELECTED_ROWS" and remote)
 
-    # Paddle collects the tables to fake_init (`_get_sparse_table_names`) from the trainer program
-    # *after* `transpile` swapped each remote-prefetch table's lookups for one
-    # distributed_lookup_table, so those tables count too, whatever their lookup type (v2 ops
-    # are otherwise not looked at). It swaps a table when the first remote op reading it is a
-    # lookup (an nce first keeps the table).
+
+def _distributed_table(block, table, grads: dict, update_of: dict,
+                       n: int) -> Optional[DistributedTable]:
+    if table is None:
+        return None
+    gname = grads.get(table)
+    if gname is None or table not in update_of:
+        raise RefusedError("distributed table %r has no optimizer op" % table)
+    t = block.var(table)
+    lookups = uids(op for op in block.ops
+                   if op.type in LOOKUP_TABLE_TYPES and op.input("W") == [table])
+    return DistributedTable(table, gname, tuple(t.shape), t.dtype, update_of[table].uid,
+                            int(math.ceil(t.shape[0] / float(n))), lookups)
+
+
+def _fake_init_tables(block, params: list, remote_ops: list, table, fix: bool) -> tuple:
+    """(the tables the trainer startup fake_inits, the local tables among them, sorted).
+
+    Paddle collects the tables to fake_init (`_get_sparse_table_names`) from the trainer program
+    *after* `transpile` swapped each remote-prefetch table's lookups for one
+    distributed_lookup_table, so those tables count too, whatever their lookup type (v2 ops
+    are otherwise not looked at). It swaps a table when the first remote op reading it is a
+    lookup (an nce first keeps the table). Tables fake_init'ed although the trainer reads them
+    itself (a local lookup) are never filled (fault classic-local-table-fake-init); fixing it
+    receives them instead."""
     fake = {p.name for p in params if p.remote_prefetch
-            and _first_remote_reader_type(block, remote_ops, p.name) in LOOKUP_TABLE_TYPES}
+            and _first_remote_reader_type(remote_ops, p.name) in LOOKUP_TABLE_TYPES}
     for op in block.ops:
         if op.type in CLASSIC_FAKE_INIT_TYPES and op.attr("is_sparse") is True:
             fake.add(table_of(op))
@@ -322,34 +370,17 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
             fake.add(op.input("W")[0])
     if table is not None:
         fake.add(table)
-    # tables fake_init'ed although the trainer reads them itself (a local lookup): Paddle never
-    # fills them (fault classic-local-table-fake-init); fixing it receives them instead
     local = tuple(sorted(t for t in fake if _read_locally(block, t)))
-    if config.fix_faults:
+    if fix:
         fake -= set(local)
-
-    lr = roles.lr_sched_ops(main)
-    counter = None
-    if config.mode != "sync":
-        for i in lr:
-            if block.ops[i].type == "increment":
-                counter = (i, block.ops[i].output("Out")[0])
-                break
-
-    return DistributionPlan(
-        lr_counter=counter, endpoints=endpoints, trainers=config.trainers, mode=config.mode,
-        split_method=config.split_method, slice_var_up=config.slice_var_up,
-        min_block_size=config.min_block_size, params=tuple(params), send_order=tuple(order),
-        optimize_ops=tuple(opt), lr_ops=tuple(lr),
-        fake_init_tables=tuple(sorted(fake)), local_tables=local, remote_prefetch_ops=remote_ops,
-        distributed_table=dist_table, clip_ops=clip)
+    return fake, local
 
 
-def _first_remote_reader_type(block, remote_ops: tuple, name: str) -> Optional[str]:
+def _first_remote_reader_type(remote_ops: list, name: str) -> Optional[str]:
     """The type of the first remote-prefetch op that reads `name` (any input), or None."""
-    for i in remote_ops:
-        if name in block.ops[i].input_names():
-            return block.ops[i].type
+    for op in remote_ops:
+        if name in op.input_names():
+            return op.type
     return None
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ..core.styles import CLASSIC, FLEET
+from ..ir.program import indexed
 from ..ir.tables import LOOKUP_TABLE_TYPES
 
 
@@ -32,7 +34,7 @@ FLEET_SYNC_STEP_COUNTER = "fleet-sync-step-counter"
 @dataclass(frozen=True)
 class FaultKind:
     id: str
-    style: str          # classic | fleet
+    style: str          # the style's name (core/styles.py)
     modes: str          # where it occurs, as text
     paddle: str         # what happens in Paddle's split
     fix: str            # what `paddle_faults: fix` changes
@@ -40,42 +42,42 @@ class FaultKind:
 
 
 FAULT_KINDS = (
-    FaultKind(CLASSIC_LOCAL_TABLE_FAKE_INIT, "classic", "sync, async, half_async",
+    FaultKind(CLASSIC_LOCAL_TABLE_FAKE_INIT, CLASSIC.name, "sync, async, half_async",
               "a sparse table the trainer looks up locally (lookup_table with is_sparse, no "
               "remote_prefetch) is fake_init'ed in the trainer startup and never received, so "
               "the first step reads a table with no values",
               "the trainer startup receives the table from the pservers (recv + concat), as "
               "every other parameter"),
-    FaultKind(CLASSIC_DIST_TABLE_OPTIMIZER, "classic", "sync, async, half_async",
+    FaultKind(CLASSIC_DIST_TABLE_OPTIMIZER, CLASSIC.name, "sync, async, half_async",
               "the distributed lookup table (is_distributed) is trained on the pservers with sgd "
               "whatever the program's optimizer, and in sync mode the trainers' gradients are "
               "summed without the 1/trainers scale",
               "the table is served as row blocks looked up by remote prefetch (the "
               "transpiler's own mechanism for a sparse table), each block trained by the "
               "program's optimizer on the averaged gradient"),
-    FaultKind(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, "classic", "every mode",
+    FaultKind(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, CLASSIC.name, "every mode",
               "rmsprop's MeanGrad accumulator keeps the whole parameter's shape on a pserver "
               "that holds a slice of it",
               "MeanGrad gets the slice's shape, as Moment and MeanSquare (corrected in both "
               "settings)", always_fixed=True),
-    FaultKind(CLASSIC_UNWIRED_GRAD_CHAIN, "classic", "every mode",
+    FaultKind(CLASSIC_UNWIRED_GRAD_CHAIN, CLASSIC.name, "every mode",
               "the pserver computes the clip / weight-decay chain of a parameter's gradient "
               "and then updates the parameter with the merged gradient, ignoring the chain",
               "the optimizer reads the chain's result (corrected in both settings)",
               always_fixed=True),
-    FaultKind(FLEET_CLIP_BEFORE_MERGE, "fleet", "sync, 2+ trainers",
+    FaultKind(FLEET_CLIP_BEFORE_MERGE, FLEET.name, "sync, 2+ trainers",
               "gradient clipping runs on each trainer's gradient before the pservers average "
               "them, not on the averaged gradient",
               "the trainer sends the gradient unclipped (the clip op becomes an assign) and "
               "each pserver clips the averaged gradient; clip by value, and clip by norm of an "
               "unsliced parameter (a global-norm clip needs every gradient at once and stays "
               "as Paddle has it)"),
-    FaultKind(FLEET_ORPHAN_SPARSE_GRAD_SUM, "fleet", "sync, async, half_async",
+    FaultKind(FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET.name, "sync, async, half_async",
               "a table looked up more than once: the trainer's lookup grads become one "
               "distributed_push_sparse, but the `sum` that added them stays and reads vars no "
               "op writes any more, so the trainer fails at that op",
               "the orphaned `sum` is removed (the push sends the table's gradient)"),
-    FaultKind(FLEET_LARGE_SCALE_ADAM, "fleet", "sync, async, half_async",
+    FaultKind(FLEET_LARGE_SCALE_ADAM, FLEET.name, "sync, async, half_async",
               "a large-scale table (is_distributed) trained with adam is updated by Paddle's "
               "fused lookup_sparse_table_fuse_adam, which corrects the bias with the next "
               "step's beta powers (it updates them in place first) and moves only the rows "
@@ -83,7 +85,7 @@ FAULT_KINDS = (
               "has a moment",
               "the table is served as row blocks of a sparse table (looked up and pushed "
               "like any remote table), each block trained by the program's adam"),
-    FaultKind(FLEET_SYNC_STEP_COUNTER, "fleet", "sync, with LR decay",
+    FaultKind(FLEET_SYNC_STEP_COUNTER, FLEET.name, "sync, with LR decay",
               "the trainers drop the step counter's increment and sync trainers never send "
               "it, so the pservers' @LR_DECAY_COUNTER@ keeps its startup value and the "
               "learning rate never follows the schedule",
@@ -177,12 +179,12 @@ def classic_faults(main, config, plan) -> list:
     """The faults of the classic plan made for `config` (its fixes already applied when asked)."""
     out = [fault(CLASSIC_LOCAL_TABLE_FAKE_INIT, "table %s" % t, config.fix_faults)
            for t in plan.local_tables]
-    ops = main.global_block.ops
+    op_of = {op.uid: op for op in main.global_block.ops}
     for p in plan.params:
         if p.sliced and any(s.slot == "MeanGrad" for s in p.states) and \
                 p.optimizer_type == "rmsprop":
             out.append(fault(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, "parameter %s" % p.name, True))
-        grad_in = ops[p.optimizer_op].input("Grad")[:1]
+        grad_in = op_of[p.optimizer_op].input("Grad")[:1]
         if grad_in and grad_in[0] != p.grad:
             out.append(fault(CLASSIC_UNWIRED_GRAD_CHAIN, "parameter %s (%s)"
                              % (p.name, grad_in[0]), True))
@@ -221,7 +223,7 @@ def fleet_faults(main, config, plan) -> list:
         out.append(fault(FLEET_ORPHAN_SPARSE_GRAD_SUM, "table %s" % table,
                          config.fix_faults))
     if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
-        blocked = clip_fix_blocker(main, plan.clip_ops, plan.grad_slices)
+        blocked = clip_fix_blocker(main.global_block.ops, plan.clip_ops, plan.grad_slices)
         out.append(fault(FLEET_CLIP_BEFORE_MERGE, "%d clip op(s) on the trainer"
                          % len(plan.clip_ops), config.fix_faults, blocked))
     if plan.is_sync and plan.need_global_step:
@@ -230,14 +232,13 @@ def fleet_faults(main, config, plan) -> list:
     return out
 
 
-def clip_fix_blocker(main, clip_ops, grad_slices) -> Optional[str]:
-    """Why the trainer's clip ops (`clip_ops`: block-0 indices) cannot move to the pservers, or
-    None when they can: each must clip one gradient on its own (elementwise, or by the norm of
-    a parameter no pserver holds in slices; `grad_slices`: grad -> its blocks)."""
-    ops = main.global_block.ops
+def clip_fix_blocker(ops, clip_ops, grad_slices) -> Optional[str]:
+    """Why the trainer's clip ops (`clip_ops`: their uids among the global block's `ops`)
+    cannot move to the pservers, or None when they can: each must clip one gradient on its own
+    (elementwise, or by the norm of a parameter no pserver holds in slices; `grad_slices`:
+    grad -> its blocks)."""
     sliced = {g for g, blocks in grad_slices.items() if len(blocks) > 1}
-    for i in clip_ops:
-        op = ops[i]
+    for i, op in indexed(ops, clip_ops):
         if op.type in PER_TENSOR_CLIPS:
             continue
         if op.type in PER_PARAM_CLIPS and not sliced & set(op.input("X")):

@@ -27,12 +27,13 @@ from ..core.errors import RefusedError, UserError
 from ..ir import roles
 from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.optimizers import is_optimizer_update
-from ..ir.program import Op, Program, Var
+from ..ir.program import Op, Program, Var, uids
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
 from .faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
                      FLEET_SYNC_STEP_COUNTER, clip_fix_blocker)
 from .pairs import Pair
+from .placed import fleet_params
 from .modes import ModeQuestions
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                       split_var, trainer_copy_name)
@@ -72,12 +73,11 @@ def remote_lookup_groups(ops: list[Op]):
     return pulls, pushes
 
 
-def orphan_sum_indices(ops: list[Op], grad_group: list[Op]) -> list[int]:
-    """Indices of the `sum` ops that add only the W@GRAD outputs of `grad_group` (a table's
-    lookup grads, which distributed_push_sparse replaces): left alone, they read nothing."""
+def orphan_sums(ops: list[Op], grad_group: list[Op]) -> list[Op]:
+    """The `sum` ops that add only the W@GRAD outputs of `grad_group` (a table's lookup grads,
+    which distributed_push_sparse replaces): left alone, they read nothing."""
     outs = {o for op in grad_group for o in op.output("W@GRAD")}
-    return [i for i, op in enumerate(ops)
-            if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
+    return [op for op in ops if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
 
 
 @dataclass(frozen=True)
@@ -91,17 +91,17 @@ class FleetPlan(ModeQuestions):
     grad_slices: Mapping[str, tuple]            # origin grad name -> VarBlocks
     ep_params: Mapping[str, tuple]              # endpoint -> param VarBlocks, dispatch order
     ep_grads: Mapping[str, tuple]               # endpoint -> grad VarBlocks, dispatch order
-    optimize_ops: tuple                         # block-0 op indices (clip ops excluded)
-    clip_ops: tuple                             # block-0 op indices of gradient-clip ops
-    lr_ops: tuple                               # block-0 op indices of LR-schedule ops
+    optimize_ops: tuple                         # op uids (ir.program.Op.uid), clips excluded
+    clip_ops: tuple                             # uids of the gradient-clip ops
+    lr_ops: tuple                               # uids of the LR-schedule ops
     sparse_tables: tuple                        # tables of is_sparse, non-distributed lookups
     distributed_tables: tuple                   # tables of is_distributed lookups
     table_ids: Mapping[str, int]                # sparse param -> the-one-ps table id
-    update_ops: Mapping[str, int]               # param -> block-0 index of its optimizer op
+    update_ops: Mapping[str, int]               # param -> the uid of its optimizer op
     pserver_lr_ops: tuple                       # the LR ops the pservers run (lr_ops but the
                                                 # step counter's increment)
-    sparse_lookup_ops: tuple                    # block-0 indices of the remote lookups and
-                                                # their grads, fused into distributed ops
+    sparse_lookup_ops: tuple                    # uids of the remote lookups and their
+                                                # grads, fused into distributed ops
     need_global_step: bool
     has_lr_scheduler: bool
     lr_var: Optional[str] = None
@@ -111,6 +111,15 @@ class FleetPlan(ModeQuestions):
     orphan_sums: tuple = ()                     # tables whose lookup-grad sum outlives them
 
     # --- questions the passes ask -----------------------------------------------------------
+    def placed_params(self, main: Program) -> list:
+        """The pairs as style-neutral PlacedParams (placed.py), in order."""
+        return fleet_params(self, main)
+
+    @property
+    def dense_order(self) -> list:
+        """The dense params in the order Fleet dispatches their blocks: program order."""
+        return [p.param for p in self.dense_pairs]
+
     @property
     def pairs(self) -> tuple:
         return self.dense_pairs + self.sparse_pairs
@@ -189,10 +198,62 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     LR var on the trainer.
     """
     ops = main.global_block.ops
-    endpoints = tuple(config.pservers)
+    remote, sparse_tables, dist_tables = _tables(ops)
+    optimize_ops = roles.optimize_ops(main, CLIP_NAME_SCOPE)
+    clip_ops = roles.clip_ops(main, CLIP_NAME_SCOPE)
+    lr_ops = roles.lr_sched_ops(main)
+    dense, sparse = [], []
+    for param, grad in roles.params_grads(optimize_ops):
+        _var(main, param, "a parameter in op_role_var")
+        _var(main, grad, "a gradient in op_role_var")
+        if param in remote:
+            sparse.append(Pair(param, grad, True, param in dist_tables))
+        else:
+            dense.append(Pair(param, grad))
+    _check_ops(ops, optimize_ops, dense + sparse, remote)
+    if config.mode == "geo":
+        _check_geo(sparse, dist_tables)
+    placed_params, placed_grads, ep_params, ep_grads = _place(main, config, dense, sparse,
+                                                              optimize_ops)
+    need_global_step = any(is_step_increment(op) for op in lr_ops)
+    update_ops = {}
+    for op in optimize_ops:
+        if is_optimizer_update(op):
+            update_ops.setdefault(op.input("Param")[0], op.uid)
+    pulls, pushes = remote_lookup_groups(ops)
+    lr_var, notes = _lr_var(main, optimize_ops), []
+    if lr_scheduler:
+        lr_var = _scheduler_lr_var(main)
+        notes.append("the learning rate %s is fed by an LR scheduler: the trainer keeps it as a "
+                     "persistable var" % lr_var)
+    # tables whose lookup grads Paddle's backward added with a `sum` that fusing them into one
+    # push leaves reading nothing (fault fleet-orphan-sparse-grad-sum)
+    orphans = tuple(sorted(t for t, group in pushes.items()
+                           if config.mode != "geo" and orphan_sums(ops, group)))
+    fixes = _fixes(main, config, orphans, need_global_step, clip_ops, placed_grads)
+    return FleetPlan(
+        mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
+        dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
+        param_slices=MappingProxyType(placed_params), grad_slices=MappingProxyType(placed_grads),
+        ep_params=MappingProxyType(ep_params), ep_grads=MappingProxyType(ep_grads),
+        optimize_ops=uids(optimize_ops), clip_ops=uids(clip_ops), lr_ops=uids(lr_ops),
+        sparse_tables=tuple(sparse_tables), distributed_tables=tuple(dist_tables),
+        table_ids=MappingProxyType(_table_ids(dense, sparse)),
+        update_ops=MappingProxyType(update_ops),
+        pserver_lr_ops=uids(op for op in lr_ops if not is_step_increment(op)
+                            or FLEET_SYNC_STEP_COUNTER in fixes),
+        sparse_lookup_ops=uids(op for op in ops if op.uid in {
+            o.uid for group in list(pulls.values()) + list(pushes.values()) for o in group}),
+        need_global_step=need_global_step, has_lr_scheduler=lr_scheduler, lr_var=lr_var,
+        notes=tuple(notes),
+        split_method="balanced" if config.split_method == "balanced" else "round_robin",
+        fixes=frozenset(fixes), orphan_sums=orphans)
 
-    remote = []        # params of lookups with remote_prefetch: Fleet's "sparse" params
-    sparse_tables, dist_tables = [], []
+
+def _tables(ops) -> tuple:
+    """(remote-prefetch params: Fleet's "sparse" params, sparse tables, distributed tables),
+    each in first-use order."""
+    remote, sparse_tables, dist_tables = [], [], []
     for op in ops:
         table = table_of(op)
         if table is None:
@@ -203,30 +264,27 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
             _add(sparse_tables, table)
         if is_distributed_lookup(op):
             _add(dist_tables, table)
+    return remote, sparse_tables, dist_tables
 
-    optimize_ops = roles.optimize_ops(main, CLIP_NAME_SCOPE)
-    clip_ops = roles.clip_ops(main, CLIP_NAME_SCOPE)
-    lr_ops = roles.lr_sched_ops(main)
-    dense, sparse = [], []
-    for param, grad in roles.params_grads(main, optimize_ops):
-        _var(main, param, "a parameter in op_role_var")
-        _var(main, grad, "a gradient in op_role_var")
-        if param in remote:
-            sparse.append(Pair(param, grad, True, param in dist_tables))
-        else:
-            dense.append(Pair(param, grad))
 
-    _check_ops(ops, optimize_ops, dense + sparse, remote)
+def _check_geo(sparse: list, dist_tables: list) -> None:
+    if not sparse:
+        raise RefusedError("geo mode needs a sparse parameter (an embedding looked up with "
+                           "is_sparse and remote_prefetch); this program has none")
+    if dist_tables:
+        raise RefusedError("geo mode can not handle large-scale embedding tables "
+                           "(is_distributed lookups: %s); use a plain sparse embedding"
+                           % ", ".join(dist_tables))
 
-    if config.mode == "geo":
-        if not sparse:
-            raise RefusedError("geo mode needs a sparse parameter (an embedding looked up with "
-                               "is_sparse and remote_prefetch); this program has none")
-        if dist_tables:
-            raise RefusedError("geo mode can not handle large-scale embedding tables "
-                               "(is_distributed lookups: %s); use a plain sparse embedding"
-                               % ", ".join(dist_tables))
 
+def _place(main: Program, config: ClusterConfig, dense: list, sparse: list,
+           optimize_ops: list) -> tuple:
+    """(param blocks, grad blocks, {endpoint: param blocks}, {endpoint: grad blocks}).
+
+    Round robin: dense blocks continue from one var to the next, each sparse table restarts
+    at the first endpoint; a grad block goes where its param block goes. split_method
+    balanced places the dense blocks by bytes instead (placement.py)."""
+    endpoints = tuple(config.pservers)
     n = len(endpoints)
     param_slices, grad_slices = {}, {}
     for pairs, sizes_of in ((dense, _dense_sizes), (sparse, slice_rows_evenly)):
@@ -234,10 +292,6 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
             pv, gv = main.global_block.vars[p.param], main.global_block.vars[p.grad]
             param_slices.setdefault(p.param, _blocks(pv, sizes_of(tuple(pv.shape or ()), n)))
             grad_slices.setdefault(p.grad, _blocks(gv, sizes_of(tuple(gv.shape or ()), n)))
-
-    # round robin: dense blocks continue from one var to the next, each sparse table restarts
-    # at the first endpoint; a grad block goes where its param block goes. split_method
-    # balanced places the dense blocks by bytes instead (placement.py)
     ep_params = {ep: [] for ep in endpoints}
     ep_grads = {ep: [] for ep in endpoints}
     placed_params, placed_grads = {}, {}
@@ -263,63 +317,40 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                 ep_params[ep].append(new_p[-1])
                 ep_grads[ep].append(new_g[-1])
             placed_params[p.param], placed_grads[p.grad] = tuple(new_p), tuple(new_g)
+    return (placed_params, placed_grads, {k: tuple(v) for k, v in ep_params.items()},
+            {k: tuple(v) for k, v in ep_grads.items()})
 
+
+def _table_ids(dense: list, sparse: list) -> dict:
+    """The-one-ps table ids of the sparse params: after the one dense table, in order."""
     dense_offset = 1 if dense else 0
-    table_ids = {p.param: dense_offset + i for i, p in enumerate(sparse)}
+    return {p.param: dense_offset + i for i, p in enumerate(sparse)}
 
-    need_global_step = any(is_step_increment(ops[i]) for i in lr_ops)
-    update_ops = {}
-    for i in optimize_ops:
-        if is_optimizer_update(ops[i]):
-            update_ops.setdefault(ops[i].input("Param")[0], i)
-    pulls, pushes = remote_lookup_groups(ops)
-    fused = {id(op) for group in list(pulls.values()) + list(pushes.values()) for op in group}
-    sparse_lookup_ops = tuple(i for i, op in enumerate(ops) if id(op) in fused)
-    lr_var = _lr_var(main, optimize_ops)
-    notes = []
-    if lr_scheduler:
-        # Fleet's delete_optimizer_pass (_add_lr_var) re-declares the var by this fixed name,
-        # whatever the optimizer reads, and fails when the program has no such var
-        if main.global_block.var(SCHEDULER_LR_VAR) is None:
-            raise RefusedError("the learning rate is set by an LR scheduler, but the program has "
-                               "no var %s: Fleet's delete_optimizer_pass looks that name up and "
-                               "fails (set lr_scheduler: false if the rate is constant)"
-                               % SCHEDULER_LR_VAR)
-        lr_var = SCHEDULER_LR_VAR
-        notes.append("the learning rate %s is fed by an LR scheduler: the trainer keeps it as a "
-                     "persistable var" % lr_var)
 
-    # tables whose lookup grads Paddle's backward added with a `sum` that fusing them into one
-    # push leaves reading nothing (fault fleet-orphan-sparse-grad-sum)
-    orphan_sums = tuple(sorted(
-        t for t, group in pushes.items() if config.mode != "geo"
-        and orphan_sum_indices(ops, group)))
-    # the Paddle faults (plan/faults.py) this split fixes, when the config asks for that
+def _scheduler_lr_var(main: Program) -> str:
+    """Fleet's delete_optimizer_pass (_add_lr_var) re-declares the var by this fixed name,
+    whatever the optimizer reads, and fails when the program has no such var."""
+    if main.global_block.var(SCHEDULER_LR_VAR) is None:
+        raise RefusedError("the learning rate is set by an LR scheduler, but the program has "
+                           "no var %s: Fleet's delete_optimizer_pass looks that name up and "
+                           "fails (set lr_scheduler: false if the rate is constant)"
+                           % SCHEDULER_LR_VAR)
+    return SCHEDULER_LR_VAR
+
+
+def _fixes(main: Program, config: ClusterConfig, orphans: tuple, need_global_step: bool,
+           clip_ops: list, placed_grads: dict) -> set:
+    """The Paddle faults (plan/faults.py) this split fixes, when the config asks for that."""
     fixes = set()
-    if config.fix_faults and orphan_sums:
+    if config.fix_faults and orphans:
         fixes.add(FLEET_ORPHAN_SPARSE_GRAD_SUM)
     if config.fix_faults and config.mode == "sync":
         if need_global_step:
             fixes.add(FLEET_SYNC_STEP_COUNTER)
         if config.trainers > 1 and clip_ops and \
-                clip_fix_blocker(main, clip_ops, placed_grads) is None:
+                clip_fix_blocker(main.global_block.ops, uids(clip_ops), placed_grads) is None:
             fixes.add(FLEET_CLIP_BEFORE_MERGE)
-
-    return FleetPlan(
-        mode=config.mode, endpoints=endpoints, trainers=config.trainers,
-        dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
-        param_slices=MappingProxyType(placed_params), grad_slices=MappingProxyType(placed_grads),
-        ep_params=MappingProxyType({k: tuple(v) for k, v in ep_params.items()}),
-        ep_grads=MappingProxyType({k: tuple(v) for k, v in ep_grads.items()}),
-        optimize_ops=tuple(optimize_ops), clip_ops=tuple(clip_ops), lr_ops=tuple(lr_ops),
-        sparse_tables=tuple(sparse_tables), distributed_tables=tuple(dist_tables),
-        table_ids=MappingProxyType(table_ids), update_ops=MappingProxyType(update_ops),
-        pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])
-                             or FLEET_SYNC_STEP_COUNTER in fixes),
-        sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
-        has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes),
-        split_method="balanced" if config.split_method == "balanced" else "round_robin",
-        fixes=frozenset(fixes), orphan_sums=orphan_sums)
+    return fixes
 
 
 def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None:
@@ -329,8 +360,7 @@ def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None
         if not (op.inputs if io == "input" else op.outputs).get(slot):
             raise UserError("%s op: %s %s is missing or empty" % (op.type, io, slot))
 
-    for i in optimize_ops:
-        op = ops[i]
+    for op in optimize_ops:
         rv = op.attr("op_role_var") or []
         if len(rv) == 1 or len(rv) % 2:
             raise UserError("%s op (optimize role): op_role_var %r should name a (param, grad) "
@@ -340,7 +370,7 @@ def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None
             if op.type == "adam":
                 for slot in ("Moment1", "Moment2", "Beta1Pow", "Beta2Pow"):
                     need(op, "input", slot)
-    updated = {ops[i].input("Param")[0] for i in optimize_ops if is_optimizer_update(ops[i])}
+    updated = {op.input("Param")[0] for op in optimize_ops if is_optimizer_update(op)}
     for p in pairs:
         if p.param not in updated:
             raise UserError("parameter %s has optimize ops (op_role_var) but no optimizer op "
@@ -381,8 +411,8 @@ def _blocks(var: Var, sizes: list) -> list:
 
 def _lr_var(main: Program, optimize_ops) -> Optional[str]:
     """The learning-rate var the optimizer ops read (the first one, when they differ)."""
-    for i in optimize_ops:
-        lr = main.global_block.ops[i].input("LearningRate")
+    for op in optimize_ops:
+        lr = op.input("LearningRate")
         if lr:
             return lr[0]
     return None

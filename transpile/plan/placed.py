@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
-from ..ir.program import DTYPE_BYTES, Program
+from ..ir.program import DTYPE_BYTES, Program, uid_index
 from .slicing import VarBlock
 
 
@@ -23,7 +23,7 @@ class PlacedParam:
     dtype: Optional[str]
     grad_kind: str
     optimizer: Optional[str]
-    optimizer_op: Optional[int]
+    optimizer_op: Optional[int]      # the index of its optimizer op in the original program
     blocks: tuple                    # VarBlock, with endpoints
     merged: tuple                    # per block: the grad's name on the pserver
     sent: tuple                      # per block: the names trainer 0, 1, ... send it under
@@ -51,9 +51,11 @@ def _state(slot, var, sliced, blocks, name_of) -> dict:
                        for b in blocks]}
 
 
-# --- the style readers -----------------------------------------------------------------------
-def _classic_params(plan, main: Program) -> list:
+# --- the style readers (DistributionPlan.placed_params, FleetPlan.placed_params) ---------------
+def classic_params(plan, main: Program) -> list:
+    """The classic DistributionPlan's parameters and distributed table as PlacedParams."""
     gb = main.global_block
+    at = uid_index(gb.ops)
     params = []
     for p in plan.params:
         sent = tuple(tuple(plan.sent_grad_name(g, t) for t in range(plan.trainers))
@@ -66,7 +68,8 @@ def _classic_params(plan, main: Program) -> list:
                      "distributed": False, "fake_init": p.name in plan.fake_init_tables,
                      "table_id": None}
         params.append(PlacedParam(p.name, p.grad, p.shape, p.dtype, p.grad_kind,
-                                  p.optimizer_type, p.optimizer_op, p.blocks, p.grad_blocks,
+                                  p.optimizer_type, at.get(p.optimizer_op), p.blocks,
+                                  p.grad_blocks,
                                   sent, acc, table))
     t = plan.distributed_table
     if t is not None:
@@ -76,7 +79,8 @@ def _classic_params(plan, main: Program) -> list:
                                 "SELECTED_ROWS") for i, ep in enumerate(plan.endpoints))
         n = len(plan.endpoints)
         params.append(PlacedParam(
-            t.name, t.grad, t.shape, t.dtype, "SELECTED_ROWS", "sgd", t.optimizer_op, blocks,
+            t.name, t.grad, t.shape, t.dtype, "SELECTED_ROWS", "sgd", at.get(t.optimizer_op),
+            blocks,
             tuple(plan.table_merged_name(i) for i in range(n)),
             tuple(tuple(plan.table_sent_name(i, k) for k in range(plan.trainers))
                   for i in range(n)), [],
@@ -85,8 +89,10 @@ def _classic_params(plan, main: Program) -> list:
     return params
 
 
-def _fleet_params(plan, main: Program) -> list:
+def fleet_params(plan, main: Program) -> list:
+    """The FleetPlan's pairs as PlacedParams."""
     gb = main.global_block
+    at = uid_index(gb.ops)
     gvars = gb.vars
     geo = plan.is_geo
     params = []
@@ -95,7 +101,7 @@ def _fleet_params(plan, main: Program) -> list:
         merged = tuple(plan.merged_grad_names(pair.param))
         sent = tuple(tuple(plan.sent_grad_name(m, t) for t in range(plan.trainers))
                      for m in merged)
-        upd = plan.update_ops.get(pair.param)
+        upd = at.get(plan.update_ops.get(pair.param))
         op = gb.ops[upd] if upd is not None else None
         acc = []
         if op is not None and not geo:
@@ -121,17 +127,9 @@ def _fleet_params(plan, main: Program) -> list:
     return params
 
 
-def placed_params(plan, main: Program, style: str) -> list:
-    """The style's plan as style-neutral PlacedParams, in the plan's order."""
-    return (_classic_params if style == "classic" else _fleet_params)(plan, main)
-
-
-def effective_split_method(plan, style: str) -> str:
-    """The split method the style used: classic the config's; Fleet round robin, as Paddle
-    does, unless `balanced` was asked for."""
-    if style == "classic":
-        return plan.split_method
-    return "balanced" if getattr(plan, "split_method", "") == "balanced" else "round_robin"
+def placed_params(plan, main: Program) -> list:
+    """A style's plan as style-neutral PlacedParams, in the plan's order."""
+    return plan.placed_params(main)
 
 
 def holdings(params: list, endpoints) -> dict:

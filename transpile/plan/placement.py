@@ -55,13 +55,13 @@ def classic_placement(block: Block, raw: Sequence[tuple], order: Sequence[str],
     """Classic `balanced`: {block name: endpoint} of every parameter block.
 
     `raw`: (param, grad, element sizes of its blocks); `order`: the params in dispatch order
-    (what breaks ties between equal blocks); `update_of`: param -> index of its optimizer op.
+    (what breaks ties between equal blocks); `update_of`: param -> its optimizer op.
     """
     sizes_of = {r[0]: r[2] for r in raw}
     names, weights, groups = [], [], []
     for pname in order:
         sizes = sizes_of[pname]
-        op = block.ops[update_of[pname]]
+        op = update_of[pname]
         accs = accumulators(block, op, sliced_state_slots(op.type), UNSLICED_SLOTS)
         weights += block_weights(sizes, block.var(pname).dtype, accs)
         names += [pname] if len(sizes) == 1 else [block_name(pname, i)
@@ -71,7 +71,7 @@ def classic_placement(block: Block, raw: Sequence[tuple], order: Sequence[str],
 
 
 def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slices: dict,
-                    optimize_ops: Sequence[int], endpoints: Sequence[str],
+                    optimize_ops: Sequence[Op], endpoints: Sequence[str],
                     geo: bool) -> list[str]:
     """Fleet `balanced`: the endpoint of each dense param block, in the order of `dense`'s
     blocks (Pairs, unplaced `param_slices` VarBlocks).
@@ -81,8 +81,7 @@ def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slic
     """
     gb = main.global_block
     update = {}
-    for i in optimize_ops:
-        op = gb.ops[i]
+    for op in optimize_ops:
         if is_optimizer_update(op):
             update.setdefault(op.input("Param")[0], op)
 
@@ -219,7 +218,7 @@ def best_placement(params, endpoints: Sequence[str]) -> tuple[Optional[float], b
     return round(top * n / float(total), 4), exact
 
 
-def round_robin_loads(params, plan, style: str) -> dict:
+def round_robin_loads(params, plan) -> dict:
     """Per endpoint, the bytes it would hold had these blocks been placed round robin (the
     style's round_robin dispatch over the same blocks in the same order; pinned tables where
     they are): what `balanced` is compared with, without planning the program twice."""
@@ -232,9 +231,8 @@ def round_robin_loads(params, plan, style: str) -> dict:
             loads[b.endpoint] += w
         else:
             movable.setdefault(p.name, []).append(w)
-    # dispatch order: classic sends in send_order (shuffled without slice_var_up), fleet
-    # places the dense params in their order
-    order = plan.send_order if style == "classic" else [p.param for p in plan.dense_pairs]
+    # the order the style dispatches its dense params in (plan.dense_order)
+    order = plan.dense_order
     ws = [w for name in order for w in movable.pop(name, [])]
     ws += [w for rest in movable.values() for w in rest]
     for w, ep in zip(ws, dispatch(list(range(len(ws))), eps, "round_robin")):

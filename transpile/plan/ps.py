@@ -24,7 +24,7 @@ from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
 from ..ir import roles
 from ..ir.lr_schedule import SCHEDULER_LR_VAR
-from ..ir.program import Program, numel
+from ..ir.program import Op, Program, numel, uids
 from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
 from .pairs import Pair
 from .modes import DISTRIBUTED_MODES, ModeQuestions
@@ -62,9 +62,9 @@ class PsPlan(ModeQuestions):
     dense_pairs: tuple
     ctxs: tuple                                 # SendCtx, in table-id order
     tables: tuple                               # PsTable per ctx, then the barrier table
-    optimize_ops: tuple                         # block-0 indices (clip ops excluded)
-    clip_ops: tuple                             # optimize-role gradient-clip ops (kept)
-    lr_ops: tuple                               # LR-schedule ops
+    optimize_ops: tuple                         # uids (ir.program.Op.uid), clips excluded
+    clip_ops: tuple                             # uids: optimize-role gradient clips (kept)
+    lr_ops: tuple                               # uids: LR-schedule ops
     table_ids: Mapping[str, int]                # sparse param -> table id
     fake_init_tables: tuple                     # startup tables replaced by fake_init (sorted)
     lr_scheduler: bool = False
@@ -87,7 +87,7 @@ class PsPlan(ModeQuestions):
         return self.endpoints.index(endpoint)
 
 
-def optimize_ops(main: Program) -> list[int]:
+def optimize_ops(main: Program) -> list[Op]:
     """Paddle's get_optimize_ops: op_role exactly Optimize, gradient-clip ops excluded."""
     return roles.optimize_ops(main, CLIP_NAME_SCOPE)
 
@@ -155,7 +155,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     remote = set(remote_tables(main))
     dist = {table_of(op) for op in ops if is_distributed_lookup(op)}
     sparse, dense = [], []
-    for param, grad in roles.params_grads(main, opt):
+    for param, grad in roles.params_grads(opt):
         if param in remote:
             sparse.append(Pair(param, grad, True, param in dist))
         else:
@@ -196,9 +196,9 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     return PsPlan(
         mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
         sparse_pairs=tuple(sparse), dense_pairs=tuple(dense), ctxs=tuple(ctxs),
-        tables=tuple(tables), optimize_ops=tuple(opt),
-        clip_ops=tuple(roles.clip_ops(main, CLIP_NAME_SCOPE)),
-        lr_ops=tuple(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
+        tables=tuple(tables), optimize_ops=uids(opt),
+        clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)),
+        lr_ops=uids(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
         notes=tuple(notes))
 

@@ -122,7 +122,8 @@ class TableSources:
     """What describe_table looks up in the original programs, indexed once (Paddle walks the
     programs for every table; a program with thousands of tables should not):
 
-      optimizer   param -> index of the first optimizer op (of `opt`) whose Param it is
+      optimizer   param -> (index in block 0, op) of the first optimizer op (of `opt`)
+                  whose Param it is
       inits       var -> the initializer string of the first startup op of INIT_ATTRS's types
                   whose Out[0] it is ("" for none: get_initializer_attr)
       entries     table -> the entry of its first sparse or distributed lookup (parse_entry:
@@ -132,10 +133,11 @@ class TableSources:
     def __init__(self, main: Program, startup: Program, opt: list):
         ops = main.global_block.ops
         self.optimizer: dict = {}
-        for i in opt:
-            p = ops[i].input("Param")[:1]
+        wanted = {op.uid for op in opt}
+        for i, op in enumerate(ops):
+            p = op.input("Param")[:1] if op.uid in wanted else None
             if p:
-                self.optimizer.setdefault(p[0], i)
+                self.optimizer.setdefault(p[0], (i, op))
         self.inits: dict = {}
         for op in startup.global_block.ops:
             if op.type in INIT_ATTRS and op.output("Out")[:1] and \
@@ -199,10 +201,10 @@ def describe_table(ctx, main: Program, index: TableSources, config) -> PsTable:
     n_ps = len(config.pservers)
     if not ctx.grads:       # a dense table of data_norm grads only leaves this one empty
         return PsTable(ctx.table_id, ctx.kind, "", 0, "", "", 0, 0, empty=True)
-    i = index.optimizer.get(ctx.params[0])
-    if i is None:
+    found = index.optimizer.get(ctx.params[0])
+    if found is None:
         raise RefusedError("can not find optimizer for %s" % ctx.grads[0])
-    oop = main.global_block.ops[i]
+    i, oop = found
     if geo:
         rule = "sum"
     elif ctx.kind == "datanorm":

@@ -4,22 +4,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..plan.compare import Placement, compare, faults_of
+from ..plan.compare import Placement
 from ..plan.faults import KIND, summary
 from .show import human_bytes, load_bar
 
 BAR = 12
-
-
-def comparison(main, startup, config) -> dict:
-    """The JSON-able comparison: per split method, bytes per endpoint and imbalance."""
-    placements = compare(main, startup, config)
-    best = placements[0]
-    return {"style": config.style, "mode": config.mode, "pservers": list(config.pservers),
-            "split_method": config.split_method,
-            "best_imbalance": best.best_imbalance, "best_exact": best.best_exact,
-            "methods": [p.to_dict() for p in placements],
-            "faults": [f.to_dict() for f in faults_of(main, startup, config)]}
 
 
 def _ratio(x: Optional[float]) -> str:

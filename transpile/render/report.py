@@ -11,6 +11,7 @@ from collections import Counter
 from operator import attrgetter
 from typing import Optional
 
+from ..core.styles import traits
 from ..ir import roles
 from ..ir.program import Op, Program
 from ..plan.faults import KIND
@@ -349,7 +350,7 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
                    % (config.style, config.mode, config.trainers, len(config.pservers),
                       ", ".join(config.pservers)))
         out.append("")
-    if plan and plan.get("style") == "ps":
+    if plan and traits(plan["style"]).descriptors:
         from .psreport import table_lines
         out.append("Contents: the tables of the descriptors and what each trainer exchanges "
                    "with them; each trainer program against the original; each pserver "

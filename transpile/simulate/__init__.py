@@ -119,7 +119,7 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
     if derived:
         sp.notes.append("%s derived from trainer_%d by renaming its .trainer_%d vars"
                         % (", ".join("trainer_%d" % t for t in derived), src, src))
-    if config.style == "fleet":
+    if config.traits.runtime_json:
         for tid in sp.trainers:
             if tid not in sp.runtime:
                 sp.notes.append("trainer_%d has no runtime.json: its sends go by epmap" % tid)

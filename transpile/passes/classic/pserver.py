@@ -35,14 +35,15 @@ class ClassicPserverIndex:
 
     def __init__(self, main: Program, plan: DistributionPlan, trainer_id: int):
         self.trainer_id = trainer_id
-        ops = main.global_block.ops
         self.ovars = main.global_block.vars
         self.plan = plan
-        indices = set(plan.optimize_ops).union(*(p.ops for p in plan.params))
-        # the optimizer updates (by op index), and the param each one updates in program order
-        self.updates = frozenset(i for i in indices if is_optimizer_update(ops[i]))
-        self.update_params = [ops[i].input("Param")[0] for i in plan.optimize_ops
-                              if i in self.updates]
+        # the origin ops by uid (what the plan names them by)
+        self.op_of = {op.uid: op for op in main.global_block.ops}
+        wanted = set(plan.optimize_ops).union(*(p.ops for p in plan.params))
+        # the optimizer updates (their uids), and the param each one updates in program order
+        self.updates = frozenset(u for u in wanted if is_optimizer_update(self.op_of[u]))
+        self.update_params = [self.op_of[u].input("Param")[0] for u in plan.optimize_ops
+                              if u in self.updates]
         self.lr_ops = frozenset(plan.lr_ops)
         # Paddle renamed the trainer's unsliced grads in the origin program before cloning the
         # optimize ops, so their op_role_var names the transpiling trainer's copy.
@@ -50,12 +51,12 @@ class ClassicPserverIndex:
                                 for p in plan.params if not p.sliced}
         self._slots: dict = {}
 
-    def slots(self, op_index: int, op: Op, p: ParamPlan) -> list:
+    def slots(self, op: Op, p: ParamPlan) -> list:
         """[(slot, what, origin name, origin var, shape, (kind, dtype, persistable))] for the
         inputs of an update of `p`, in slot order: what append_update does with each (_GRAD,
         _PARAM, _LR, _STATE); a state's shape is None when it is sliced with the block. Made
         on first use, as append_update looked the vars up (a missing one fails the same way)."""
-        out = self._slots.get(op_index)
+        out = self._slots.get(op.uid)
         if out is None:
             out = []
             states = p.state_by_slot
@@ -73,12 +74,13 @@ class ClassicPserverIndex:
                     if v is not None:
                         make = (v.kind, v.dtype, v.persistable)
                 out.append((slot, what, name, v, shape, make))
-            self._slots[op_index] = out
+            self._slots[op.uid] = out
         return out
 
 
-class _PserverBuilder:
-    """Builds one endpoint's main program; the mutable state of a single pass run."""
+class PserverBuild:
+    """One endpoint's main program while its passes build it (pserver_passes.py): made with
+    its block vars declared, then given its blocks and listen_and_serv step by step."""
 
     def __init__(self, main: Program, plan: DistributionPlan, endpoint: str,
                  trainer_id: int = 0, index: Optional[ClassicPserverIndex] = None):
@@ -107,6 +109,13 @@ class _PserverBuilder:
         # merged grad block -> the trainers' copies of it (sync)
         self.trainer_copies: dict[str, list[str]] = {}
         self._merge_templates: Optional[tuple] = None
+        # what the steps build: listen_and_serv's inputs, blocks and attrs
+        self.recv_inputs = self.declare_block_vars()
+        self.optimize_blocks: list = []
+        self.lr_block_id = -1
+        self.pre = 0
+        self.prefetch: list = []
+        self.attrs_extra: dict = {}
 
     # -- vars ------------------------------------------------------------------------------
     def _alias(self, origin: str, name: str, shape) -> None:
@@ -211,12 +220,12 @@ class _PserverBuilder:
             self.clone_sub_block(cop, sub)
         op.replace_attr("sub_block", Attr(a.type, sub.idx, a.extra))
 
-    def append_update(self, op: Op, op_index: int, block: Block, p: ParamPlan, b: VarBlock,
-                      merged: str, rename: dict) -> None:
+    def append_update(self, op: Op, block: Block, p: ParamPlan, b: VarBlock, merged: str,
+                      rename: dict) -> None:
         """The optimizer update on the param block, its accumulators sliced to the block."""
         gvars = self.gvars
         new_in = {}
-        for slot, what, name, v, shape, make in self.index.slots(op_index, op, p):
+        for slot, what, name, v, shape, make in self.index.slots(op, p):
             if what is _GRAD:
                 # The update reads the merged grad, or the clip/regularization chain's output
                 # when that chain was cloned into this block (Paddle wired the merged grad
@@ -262,49 +271,55 @@ class _PserverBuilder:
                                      {"Out": [merged]}))
         block.ops.append(scale_op.make({"X": [merged]}, {"Out": [merged]}))
 
-    # -- the program ---------------------------------------------------------------------------
-    def build(self) -> Program:
+    # -- the program, step by step (the passes of pserver_passes.py) -----------------------------
+    def add_lr_decay_block(self) -> None:
+        """The LR-schedule ops (and their sub-blocks) in a block of their own."""
         plan = self.plan
-        recv_inputs = self.declare_block_vars()
-        optimize_blocks = []
-        lr_block_id = -1
         if plan.lr_ops:
             lr_block = new_block(self.prog, len(self.prog.blocks) - 1)
-            optimize_blocks.append(lr_block.idx)
-            for i in plan.lr_ops:
-                cop = self.clone_op(self.ob.ops[i], lr_block)
+            self.optimize_blocks.append(lr_block.idx)
+            for uid in plan.lr_ops:
+                cop = self.clone_op(self.index.op_of[uid], lr_block)
                 self.clone_sub_block(cop, lr_block)
-            lr_block_id = lr_block.idx
+            self.lr_block_id = lr_block.idx
+        self.pre = len(self.prog.blocks) - 1
 
-        pre = len(self.prog.blocks) - 1
-        index = self.index
+    def add_param_blocks(self) -> None:
+        """An optimize block per parameter block held here: merge the trainers' grads, then the
+        optimizer update and the ops that come with it (clip, regularization)."""
+        plan, pre, index = self.plan, self.pre, self.index
         for pname in index.update_params:
             for p, b in self.local_blocks.get(pname, ()):
                 block = new_block(self.prog, pre)
-                optimize_blocks.append(block.idx)
+                self.optimize_blocks.append(block.idx)
                 merged = p.grad_blocks[b.index]
                 self.merge_grads(block, merged)
                 # param and grad resolve to this block's slices; other block-local vars get a
                 # suffix when this endpoint holds several blocks of the param
                 rename = {p.name: b.name, p.grad: merged}
-                for j in p.ops:
-                    op = self.ob.ops[j]
-                    if j in index.updates:
-                        self.append_update(op, j, block, p, b, merged, rename)
-                    elif j not in index.lr_ops:
+                for uid in p.ops:
+                    op = index.op_of[uid]
+                    if uid in index.updates:
+                        self.append_update(op, block, p, b, merged, rename)
+                    elif uid not in index.lr_ops:
                         if plan.several_blocks_on(p, self.ep):
                             for a in op.output_names():
                                 if a not in rename and self.gb.var(a) is None:
                                     rename[a] = plan.state_name(p, a, b)
                         self.clone_op(op, block, rename)
 
-        attrs_extra = {}
-        prefetch = []
-        if plan.distributed_table is not None:
-            table_block = self.table_blocks(pre)
-            optimize_blocks.append(table_block.idx)
-            prefetch, attrs_extra["checkpint_block_id"] = self.prefetch_blocks(table_block)
+    def add_table_blocks(self) -> None:
+        """The distributed table's optimize block and its prefetch / checkpoint blocks."""
+        if self.plan.distributed_table is not None:
+            table_block = self.table_blocks(self.pre)
+            self.optimize_blocks.append(table_block.idx)
+            self.prefetch, self.attrs_extra["checkpint_block_id"] = \
+                self.prefetch_blocks(table_block)
 
+    def add_listen_and_serv(self) -> None:
+        """listen_and_serv, serving the blocks built (an empty one when there are none)."""
+        plan = self.plan
+        optimize_blocks, prefetch = self.optimize_blocks, self.prefetch
         if not optimize_blocks:
             optimize_blocks.append(new_block(self.prog, len(self.prog.blocks) - 1).idx)
 
@@ -314,17 +329,16 @@ class _PserverBuilder:
             "distributed_mode": plan.distributed_mode,
             "grad_to_block_id": self.grad_to_block_id,
             "sparse_grad_to_param": self.sparse_grad_to_param,
-            "lr_decay_block_id": lr_block_id,
+            "lr_decay_block_id": self.lr_block_id,
             "rpc_get_thread_num": RPC_THREADS, "rpc_send_thread_num": RPC_THREADS,
-            "rpc_prefetch_thread_num": RPC_THREADS, **attrs_extra,
+            "rpc_prefetch_thread_num": RPC_THREADS, **self.attrs_extra,
             roles.ROLE_ATTR: roles.FORWARD}
         if prefetch:
             attrs["prefetch_var_name_to_block_id"] = prefetch
-        op = make_op("listen_and_serv", {"X": recv_inputs}, {},
+        op = make_op("listen_and_serv", {"X": self.recv_inputs}, {},
                      {k: v for k, v in attrs.items() if k != "optimize_blocks"})
         op.attrs = {"optimize_blocks": Attr("BLOCKS", optimize_blocks), **op.attrs}
         self.gb.ops.append(op)
-        return self.prog
 
     # -- the distributed lookup table -------------------------------------------------------------
     def table_blocks(self, pre: int) -> Block:
@@ -338,7 +352,7 @@ class _PserverBuilder:
                                    persistable=True))
         gvar = self.ob.var(t.grad)
         self.gb.add_var(clone_var(gvar))
-        upd = self.ob.ops[t.optimizer_op]
+        upd = self.index.op_of[t.optimizer_op]
         lr = upd.input("LearningRate")[0]
         if self.gb.var(lr) is None:
             self.gb.add_var(clone_var(self.ob.var(lr)))
@@ -383,18 +397,6 @@ class _PserverBuilder:
         ckpt.ops.append(make_op("save", {"X": [t.name]}, {},
                                 {"file_path": "none", roles.ROLE_ATTR: roles.FORWARD}))
         return ["%s:%d" % (pin, block.idx)], ckpt.idx
-
-
-def build_pserver_main(main: Program, plan: DistributionPlan, endpoint: str,
-                       trainer_id: int = 0, index: Optional[ClassicPserverIndex] = None):
-    """The pserver main program of `endpoint`, and the origin->pserver var aliases the
-    startup pass needs. `trainer_id` is the trainer the split was asked for: Paddle's
-    op_role_var on the pserver names that trainer's copy of an unsliced grad. `index`: the
-    ClassicPserverIndex(main, plan, trainer_id) shared by the endpoints of a split (made when not
-    given)."""
-    b = _PserverBuilder(main, plan, endpoint, trainer_id, index)
-    prog = b.build()
-    return prog, b.aliases
 
 
 def startup_writers(startup: Program) -> dict:

@@ -5,7 +5,7 @@ that last writes it, waits at a barrier (sync), receives each parameter block an
 the blocks back; the optimizer and LR-schedule ops leave for the pservers. Its startup program
 receives the pserver's initial values so that every trainer starts from the same parameters.
 
-Each pass function takes the input program(s) and the plan and returns a new program.
+The passes run as pipelines (MAIN, STARTUP); each returns a new program.
 """
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 
 from ...core.errors import RefusedError
 from ...ir import roles
-from ...ir.program import Program
+from ...ir.program import Program, select
 from ...ir.roles import optimizer_only_vars
 from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan
+from .. import common
 from ..build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
+from ..pipeline import PassEnv, Pipeline, named
 
 
 @dataclass
@@ -42,14 +44,21 @@ def _send_barrier_attrs(plan, trainer_id, half_async):
 
 
 # --- main ------------------------------------------------------------------------------------
-def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -> Program:
-    """The trainer main program of `trainer_id` (see the module doc)."""
+# Passes `(program, env) -> program` (passes/pipeline.py), env.plan a DistributionPlan. What one
+# leaves for a later one on the same trainer is in env.scratch: the control vars of the sends
+# ("send_out"), the barrier's ("barrier"), the distributed table's grads and send ("table").
+
+def demote_clip_ops(main: Program, env: PassEnv) -> Program:
+    """The @CLIP ops stay on the trainer as backward ops."""
+    return common.demote_clip_ops(main, env.plan.clip_ops)
+
+
+def declare_split_vars(main: Program, env: PassEnv) -> Program:
+    """Declare the param / grad block vars (and the distributed table's per-pserver grads); an
+    unsliced grad is renamed where the pservers need to tell the trainers apart."""
+    plan, trainer_id = env.plan, env.trainer_id
     prog = main.shallow_copy()
     block = prog.global_block
-    for i in plan.clip_ops:
-        block.ops[i] = block.ops[i].copy()
-        block.ops[i].set_attr(roles.ROLE_ATTR, roles.BACKWARD)
-    tv = trainer_vars(plan, trainer_id)
     table = plan.distributed_table
     table_grads = []
     if table is not None:
@@ -58,17 +67,31 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
             name = plan.table_sent_name(i, trainer_id)
             block.add_var(tensor_like(gvar, name, gvar.shape, None, stop_gradient=False))
             table_grads.append(name)
+    env.scratch["table_grads"] = table_grads
+    _declare_split_vars(block, plan, trainer_vars(plan, trainer_id))
+    return prog
 
-    _declare_split_vars(block, plan, tv)
-    # the plan's op indices still hold: nothing was inserted or removed yet
-    origin_ops = list(block.ops)
-    opt_ops = [origin_ops[i] for i in plan.optimize_ops]
-    lr_ops = [origin_ops[i] for i in plan.lr_ops]
-    remote_ops = [origin_ops[i] for i in plan.remote_prefetch_ops]
-    send_out = _insert_sends(block, plan, tv)
+
+def insert_sends(main: Program, env: PassEnv) -> Program:
+    """After the last writer of each grad: split it into blocks (unless the communicator
+    does) and send it."""
+    prog = main.shallow_copy()
+    env.scratch["send_out"] = _insert_sends(prog.global_block, env.plan,
+                                            trainer_vars(env.plan, env.trainer_id))
+    return prog
+
+
+def append_barrier_and_recvs(main: Program, env: PassEnv) -> Program:
+    """The async LR-decay counter's send, the send_barrier (sync, half_async), then a recv of
+    every parameter (its blocks, or the whole one the communicator splits)."""
+    plan, trainer_id = env.plan, env.trainer_id
+    prog = main.shallow_copy()
+    block = prog.global_block
+    send_out = env.scratch["send_out"]
     # Paddle declares the barrier's output even in async mode, where nothing uses it.
-    barrier = new_control_var(block, stop_gradient=False)
-    table_dep = new_control_var(block, stop_gradient=False) if table is not None else None
+    barrier = env.scratch["barrier"] = new_control_var(block, stop_gradient=False)
+    table_dep = env.scratch["table_dep"] = new_control_var(block, stop_gradient=False) \
+        if plan.distributed_table is not None else None
     deps = list(send_out.values()) + ([table_dep] if table_dep else [])
     if plan.lr_counter is not None and plan.lr_ops:
         # after everything (Paddle appends it behind the optimizer ops it later deletes)
@@ -81,12 +104,11 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
              "use_send_handler": False, roles.ROLE_ATTR: roles.RPC,
              roles.ROLE_VAR_ATTR: [name, name]}))
         deps.append(cv)
-
     if plan.sync or plan.mode == "half_async":
         block.ops.append(make_op("send_barrier", {"X": deps}, {"Out": [barrier]},
                                  _send_barrier_attrs(plan, trainer_id, not plan.sync)))
-
-    recv_outputs = []
+    tv = trainer_vars(plan, trainer_id)
+    recv_outputs = env.scratch["recv_outputs"] = []
     for p in plan.params:
         if p.remote_prefetch:
             continue
@@ -95,36 +117,75 @@ def build_trainer_main(main: Program, plan: DistributionPlan, trainer_id: int) -
         if plan.runtime_split:
             recv_varnames, outs = outs, [p.name]
         recv_outputs += outs
-        dep = barrier if plan.sync else send_out[p.name]
         grads = tv.grads[p.name]
         block.ops.append(make_op(
-            "recv", {"X": [dep]}, {"Out": outs},
+            "recv", {"X": [barrier if plan.sync else send_out[p.name]]}, {"Out": outs},
             {"epmap": [b.endpoint for b in p.blocks], "recv_varnames": recv_varnames,
              "trainer_id": trainer_id, roles.ROLE_ATTR: roles.RPC,
              roles.ROLE_VAR_ATTR: [p.name, grads[0] if len(grads) == 1 else p.grad]}))
+    return prog
 
-    _insert_distributed_lookups(block, plan, remote_ops, trainer_id)
 
+def insert_distributed_lookups(main: Program, env: PassEnv) -> Program:
+    """The remote-prefetch lookups of each table become one distributed_lookup_table."""
+    prog = main.shallow_copy()
+    block = prog.global_block
+    _insert_distributed_lookups(block, env.plan, select(block.ops, env.plan.remote_prefetch_ops),
+                                env.trainer_id)
+    return prog
+
+
+def fetch_parameters(main: Program, env: PassEnv) -> Program:
+    """Sync: a fetch_barrier after the recvs; the sliced parameters concatenated back (unless
+    the communicator does it)."""
+    plan = env.plan
+    prog = main.shallow_copy()
+    block = prog.global_block
     if plan.sync:
         block.ops.append(make_op(
-            "fetch_barrier", {"X": [barrier]}, {"Out": recv_outputs},
-            {"endpoints": list(plan.endpoints), "trainer_id": trainer_id,
+            "fetch_barrier", {"X": [env.scratch["barrier"]]},
+            {"Out": env.scratch["recv_outputs"]},
+            {"endpoints": list(plan.endpoints), "trainer_id": env.trainer_id,
              roles.ROLE_ATTR: roles.RPC}))
     if not plan.runtime_split:
+        tv = trainer_vars(plan, env.trainer_id)
         for p in plan.params:
             if p.sliced and not p.remote_prefetch:
                 block.ops.append(make_op("concat", {"X": tv.params[p.name]},
                                          {"Out": [p.name]},
                                          {"axis": 0, roles.ROLE_ATTR: roles.DIST}))
-    if table is not None:
-        _prefetch_distributed_table(block, plan, table_grads, table_dep, trainer_id)
+    return prog
 
-    # The optimizer and the LR schedule now run on the pservers.
-    drop = set(map(id, opt_ops)) | set(map(id, lr_ops))
-    block.ops = [op for op in block.ops if id(op) not in drop]
+
+def prefetch_distributed_table(main: Program, env: PassEnv) -> Program:
+    """The distributed table: its lookups become split_ids -> prefetch -> merge_ids, its grad
+    is split by id and sent to every pserver."""
+    if env.plan.distributed_table is None:
+        return main
+    prog = main.shallow_copy()
+    _prefetch_distributed_table(prog.global_block, env.plan, env.scratch["table_grads"],
+                                env.scratch["table_dep"], env.trainer_id)
+    return prog
+
+
+def delete_optimizer_ops(main: Program, env: PassEnv) -> Program:
+    """The optimizer and the LR schedule now run on the pservers: their ops and the vars only
+    the optimizer reads leave the trainer."""
+    plan = env.plan
+    prog = main.shallow_copy()
+    block = prog.global_block
+    opt_ops = select(block.ops, plan.optimize_ops)
+    drop = set(plan.optimize_ops) | set(plan.lr_ops)
+    block.ops = [op for op in block.ops if op.uid not in drop]
     for name in optimizer_only_vars(opt_ops):
         block.vars.pop(name, None)
     return prog
+
+
+MAIN = Pipeline("trainer main", tuple(map(named, (
+    demote_clip_ops, declare_split_vars, insert_sends, append_barrier_and_recvs,
+    insert_distributed_lookups, fetch_parameters, prefetch_distributed_table,
+    delete_optimizer_ops))))
 
 
 def _declare_split_vars(block, plan: DistributionPlan, tv: TrainerVars) -> None:
@@ -293,13 +354,13 @@ def _prefetch_distributed_table(block, plan: DistributionPlan, table_grads: list
 
 
 # --- startup ------------------------------------------------------------------------------------
-def build_trainer_startup(startup: Program, main: Program, plan: DistributionPlan,
-                          trainer_id: int) -> Program:
-    """The trainer startup: receive every (non-table) parameter from the pservers after the
-    local init, drop the optimizer's inits, fake_init the sparse tables."""
+def receive_parameters(startup: Program, env: PassEnv) -> Program:
+    """After the local init, receive every (non-table) parameter from the pservers, wait for
+    all of them, and concatenate the sliced ones back."""
+    plan, trainer_id = env.plan, env.trainer_id
     prog = startup.copy()
     block = prog.global_block
-    mblock = main.global_block
+    mblock = env.main.global_block
     tables = set(plan.fake_init_tables)
     for p in plan.params:
         if p.name in tables:
@@ -326,14 +387,25 @@ def build_trainer_startup(startup: Program, main: Program, plan: DistributionPla
         block.ops.append(make_op("concat", {"X": [b.name for b in p.blocks]},
                                  {"Out": [p.name]},
                                  {"axis": 0, roles.ROLE_ATTR: roles.FORWARD}))
+    return prog
 
-    origin_ops = main.global_block.ops
-    dead = set(optimizer_only_vars([origin_ops[i] for i in plan.optimize_ops]))
+
+def delete_optimizer_state_inits(startup: Program, env: PassEnv) -> Program:
+    """The inits (and vars) of what only the optimizer reads: it lives on the pservers."""
+    dead = set(optimizer_only_vars(select(env.main.global_block.ops, env.plan.optimize_ops)))
+    prog = startup.shallow_copy()
+    block = prog.global_block
     block.ops = [op for op in block.ops if not dead & set(op.output_names())]
     for name in dead:
         block.vars.pop(name, None)
+    return prog
 
-    for name in sorted(tables):
+
+def fake_init_tables(startup: Program, env: PassEnv) -> Program:
+    """The sparse tables live on the pservers: each one's init becomes a fake_init."""
+    prog = startup.shallow_copy()
+    block = prog.global_block
+    for name in sorted(env.plan.fake_init_tables):
         if block.var(name) is None:
             raise RefusedError("sparse table %r is not declared in the startup program" % name)
         inits = [op for op in block.ops if name in op.output_names()]
@@ -345,3 +417,7 @@ def build_trainer_startup(startup: Program, main: Program, plan: DistributionPla
                                  {"shape": list(inits[0].attr("shape") or []),
                                   roles.ROLE_ATTR: roles.FORWARD}))
     return prog
+
+
+STARTUP = Pipeline("trainer startup", tuple(map(named, (
+    receive_parameters, delete_optimizer_state_inits, fake_init_tables))))

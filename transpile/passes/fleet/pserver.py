@@ -16,14 +16,14 @@ from typing import Optional
 
 from ...core.errors import UserError
 from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
-from ...ir.program import Attr, Block, Op, Program, Var, tensor_type
+from ...ir.program import Attr, Block, Op, Program, Var, select, tensor_type
 from ...ir.tables import is_distributed_lookup
 from ...plan.faults import FLEET_CLIP_BEFORE_MERGE
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
                      initializer_signature, make_op, new_block, new_tensor, persistable_copy,
-                     require_held_inputs, role_attrs)
+                     role_attrs)
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
@@ -36,7 +36,7 @@ class FleetPserverIndex:
     def __init__(self, main: Program, startup: Program, plan: FleetPlan):
         ops = main.global_block.ops
         # the optimize ops naming a (param, grad), grouped by param, in program order
-        self.opt_ops = [ops[i] for i in plan.optimize_ops if ops[i].attr("op_role_var")]
+        self.opt_ops = [op for op in select(ops, plan.optimize_ops) if op.attr("op_role_var")]
         self.by_target: dict[str, list[Op]] = {}
         for op in self.opt_ops:
             self.by_target.setdefault(op.attr("op_role_var")[0], []).append(op)
@@ -47,8 +47,8 @@ class FleetPserverIndex:
         self._update_slots: dict[int, tuple] = {}
         self.merge_templates: Optional[tuple] = None
         # the trainer's clip op of each clipped gradient (by the var it writes)
-        self.clip_of = {ops[i].output("Out")[0]: ops[i] for i in plan.clip_ops
-                        if ops[i].output("Out")}
+        self.clip_of = {op.output("Out")[0]: op for op in select(ops, plan.clip_ops)
+                        if op.output("Out")}
         # startup op indices by the first argument of each of their output slots
         self.startup_writers: dict[str, list[int]] = {}
         self.initializer: dict[str, Op] = {}
@@ -79,7 +79,7 @@ class FleetPserverIndex:
             origin = self._origin_names[name] = origin_varname(name)
         return origin
 
-    def update_slots(self, s: "_Server", op: Op) -> tuple:
+    def update_slots(self, s: "ServerBuild", op: Op) -> tuple:
         """What _append_optimizer_op declares for an update, worked out once per op: ([(slot,
         origin var or None for Grad / Param)] of the Grad, Param and LearningRate inputs,
         [(slot, origin var, sliced, dtype, persistable)] of its state). Made on first use as
@@ -115,7 +115,7 @@ def _block_keys(name: str):
         i = name.find(BLOCK_SUFFIX, i + 1)
 
 
-class _Server:
+class ServerBuild:
     """The pserver main program of one endpoint while its blocks are being built."""
 
     def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: FleetPserverIndex):
@@ -167,7 +167,8 @@ class _Server:
         return v
 
 
-def _listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
+def listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
+    """The endpoint's listen_and_serv, its blocks and grad maps still empty."""
     return make_op("listen_and_serv", {}, {}, {
         "Fanin": Attr("INT", plan.trainers), "checkpint_block_id": Attr("INT", -1),
         "dc_asgd": Attr("BOOLEAN", False), "distributed_mode": Attr("INT", plan.mode_id),
@@ -182,7 +183,7 @@ def _listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
 
 
 # --- optimize blocks (sync / async / half_async) ---------------------------------------------
-def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
+def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op) -> None:
     """Clip / regularization / LR ops run as they are, on origin-named vars made persistable."""
     new = op.copy()
     for name in op.input_names() + op.output_names():
@@ -190,7 +191,7 @@ def _clone_non_opt_op(s: _Server, block: Block, op: Op) -> None:
     block.ops.append(new)
 
 
-def _merge_grad(s: _Server, block: Block, grad_name: str):
+def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
     """The merged grad var this endpoint optimizes with (sum + scale over the trainers' copies in
     sync mode), or None when this endpoint holds no block of that grad."""
     g = s.grad_by_origin.get(s.index.origin_name(grad_name))
@@ -214,7 +215,7 @@ def _merge_grad(s: _Server, block: Block, grad_name: str):
     return g
 
 
-def _merge_templates(s: _Server) -> tuple:
+def _merge_templates(s: ServerBuild) -> tuple:
     """The sum and scale ops averaging the trainers' grads, typed once per split."""
     index = s.index
     if index.merge_templates is None:
@@ -226,11 +227,11 @@ def _merge_templates(s: _Server) -> tuple:
     return index.merge_templates
 
 
-def _param_block(s: _Server, param: str):
+def _param_block(s: ServerBuild, param: str):
     return s.param_block.get(param)
 
 
-def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: VarBlock) -> None:
+def _append_optimizer_op(s: ServerBuild, block: Block, op: Op, merged: VarBlock) -> None:
     """The optimizer op on the param block held here, its state shaped like that block."""
     p = _param_block(s, op.input("Param")[0])
     if p is None:
@@ -264,19 +265,19 @@ def _append_optimizer_op(s: _Server, block: Block, op: Op, merged: VarBlock) -> 
         s.sparse_grad_to_param.append("%s:%s" % (merged.name, p.name))
 
 
-def _lr_decay_block(s: _Server) -> int:
+def _lr_decay_block(s: ServerBuild) -> int:
     """The LR-schedule ops on the pserver; the counter increment stays with the trainers."""
     plan = s.plan
     if not plan.lr_ops:
         return -1
-    ops = [s.origin.global_block.ops[i] for i in plan.pserver_lr_ops]
+    ops = select(s.origin.global_block.ops, plan.pserver_lr_ops)
     block = s.new_block(len(s.prog.blocks) - 1)
     for op in ops:
         _clone_non_opt_op(s, block, op)
     return block.idx
 
 
-def build_optimize_blocks(s: _Server) -> tuple:
+def build_optimize_blocks(s: ServerBuild) -> tuple:
     """(optimize block indices, lr_decay_block_id) of add_optimizer_pass."""
     held = {s.index.origin_name(p.name) for p in s.params}
     on_here = [op for op, param in s.index.update_params if param in held]
@@ -311,7 +312,7 @@ def build_optimize_blocks(s: _Server) -> tuple:
     return blocks, lr_block
 
 
-def build_geo_blocks(s: _Server) -> list:
+def build_geo_blocks(s: ServerBuild) -> list:
     """Geo: the trainers push deltas; each block adds one delta into its param slice."""
     sparse = set(s.plan.sparse_tables)
     for p in s.params:
@@ -332,7 +333,7 @@ def build_geo_blocks(s: _Server) -> list:
 
 
 # --- large-scale tables ----------------------------------------------------------------------
-def _table_params(s: _Server) -> list:
+def _table_params(s: ServerBuild) -> list:
     """(param block, grad, block idx) of the large-scale tables optimized here."""
     sparse = set(s.plan.sparse_tables)
     block_of = dict(e.rsplit(":", 1) for e in s.grad_to_block_id)
@@ -345,7 +346,7 @@ def _table_params(s: _Server) -> list:
     return out
 
 
-def _table_values(s: _Server, block: Block):
+def _table_values(s: ServerBuild, block: Block):
     for i, op in enumerate(block.ops):
         if op.type not in TABLE_VALUES:
             continue
@@ -362,11 +363,11 @@ def _table_values(s: _Server, block: Block):
     return None
 
 
-def _entry(s: _Server, param: str):
+def _entry(s: ServerBuild, param: str):
     return s.index.entry.get(s.index.origin_name(param))
 
 
-def _init_attrs(s: _Server, names: list) -> str:
+def _init_attrs(s: ServerBuild, names: list) -> str:
     out = []
     for name in names:
         op = s.index.initializer.get(s.index.origin_name(name))
@@ -375,7 +376,7 @@ def _init_attrs(s: _Server, names: list) -> str:
     return ",".join(out)
 
 
-def large_scale_tables(s: _Server, startup: Program) -> list:
+def large_scale_tables(s: ServerBuild, startup: Program) -> list:
     """Rewrite the blocks of large-scale tables to lookup_sparse_table_* ops; return the table
     metas for lookup_sparse_table_init. sgd / adam become one fused op; other optimizers read
     the rows, run, and write them back."""
@@ -426,83 +427,3 @@ def large_scale_tables(s: _Server, startup: Program) -> list:
                 str(entry)]
         metas.append(":".join(meta))
     return metas
-
-
-def _table_param_slices(s: _Server) -> list:
-    """Param blocks of the large-scale tables held here: they live in the table, not as vars."""
-    dist = set(s.plan.distributed_tables)
-    return [e.split(":")[1] for e in s.sparse_grad_to_param
-            if s.index.origin_name(e.split(":")[1]) in dist]
-
-
-# --- startup ---------------------------------------------------------------------------------
-def build_startup(s: _Server, startup: Program, metas: list) -> Program:
-    """The origin inits of what this endpoint holds (sliced shapes), then the table init."""
-    prog = Program([Block(0, -1)])
-    svars = prog.global_block.vars = {name: persistable_copy(v) for name, v in s.gvars.items()}
-    # only the startup ops writing a var held here (visited in program order)
-    get = s.index.startup_writers.get
-    found = [i for name in s.gvars if (ops := get(name)) for i in ops]
-    found += [i for name in s.sliced_block if (ops := get(name)) for i in ops]
-    ops = startup.global_block.ops
-    new_ops = prog.global_block.ops
-    gvars, sliced_block = s.gvars, s.sliced_block
-    for i in sorted(set(found)):
-        info = s.index.startup_outputs[i]
-        if info is None:
-            continue
-        slots, reshape = info
-        outputs = {}
-        for slot, first, args in slots:
-            sliced = sliced_block.get(first)
-            if sliced is not None:
-                outputs[slot] = [sliced.name]
-            elif first in gvars:
-                outputs[slot] = list(args)
-        if not outputs:
-            continue
-        require_held_inputs(ops[i], i, gvars, s.endpoint)
-        new = ops[i].copy(outputs=outputs)
-        if reshape and "Out" in outputs and outputs["Out"][0] in svars:
-            shape = svars[outputs["Out"][0]].shape or ()
-            new.set_attr("shape", [int(d) for d in shape])
-        new_ops.append(new)
-    prog.global_block.ops.append(make_op("lookup_sparse_table_init", {}, {}, {
-        "large_scale_metas": Attr("STRINGS", metas), "op_role": Attr("INT", 0)}))
-    doomed = set(_table_param_slices(s))
-    if not doomed:          # (the filter below would keep every op)
-        return prog
-    prog.global_block.ops = [
-        op for op in prog.global_block.ops
-        if op.type in TRAINER_STARTUP_OPS or not any(args[:1] and args[0] in doomed
-                                             for args in op.outputs.values())]
-    for name in sorted(doomed):
-        svars.pop(name, None)
-    return prog
-
-
-# --- entry point -----------------------------------------------------------------------------
-def pserver_programs(main: Program, startup: Program, plan: FleetPlan, endpoint: str,
-                     index: FleetPserverIndex | None = None) -> tuple:
-    """(main, startup) of the pserver at `endpoint`. `index`: FleetPserverIndex(main, startup, plan),
-    built once and shared when building every endpoint."""
-    s = _Server(main, plan, endpoint, index or FleetPserverIndex(main, startup, plan))
-    las = _listen_and_serv(plan, endpoint)
-    s.prog.global_block.ops.append(las)
-    if plan.is_geo:
-        blocks, lr_block = build_geo_blocks(s), -1
-        metas = []
-    else:
-        blocks, lr_block = build_optimize_blocks(s)
-        metas = large_scale_tables(s, startup)
-    las.set_attr("optimize_blocks", blocks)
-    las.set_attr("grad_to_block_id", list(s.grad_to_block_id))
-    las.set_attr("sparse_grad_to_param", list(s.sparse_grad_to_param))
-    las.set_attr("lr_decay_block_id", lr_block)
-    ps_startup = build_startup(s, startup, metas)
-    if not plan.is_geo and not plan.is_sync:
-        # async servers keep large-scale rows only in the table
-        for name in _table_param_slices(s):
-            s.gvars.pop(name, None)
-    return s.prog, ps_startup
-

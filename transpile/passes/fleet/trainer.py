@@ -1,6 +1,7 @@
 """Fleet trainer passes (ir/trainer_pass.py): the trainer's main and startup programs.
 
-Each pass takes a program and the plan and returns a new program; its input is left as it was.
+Passes `(program, env) -> program` (passes/pipeline.py), env.plan a FleetPlan; a pass's input
+is left as it was.
 
 Main (sync / async / half_async):
   delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
@@ -12,43 +13,44 @@ counter, startup is unchanged.
 from __future__ import annotations
 
 from ...core.errors import UserError
-from ...ir.program import Attr, Op, Program, Var
+from ...ir.program import Attr, Op, Program, select
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
 from ...plan.faults import FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM
-from ...plan.fleet import (FleetPlan, orphan_sum_indices, remote_lookup_groups,
-                           trainer_send_queues)
+from ...plan.fleet import FleetPlan, orphan_sums, remote_lookup_groups, trainer_send_queues
+from .. import common
 from ..build import OpOrder, make_op, new_control_var, role_attrs
+from ..pipeline import PassEnv, Pipeline, named
 
 
 # --- main ------------------------------------------------------------------------------------
-def demote_clip_ops(main: Program, plan: FleetPlan) -> Program:
+def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     """Gradient-clip ops run on the trainer as backward ops (Fleet re-labels them so). Fixing
     fleet-clip-before-merge, each becomes an assign of the unclipped gradient to the var the
     trainer sends: the pservers clip the averaged gradient (passes/fleet/pserver.py)."""
-    prog = main.shallow_copy()
-    ops = prog.global_block.ops
-    for i in plan.clip_ops:
-        if FLEET_CLIP_BEFORE_MERGE in plan.fixes:
-            ops[i] = make_op("assign", {"X": ops[i].input("X")}, {"Out": ops[i].output("Out")},
-                             role_attrs(BACKWARD))
-            continue
-        ops[i] = ops[i].copy()
-        ops[i].set_attr("op_role", BACKWARD)
-    return prog
+    plan = env.plan
+    fix = FLEET_CLIP_BEFORE_MERGE in plan.fixes
+    return common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
 
 
-def delete_optimizer_ops(main: Program, plan: FleetPlan) -> Program:
+def _unclipped(clip: Op) -> Op:
+    """The assign that replaces a clip op when the pservers clip the averaged gradient."""
+    return make_op("assign", {"X": clip.input("X")}, {"Out": clip.output("Out")},
+                   role_attrs(BACKWARD))
+
+
+def delete_optimizer_ops(main: Program, env: PassEnv) -> Program:
     """Remove optimizer and LR-schedule ops and the vars only they read."""
+    plan = env.plan
     doomed = set(plan.optimize_ops) | set(plan.lr_ops)
-    drop_vars = optimizer_only_vars([main.global_block.ops[i] for i in sorted(doomed)])
+    drop_vars = optimizer_only_vars(select(env.main.global_block.ops, doomed))
     prog = main.shallow_copy()
     block = prog.global_block
-    block.ops = [op for i, op in enumerate(block.ops) if i not in doomed]
+    block.ops = [op for op in block.ops if op.uid not in doomed]
     for name in drop_vars:
         block.vars.pop(name, None)
     if plan.has_lr_scheduler and plan.lr_var:
         # the scheduler feeds the learning rate on the trainer: keep the var
-        lr = main.global_block.vars[plan.lr_var].copy()
+        lr = env.main.global_block.vars[plan.lr_var].copy()
         lr.persistable = True
         block.add_var(lr)
     return prog
@@ -61,7 +63,7 @@ def _table_id(plan: FleetPlan, table: str) -> int:
     return plan.table_ids[table]
 
 
-def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
+def fuse_sparse_lookups(main: Program, env: PassEnv) -> Program:
     """One distributed_lookup_table per remote table, one distributed_push_sparse for its grads.
 
     The fused lookup goes right after the last producer of its ids (or where the first lookup
@@ -69,20 +71,29 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     replaced in place. (Paddle first tries to move ops to make room; that reordering is not
     reproduced: such programs get one lookup per original op, which computes the same thing.)
     """
+    plan = env.plan
     prog = main.shallow_copy()
     block = prog.global_block
     pulls, pushes = remote_lookup_groups(block.ops)
     if not pulls:
         return prog
+    emb_size = _fuse_pulls(block, pulls, plan)
+    if pushes:
+        _fuse_pushes(block, pushes, plan, emb_size)
+    return prog
+
+
+def _fuse_pulls(block, pulls: dict, plan: FleetPlan) -> dict:
+    """Each table's lookups replaced by distributed_lookup_table ops; {table: its emb size}."""
     order = OpOrder(block.ops)
     emb_size = {}
     for table, group in pulls.items():
         w = block.vars.get(table)
         if w is None:
-            raise UserError("embedding table %s is not declared in the program" % table)
+            raise UserError("embedding table %s is not declared in the program" % table,
+                            op=group[0])
         emb_size[table] = int(w.shape[1]) if w.shape and len(w.shape) > 1 else 0
         table_id = _table_id(plan, table)
-        first = group[0]
         ids = [op.input("Ids")[0] for op in group]
         outs = [op.output("Out")[0] for op in group]
         for op in group:
@@ -90,81 +101,70 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
         produced = order.keys(order.producers, ids)
         consumed = order.keys(order.consumers, outs)
 
-        def lookup(id_names, out_names):
+        def lookup(id_names, out_names, table=table, first=group[0], table_id=table_id):
             return make_op("distributed_lookup_table", {"Ids": id_names, "W": [table]},
-                           {"Outputs": out_names}, {
-                               "dtype": Attr("INT", 5),
-                               "is_distributed": Attr("BOOLEAN",
-                                                      bool(first.attr("is_distributed"))),
-                               "is_test": Attr("BOOLEAN", False),
-                               "lookup_table_version": Attr("STRING", first.type),
-                               "padding_idx": _copy_attr(first, "padding_idx",
-                                                         Attr("LONG", -1)),
-                               "table_id": Attr("INT", table_id),
-                               **role_attrs(0)})
+                           {"Outputs": out_names}, _lookup_attrs(first, table_id))
 
         if not produced or not consumed or min(consumed) > max(produced):
             # right after the last producer of the ids, or where the first lookup was
-            at = order.key[id(first)] if not produced else order.after(max(produced))
+            at = order.key[id(group[0])] if not produced else order.after(max(produced))
             order.add(lookup(ids, outs), at)
         else:
             for k, op in enumerate(group):
                 order.add(lookup([ids[k]], [outs[k]]), order.key[id(op)])
     block.ops = order.ops()
-
-    if pushes:
-        show, clk = _show_click(block, next(iter(pushes.values()))[0])
-        gone = {id(op) for group in pushes.values() for op in group}
-        if FLEET_ORPHAN_SPARSE_GRAD_SUM in plan.fixes:
-            ops = block.ops
-            gone |= {id(ops[i]) for group in pushes.values()
-                     for i in orphan_sum_indices(ops, group)}
-        block.ops = [op for op in block.ops if id(op) not in gone]
-        for table, group in pushes.items():
-            first = group[0]
-            ids = [op.input("Ids")[0] for op in group]
-            grads_out = [op.input("Out@GRAD")[0] for op in group]
-            block.ops.append(make_op(
-                "distributed_push_sparse",
-                {"Ids": ids, "W": [first.output("W@GRAD")[0]], "Outputs": grads_out,
-                 "Shows": [show], "Clicks": [clk]},
-                {"Outputs": grads_out}, {
-                    "slots": Attr("INTS", []), "dtype": Attr("INT", 5),
-                    "is_distributed": Attr("BOOLEAN", bool(first.attr("is_distributed"))),
-                    "is_test": Attr("BOOLEAN", False),
-                    "padding_idx": _copy_attr(first, "padding_idx", Attr("LONG", -1)),
-                    "push_sparse_version": Attr("STRING", "push_sparse"),
-                    "size": Attr("INT", emb_size[table]),
-                    "table_id": Attr("INT", plan.table_ids[table]),
-                    "use_cvm_op": Attr("BOOLEAN", False), **role_attrs(0)}))
-    return prog
+    return emb_size
 
 
-def _copy_attr(op: Op, name: str, default: Attr) -> Attr:
-    a = op.find_attr(name)
-    return Attr(a.type, a.value) if a is not None else default
+def _lookup_attrs(first: Op, table_id: int) -> dict:
+    """The attrs of a table's distributed_lookup_table, from its first lookup."""
+    return {"dtype": Attr("INT", 5),
+            "is_distributed": Attr("BOOLEAN", bool(first.attr("is_distributed"))),
+            "is_test": Attr("BOOLEAN", False),
+            "lookup_table_version": Attr("STRING", first.type),
+            "padding_idx": common.copy_attr(first, "padding_idx", Attr("LONG", -1)),
+            "table_id": Attr("INT", table_id), **role_attrs(0)}
 
 
-def _show_click(block, first_grad_op: Op):
-    """The show / click vars the push reports: from a `show_click_entry:<show>:<click>` entry
-    when both vars exist, else constant 1 / 0 vars filled at the top of the program."""
-    entry = str(first_grad_op.attr("entry", "") or "").split(":")
-    if len(entry) == 3 and entry[0] == "show_click_entry" and \
-            entry[1] in block.vars and entry[2] in block.vars:
-        return entry[1], entry[2]
-    for name, value in (("show", 1.0), ("clk", 0.0)):
-        block.add_var(Var.tensor(name, "INT64", (1,), lod_level=None, persistable=False,
-                                 stop_gradient=True))
-        block.ops.insert(0, make_op("fill_constant", {}, {"Out": [name]}, {
-            "dtype": Attr("INT", 3), "force_cpu": Attr("BOOLEAN", False),
-            "place_type": Attr("INT", -1), "shape": Attr("LONGS", [1]),
-            "str_value": Attr("STRING", ""), "value": Attr("FLOAT", value), **role_attrs(0)}))
-    return "show", "clk"
+def _fill(name: str, value: float) -> Op:
+    """The fill_constant of a new show / clk var (INT64 [1]), as Paddle 2.0 writes it."""
+    return make_op("fill_constant", {}, {"Out": [name]}, {
+        "dtype": Attr("INT", 3), "force_cpu": Attr("BOOLEAN", False),
+        "place_type": Attr("INT", -1), "shape": Attr("LONGS", [1]),
+        "str_value": Attr("STRING", ""), "value": Attr("FLOAT", value), **role_attrs(0)})
 
 
-def append_sends(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
+def _fuse_pushes(block, pushes: dict, plan: FleetPlan, emb_size: dict) -> None:
+    """Each table's lookup grads replaced by one distributed_push_sparse at the end (and,
+    fixing fleet-orphan-sparse-grad-sum, the `sum` of them that would be left reading nothing)."""
+    show, clk = common.show_click_vars(block, next(iter(pushes.values()))[0], "INT64", _fill)
+    gone = {id(op) for group in pushes.values() for op in group}
+    if FLEET_ORPHAN_SPARSE_GRAD_SUM in plan.fixes:
+        gone |= {id(op) for group in pushes.values() for op in orphan_sums(block.ops, group)}
+    block.ops = [op for op in block.ops if id(op) not in gone]
+    for table, group in pushes.items():
+        first = group[0]
+        ids = [op.input("Ids")[0] for op in group]
+        grads_out = [op.input("Out@GRAD")[0] for op in group]
+        block.ops.append(make_op(
+            "distributed_push_sparse",
+            {"Ids": ids, "W": [first.output("W@GRAD")[0]], "Outputs": grads_out,
+             "Shows": [show], "Clicks": [clk]},
+            {"Outputs": grads_out}, {
+                "slots": Attr("INTS", []), "dtype": Attr("INT", 5),
+                "is_distributed": Attr("BOOLEAN", bool(first.attr("is_distributed"))),
+                "is_test": Attr("BOOLEAN", False),
+                "padding_idx": common.copy_attr(first, "padding_idx", Attr("LONG", -1)),
+                "push_sparse_version": Attr("STRING", "push_sparse"),
+                "size": Attr("INT", emb_size[table]),
+                "table_id": Attr("INT", plan.table_ids[table]),
+                "use_cvm_op": Attr("BOOLEAN", False), **role_attrs(0)}))
+
+
+def append_sends(main: Program, env: PassEnv) -> Program:
     """A send per communicator queue; in sync / half_async each send yields a control var and a
     send_barrier waits for all of them."""
+    plan = env.plan
     prog = main.shallow_copy()
     block = prog.global_block
     barrier = plan.mode in ("sync", "half_async")
@@ -181,22 +181,14 @@ def append_sends(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
     if barrier:
         block.ops.append(make_op("send_barrier", {"X": dummies}, {"Out": []}, {
             "endpoints": Attr("STRINGS", eps), "half_async": Attr("BOOLEAN", True),
-            "trainer_id": Attr("INT", trainer_id), **role_attrs(RPC)}))
+            "trainer_id": Attr("INT", env.trainer_id), **role_attrs(RPC)}))
     return prog
 
 
-def trainer_main(main: Program, plan: FleetPlan, trainer_id: int) -> Program:
-    if plan.is_geo:
-        return append_sends(main, plan, trainer_id)
-    prog = demote_clip_ops(main, plan)
-    prog = delete_optimizer_ops(prog, plan)
-    prog = fuse_sparse_lookups(prog, plan)
-    return append_sends(prog, plan, trainer_id)
-
-
 # --- startup ---------------------------------------------------------------------------------
-def fake_init_tables(startup: Program, plan: FleetPlan) -> Program:
+def fake_init_tables(startup: Program, env: PassEnv) -> Program:
     """Tables live on the pservers: the trainer only declares them (fake_init, same shape)."""
+    plan = env.plan
     prog = startup.shallow_copy()
     block = prog.global_block
     tables = sorted(set(plan.sparse_tables) | set(plan.distributed_tables))
@@ -223,35 +215,29 @@ def fake_init_tables(startup: Program, plan: FleetPlan) -> Program:
     return prog
 
 
-def init_from_server(startup: Program, plan: FleetPlan, trainer_id: int) -> Program:
+def init_from_server(startup: Program, env: PassEnv) -> Program:
     """Every trainer pulls the dense params from the pservers, then waits for all of them."""
+    plan = env.plan
     prog = startup.shallow_copy()
     block = prog.global_block
     block.ops.append(make_op("recv", {}, {}, {
         "recv_varnames": Attr("STRINGS", [p.param for p in plan.dense_pairs]),
-        "trainer_id": Attr("INT", trainer_id), "op_role": Attr("INT", RPC)}))
+        "trainer_id": Attr("INT", env.trainer_id), "op_role": Attr("INT", RPC)}))
     cv = new_control_var(block, persistable=False, stop_gradient=True)
     block.ops.append(make_op("fetch_barrier", {}, {"Out": [cv]}, {
         "endpoints": Attr("STRINGS", list(plan.endpoints)),
-        "trainer_id": Attr("INT", trainer_id), **role_attrs(RPC)}))
+        "trainer_id": Attr("INT", env.trainer_id), **role_attrs(RPC)}))
     return prog
 
 
-def delete_optimizer_state_inits(startup: Program, main: Program, plan: FleetPlan) -> Program:
+def delete_optimizer_state_inits(startup: Program, env: PassEnv) -> Program:
     """Drop the inits (and vars) of optimizer state: it lives on the pservers now."""
-    doomed = set(optimizer_only_vars([main.global_block.ops[i] for i in plan.optimize_ops]))
-    prog = startup.shallow_copy()
-    block = prog.global_block
-    block.ops = [op for op in block.ops if not doomed & set(op.output_names())]
-    for name in sorted(doomed):
-        block.vars.pop(name, None)
-    return prog
+    return common.delete_optimizer_state_inits(startup, env.main, env.plan.optimize_ops)
 
 
-def trainer_startup(startup: Program, main: Program, plan: FleetPlan,
-                    trainer_id: int) -> Program:
-    if plan.is_geo:
-        return startup.shallow_copy()
-    prog = fake_init_tables(startup, plan)
-    prog = init_from_server(prog, plan, trainer_id)
-    return delete_optimizer_state_inits(prog, main, plan)
+MAIN = Pipeline("trainer main", tuple(map(named, (
+    demote_clip_ops, delete_optimizer_ops, fuse_sparse_lookups, append_sends))))
+STARTUP = Pipeline("trainer startup", tuple(map(named, (
+    fake_init_tables, init_from_server, delete_optimizer_state_inits))))
+GEO_MAIN = Pipeline("trainer main", (named(append_sends),))
+GEO_STARTUP = Pipeline("trainer startup", ())

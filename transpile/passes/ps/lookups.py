@@ -13,10 +13,11 @@ show / click vars Paddle makes for it.
 from __future__ import annotations
 
 from ...core.errors import UserError
-from ...ir.program import Attr, Op, Program, Var
+from ...ir.program import Attr, Op, Program
 from ...ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
 from ...plan.ps import PsPlan
 from ..build import OpOrder
+from ..common import show_click_vars
 from .opmake import ps_op
 
 
@@ -178,23 +179,14 @@ def fuse_pulls(ops: list, pulls: dict, plan: PsPlan) -> list:
     return order.ops()
 
 
-def show_click(block, first_grad: Op) -> tuple:
-    """The show / click vars of the pushes: a `show_click_entry:<show>:<click>` entry's vars when
-    both exist, else new vars show (1) and clk (0) filled at the top of the program."""
-    entry = str(first_grad.attr("entry", "") or "").split(":")
-    if len(entry) == 3 and entry[0] == "show_click_entry" and \
-            entry[1] in block.vars and entry[2] in block.vars:
-        return entry[1], entry[2]
-    for name, value in (("show", 1.0), ("clk", 0.0)):
-        block.add_var(Var.tensor(name, "FP32", (1,), lod_level=None, persistable=False,
-                                 stop_gradient=True))
-        block.ops.insert(0, ps_op("fill_constant", {"ShapeTensor": [], "ShapeTensorList": [],
-                                                    "ValueTensor": []}, {"Out": [name]}, {
-            "shape": Attr("LONGS", [1]), "dtype": Attr("INT", 5),
-            "value": Attr("FLOAT", value), "str_value": Attr("STRING", ""),
-            "force_cpu": Attr("BOOLEAN", False), "place_type": Attr("INT", -1),
-            "use_mkldnn": Attr("BOOLEAN", False)}))
-    return "show", "clk"
+def _fill(name: str, value: float) -> Op:
+    """The fill_constant of a new show / clk var (FP32 [1]), as Paddle 2.6 writes it."""
+    return ps_op("fill_constant", {"ShapeTensor": [], "ShapeTensorList": [], "ValueTensor": []},
+                 {"Out": [name]}, {
+                     "shape": Attr("LONGS", [1]), "dtype": Attr("INT", 5),
+                     "value": Attr("FLOAT", value), "str_value": Attr("STRING", ""),
+                     "force_cpu": Attr("BOOLEAN", False), "place_type": Attr("INT", -1),
+                     "use_mkldnn": Attr("BOOLEAN", False)})
 
 
 def fuse_pushes(block, pushes: dict, plan: PsPlan, emb_size: dict, use_cvm: bool) -> None:
@@ -202,7 +194,7 @@ def fuse_pushes(block, pushes: dict, plan: PsPlan, emb_size: dict, use_cvm: bool
     end (inputs Ids, Shows, Clicks: Paddle's W and Outputs inputs are not registered slots)."""
     if not pushes:
         return
-    show, clk = show_click(block, next(iter(pushes.values()))[0])
+    show, clk = show_click_vars(block, next(iter(pushes.values()))[0], "FP32", _fill)
     gone = {id(op) for group in pushes.values() for op in group}
     block.ops = [op for op in block.ops if id(op) not in gone]
     for w, group in pushes.items():

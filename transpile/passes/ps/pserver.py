@@ -5,13 +5,20 @@ by server_desc.txt (output/psdesc.py); the programs hold nothing in sync and asy
 from __future__ import annotations
 
 from ...ir.program import Attr, Block, Program
-from ...plan.ps import PsPlan
+from ..pipeline import PassEnv, Pipeline, named
 from .opmake import ps_op
 
 
-def listen_and_serv(plan: PsPlan, endpoint: str):
+def new_server_program(prog: Program, env: PassEnv) -> Program:
+    """A new empty program (`_main_server` / `_startup_server`): nothing of the input stays."""
+    return Program([Block(0, -1)])
+
+
+def add_listen_and_serv(prog: Program, env: PassEnv) -> Program:
     """add_listen_and_serv_pass's op: its endpoint, its index, the trainers, geo's mode."""
-    return ps_op("listen_and_serv", {"X": []}, {}, {
+    plan, endpoint = env.plan, env.endpoint
+    out = prog.shallow_copy()
+    out.global_block.ops.append(ps_op("listen_and_serv", {"X": []}, {}, {
         "grad_to_block_id": Attr("STRINGS", []),
         "sparse_grad_to_param": Attr("STRINGS", []),
         "lr_decay_block_id": Attr("INT", -1),
@@ -25,12 +32,10 @@ def listen_and_serv(plan: PsPlan, endpoint: str):
         "distributed_mode": Attr("INT", plan.mode_id),
         "rpc_get_thread_num": Attr("INT", -1),
         "rpc_send_thread_num": Attr("INT", -1),
-        "rpc_prefetch_thread_num": Attr("INT", -1)})
+        "rpc_prefetch_thread_num": Attr("INT", -1)}))
+    return out
 
 
-def pserver_programs(plan: PsPlan, endpoint: str) -> tuple:
-    """(main, startup) of the pserver at `endpoint`."""
-    main = Program([Block(0, -1)])
-    if plan.is_geo:
-        main.global_block.ops.append(listen_and_serv(plan, endpoint))
-    return main, Program([Block(0, -1)])
+MAIN = Pipeline("pserver main", (named(new_server_program),))
+GEO_MAIN = Pipeline("pserver main", (named(new_server_program), named(add_listen_and_serv)))
+STARTUP = Pipeline("pserver startup", (named(new_server_program),))

@@ -1,5 +1,6 @@
 """The ps trainer programs (CpuSyncPsProgramBuilder / CpuAsyncPsProgramBuilder /
-GeoPsProgramBuilder): each pass takes a program and the plan and returns a new program.
+GeoPsProgramBuilder): passes `(program, env) -> program` (passes/pipeline.py), env.plan a
+PsPlan.
 
 Main, sync / async:
   demote_clip_ops -> distributed_ops (lookups.py) -> delete_optimizer -> append_sends
@@ -10,11 +11,13 @@ Geo: the optimizer stays; main gets a send per sparse table, startup is unchange
 """
 from __future__ import annotations
 
-from ...ir.program import Attr, Program
-from ...ir.roles import BACKWARD, RPC, ROLE_VAR_ATTR
 from ...ir.lr_schedule import SCHEDULER_LR_VAR
-from ...plan.ps import PsPlan, table_writers
+from ...ir.program import Attr, Program, select
+from ...ir.roles import RPC, optimizer_only_vars
+from ...plan.ps import table_writers
+from .. import common
 from ..build import new_control_var
+from ..pipeline import PassEnv, Pipeline, named
 from .lookups import distributed_ops
 from .opmake import ps_op
 
@@ -23,40 +26,25 @@ BARRIER_ENDPOINTS = ["127.0.0.1:6164"]
 
 
 # --- main ------------------------------------------------------------------------------------
-def demote_clip_ops(main: Program, plan: PsPlan) -> Program:
+def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     """Gradient-clip ops stay on the trainer as backward ops (get_optimize_ops re-labels
     them)."""
-    prog = main.shallow_copy()
-    ops = prog.global_block.ops
-    for i in plan.clip_ops:
-        ops[i] = ops[i].copy()
-        ops[i].set_attr("op_role", BACKWARD)
-    return prog
+    return common.demote_clip_ops(main, env.plan.clip_ops)
 
 
-def removed_vars(ops) -> list:
-    """The inputs of `ops` that none of them names in op_role_var (delete_optimizer_pass)."""
-    inputs, role_vars = set(), set()
-    for op in ops:
-        inputs.update(op.input_names())
-        role_vars.update(op.attr(ROLE_VAR_ATTR) or [])
-    return sorted(inputs - role_vars)
-
-
-def delete_optimizer(main: Program, origin: Program, plan: PsPlan) -> Program:
+def delete_optimizer(main: Program, env: PassEnv) -> Program:
     """Optimizer and LR-schedule ops out, with the vars only they read; an LR scheduler's
     learning_rate_0 declared again, persistable."""
-    doomed_idx = set(plan.optimize_ops) | set(plan.lr_ops)
-    doomed = [origin.global_block.ops[i] for i in sorted(doomed_idx)]
-    doomed_ids = {id(op) for op in doomed}
+    plan = env.plan
+    doomed = select(env.main.global_block.ops, set(plan.optimize_ops) | set(plan.lr_ops))
+    doomed_uids = {op.uid for op in doomed}
     prog = main.shallow_copy()
     block = prog.global_block
-    block.ops = [op for op in block.ops if id(op) not in doomed_ids]
-    for name in removed_vars(doomed):
+    block.ops = [op for op in block.ops if op.uid not in doomed_uids]
+    for name in optimizer_only_vars(doomed):
         block.vars.pop(name, None)
     if plan.lr_scheduler:
-        lr = origin.global_block.vars[SCHEDULER_LR_VAR]
-        var = lr.copy()
+        var = env.main.global_block.vars[SCHEDULER_LR_VAR].copy()
         var.persistable = True
         var.stop_gradient = None
         var.need_check_feed = None
@@ -65,9 +53,10 @@ def delete_optimizer(main: Program, origin: Program, plan: PsPlan) -> Program:
     return prog
 
 
-def append_sends(main: Program, plan: PsPlan, trainer_id: int) -> Program:
+def append_sends(main: Program, env: PassEnv) -> Program:
     """sync / async: one send of every dense grad to the merged dense table (a control var and
     a send_barrier in sync); geo: one send per sparse table."""
+    plan = env.plan
     prog = main.shallow_copy()
     block = prog.global_block
     controls = []
@@ -84,37 +73,29 @@ def append_sends(main: Program, plan: PsPlan, trainer_id: int) -> Program:
             "table_id": Attr("INT", ctx.table_id)}, role=RPC))
     if plan.is_sync:
         block.ops.append(ps_op("send_barrier", {"X": controls}, {"Out": []}, {
-            "trainer_id": Attr("INT", trainer_id), "half_async": Attr("BOOLEAN", True),
+            "trainer_id": Attr("INT", env.trainer_id), "half_async": Attr("BOOLEAN", True),
             "endpoints": Attr("STRINGS", list(BARRIER_ENDPOINTS))}, role=RPC))
     return prog
 
 
-def trainer_main(main: Program, plan: PsPlan, trainer_id: int) -> Program:
-    if plan.is_geo:
-        return append_sends(main, plan, trainer_id)
-    prog = demote_clip_ops(main, plan)
-    prog = distributed_ops(prog, plan)
-    prog = delete_optimizer(prog, main, plan)
-    return append_sends(prog, plan, trainer_id)
+def fuse_lookups(main: Program, env: PassEnv) -> Program:
+    """distributed_ops_pass: each table's lookups fused into distributed_lookup_table ops, its
+    lookup grads into one distributed_push_sparse (lookups.py)."""
+    return distributed_ops(main, env.plan)
 
 
 # --- startup ---------------------------------------------------------------------------------
-def delete_optimizer_state_inits(startup: Program, main: Program, plan: PsPlan) -> Program:
+def delete_optimizer_state_inits(startup: Program, env: PassEnv) -> Program:
     """delete_extra_optimizer_pass: the inits (and vars) of what only the optimizer reads,
     learning_rate_0 excepted; LR-schedule ops are not looked at here."""
-    doomed = set(removed_vars([main.global_block.ops[i] for i in plan.optimize_ops]))
-    doomed.discard(SCHEDULER_LR_VAR)
-    prog = startup.shallow_copy()
-    block = prog.global_block
-    block.ops = [op for op in block.ops if not doomed.intersection(op.output_names())]
-    for name in sorted(doomed):
-        block.vars.pop(name, None)
-    return prog
+    return common.delete_optimizer_state_inits(startup, env.main, env.plan.optimize_ops,
+                                               keep=(SCHEDULER_LR_VAR,))
 
 
-def fake_init_tables(startup: Program, plan: PsPlan) -> Program:
+def fake_init_tables(startup: Program, env: PassEnv) -> Program:
     """fake_init_ops_pass: each sparse table's init op replaced by a fake_init of its shape,
     appended at the end (Paddle walks a set of names; here they go by name)."""
+    plan = env.plan
     prog = startup.shallow_copy()
     block = prog.global_block
     writers = table_writers(prog, plan.fake_init_tables)
@@ -129,8 +110,9 @@ def fake_init_tables(startup: Program, plan: PsPlan) -> Program:
     return prog
 
 
-def trainer_startup(startup: Program, main: Program, plan: PsPlan) -> Program:
-    if plan.is_geo:
-        return startup.shallow_copy()
-    prog = delete_optimizer_state_inits(startup, main, plan)
-    return fake_init_tables(prog, plan)
+MAIN = Pipeline("trainer main", tuple(map(named, (
+    demote_clip_ops, fuse_lookups, delete_optimizer, append_sends))))
+STARTUP = Pipeline("trainer startup", tuple(map(named, (
+    delete_optimizer_state_inits, fake_init_tables))))
+GEO_MAIN = Pipeline("trainer main", (named(append_sends),))
+GEO_STARTUP = Pipeline("trainer startup", ())

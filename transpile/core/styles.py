@@ -1,0 +1,55 @@
+"""The styles a split can be made in, as data: what each one is and what its split holds.
+
+This is the one place that names the styles (and the config's allowed values of `style:`).
+Code elsewhere asks a style's traits (`traits(config.style).descriptors`, ...) and never
+compares its name; the behaviour of each style (its plan, passes and outputs) is registered
+in transpile/styles/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StyleTraits:
+    """What a style is, for every layer that must tell the styles apart."""
+    name: str
+    paddle: str                 # the Paddle code it reproduces
+    modes: tuple                # the modes Paddle builds in this style
+    runtime_json: bool          # trainers carry runtime.json (the communicator's contexts)
+    descriptors: bool           # worker_desc.txt / server_desc.txt (the brpc tables)
+    optimize_blocks: bool       # pservers optimize in listen_and_serv's optimize blocks
+    sparse_table_ids: bool      # sparse tables are numbered (distributed_lookup_table table_id)
+    sync_mode_from_flag: bool   # listen_and_serv's distributed_mode is 0 sync / 1 otherwise
+    sliced_by_config: bool      # slice_var_up / min_block_size / split_method are honoured
+    simulated: bool             # `simulate` runs its splits
+    modes_note: str = ""        # why a mode is missing, for the config error
+
+
+CLASSIC = StyleTraits(
+    name="classic", paddle="the fluid DistributeTranspiler",
+    modes=("sync", "async", "half_async"), runtime_json=False, descriptors=False,
+    optimize_blocks=True, sparse_table_ids=False, sync_mode_from_flag=True,
+    sliced_by_config=True, simulated=True,
+    modes_note="the classic DistributeTranspiler has no geo mode (Paddle's GeoSgdTranspiler "
+               "is another tool); use style: fleet")
+FLEET = StyleTraits(
+    name="fleet", paddle="Paddle 2.0 Fleet's parameter_server/ir passes",
+    modes=("sync", "async", "half_async", "geo"), runtime_json=True, descriptors=False,
+    optimize_blocks=True, sparse_table_ids=True, sync_mode_from_flag=False,
+    sliced_by_config=False, simulated=True)
+PS = StyleTraits(
+    name="ps", paddle="Paddle 2.1+'s PsProgramBuilder passes and TheOnePSRuntime",
+    modes=("sync", "async", "geo"), runtime_json=False, descriptors=True,
+    optimize_blocks=False, sparse_table_ids=True, sync_mode_from_flag=False,
+    sliced_by_config=False, simulated=False,
+    modes_note="Paddle 2.1+ has no CPU half_async")
+
+STYLES = {s.name: s for s in (FLEET, CLASSIC, PS)}     # the config's allowed values, in order
+DEFAULT_STYLE = FLEET.name
+
+
+def traits(name: str) -> StyleTraits:
+    """The traits of a style by its config name (KeyError for an unknown one: the config
+    loader has refused it before)."""
+    return STYLES[name]

@@ -1,0 +1,45 @@
+"""The classic pserver pipelines: an endpoint's main program built step by step (pserver.py's
+PserverBuild, left in env.scratch["server"]) and its startup program."""
+from __future__ import annotations
+
+from ...ir.program import Program
+from ..pipeline import PassEnv, Pipeline, named
+from .pserver import ClassicPserverIndex, PserverBuild, build_pserver_startup
+
+
+def new_pserver_program(main: Program, env: PassEnv) -> Program:
+    """A new program declaring the blocks held here: parameter blocks, merged grads and, in sync
+    mode, the trainers' copies of each grad block."""
+    index = env.shared.get("index") or ClassicPserverIndex(main, env.plan, env.trainer_id)
+    b = env.scratch["server"] = PserverBuild(main, env.plan, env.endpoint, index.trainer_id,
+                                             index)
+    return b.prog
+
+
+def _step(method: str, doc: str):
+    def run(prog: Program, env: PassEnv) -> Program:
+        getattr(env.scratch["server"], method)()
+        return prog
+    run.__name__ = method
+    run.__doc__ = doc
+    return run
+
+
+add_lr_decay_block = _step("add_lr_decay_block", PserverBuild.add_lr_decay_block.__doc__)
+add_param_blocks = _step("add_param_blocks", PserverBuild.add_param_blocks.__doc__)
+add_table_blocks = _step("add_table_blocks", PserverBuild.add_table_blocks.__doc__)
+add_listen_and_serv = _step("add_listen_and_serv", PserverBuild.add_listen_and_serv.__doc__)
+
+
+def init_held_vars(startup: Program, env: PassEnv) -> Program:
+    """Initialise exactly the vars the pserver holds: each init op of the original startup
+    whose output lives here, renamed to the block and reshaped to it."""
+    b = env.scratch["server"]
+    return build_pserver_startup(startup, b.prog, b.aliases, env.shared.get("writers"),
+                                 env.endpoint)
+
+
+MAIN = Pipeline("pserver main", tuple(map(named, (
+    new_pserver_program, add_lr_decay_block, add_param_blocks, add_table_blocks,
+    add_listen_and_serv))))
+STARTUP = Pipeline("pserver startup", (named(init_held_vars),))

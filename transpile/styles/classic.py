@@ -1,0 +1,65 @@
+"""Style classic: Paddle's fluid DistributeTranspiler.
+
+    plan = make_plan(main, config)                what goes where, once (plan/classic.py)
+    main, startup = merge_lr_counter(...)         async LR decay (passes/classic/lr_counter.py)
+    trainer_<id>: main, startup                   (passes/classic/trainer.py)
+    pserver_<ep>: main, startup                   (passes/classic/pserver_passes.py)
+"""
+from __future__ import annotations
+
+from ..core.styles import CLASSIC
+from ..output.planjson import classic_plan_json
+from ..output.result import endpoint_dir
+from ..passes.classic import pserver_passes, trainer
+from ..passes.classic.lr_counter import merge_lr_counter
+from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
+from ..passes.fixes import serve_table_by_rows
+from ..plan.classic import find_distributed_table, make_plan
+from ..plan.faults import classic_faults, classic_table_fault
+from .base import Prepared, Style
+
+
+class ClassicStyle(Style):
+    traits = CLASSIC
+
+    def make_plan(self, main, startup, config):
+        return make_plan(main, config)
+
+    def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
+        fixed = main
+        table_fault = classic_table_fault(main, config)
+        if table_fault is not None and table_fault.fixed:
+            fixed = serve_table_by_rows(main, find_distributed_table(main))
+        plan = make_plan(fixed, config)
+        fixed, fixed_startup = merge_lr_counter(fixed, startup, plan)
+        faults = ([table_fault] if table_fault else []) + classic_faults(fixed, config, plan)
+        # the pservers name the first trainer asked for's copies (Paddle transpiles as one)
+        index = ClassicPserverIndex(fixed, plan, trainer_ids[0] if trainer_ids else 0)
+        return Prepared(config, main, startup, fixed, fixed_startup, plan, faults,
+                        shared={"index": index, "writers": startup_writers(fixed_startup)})
+
+    def faults(self, main, startup, config, plan=None) -> list:
+        plan = plan if plan is not None else make_plan(main, config)
+        table = classic_table_fault(main, config)
+        return ([table] if table else []) + classic_faults(main, config, plan)
+
+    def pipelines(self, mode: str) -> dict:
+        return {"trainer main": trainer.MAIN, "trainer startup": trainer.STARTUP,
+                "pserver main": pserver_passes.MAIN, "pserver startup": pserver_passes.STARTUP}
+
+    def build_trainer(self, prep, trainer_id, result, run) -> None:
+        env = prep.env(trainer_id=trainer_id)
+        key = "trainer_%d" % trainer_id
+        result.add(key + "/main", run(trainer.MAIN, prep.main, env, key + "/main"))
+        result.add(key + "/startup", run(trainer.STARTUP, prep.startup, env, key + "/startup"))
+
+    def build_pserver(self, prep, endpoint, result, run) -> None:
+        env = prep.env(endpoint=endpoint, trainer_id=prep.shared["index"].trainer_id)
+        key = endpoint_dir(endpoint)
+        result.add(key + "/main", run(pserver_passes.MAIN, prep.main, env, key + "/main"))
+        result.add(key + "/startup", run(pserver_passes.STARTUP, prep.startup, env,
+                                         key + "/startup"))
+
+    def plan_json(self, prep, result, trainer_ids) -> dict:
+        return classic_plan_json(prep.plan, prep.origin_main, prep.origin_startup, prep.config,
+                                 result, trainer_ids)

@@ -1,0 +1,73 @@
+"""Style fleet (the default): Paddle 2.0 Fleet's parameter-server passes (ir/trainer_pass.py,
+ir/pserver_pass.py) and the communicator contexts its trainers start with.
+
+    plan = make_plan(main, startup, config)       once, read-only (plan/fleet.py)
+    trainer_<id>: main, startup                   (passes/fleet/trainer.py), runtime.json
+    pserver_<ep>: main, startup                   (passes/fleet/pserver_passes.py)
+"""
+from __future__ import annotations
+
+from ..core.styles import FLEET
+from ..ir.lr_schedule import resolve
+from ..output.planjson import fleet_plan_json
+from ..output.result import endpoint_dir
+from ..output.runtime import runtime_json
+from ..passes.fixes import serve_table_by_rows
+from ..passes.fleet import pserver_passes, trainer
+from ..passes.fleet.pserver import FleetPserverIndex
+from ..plan.faults import fleet_faults, fleet_table_fault, large_scale_adam_tables
+from ..plan.fleet import make_plan
+from .base import Prepared, Style
+
+
+class FleetStyle(Style):
+    traits = FLEET
+
+    def make_plan(self, main, startup, config):
+        return make_plan(main, startup, config,
+                         lr_scheduler=resolve(config.lr_scheduler, main, startup))
+
+    def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
+        fixed = main
+        table_fault = fleet_table_fault(main, config)
+        if table_fault is not None and table_fault.fixed:
+            for table in large_scale_adam_tables(main):
+                fixed = serve_table_by_rows(fixed, table)
+        plan = self.make_plan(fixed, startup, config)
+        faults = ([table_fault] if table_fault else []) + fleet_faults(fixed, config, plan)
+        return Prepared(config, main, startup, fixed, startup, plan, faults,
+                        shared={"index": FleetPserverIndex(fixed, startup, plan)})
+
+    def faults(self, main, startup, config, plan=None) -> list:
+        plan = plan if plan is not None else self.make_plan(main, startup, config)
+        table = fleet_table_fault(main, config)
+        return ([table] if table else []) + fleet_faults(main, config, plan)
+
+    def pipelines(self, mode: str) -> dict:
+        geo = mode == "geo"
+        return {"trainer main": trainer.GEO_MAIN if geo else trainer.MAIN,
+                "trainer startup": trainer.GEO_STARTUP if geo else trainer.STARTUP,
+                "pserver main": pserver_passes.MAIN[mode],
+                "pserver startup": pserver_passes.STARTUP}
+
+    def build_trainer(self, prep, trainer_id, result, run) -> None:
+        pipes = self.pipelines(prep.plan.mode)
+        env = prep.env(trainer_id=trainer_id)
+        key = "trainer_%d" % trainer_id
+        result.add(key + "/main", run(pipes["trainer main"], prep.main, env, key + "/main"))
+        result.add(key + "/startup", run(pipes["trainer startup"], prep.startup, env,
+                                         key + "/startup"))
+        result.runtime[key] = runtime_json(prep.plan, prep.main, prep.startup, trainer_id,
+                                           prep.config.geo_push_nums)
+
+    def build_pserver(self, prep, endpoint, result, run) -> None:
+        pipes = self.pipelines(prep.plan.mode)
+        env = prep.env(endpoint=endpoint)
+        key = endpoint_dir(endpoint)
+        result.add(key + "/main", run(pipes["pserver main"], prep.main, env, key + "/main"))
+        result.add(key + "/startup", run(pipes["pserver startup"], prep.startup, env,
+                                         key + "/startup"))
+
+    def plan_json(self, prep, result, trainer_ids) -> dict:
+        return fleet_plan_json(prep.plan, prep.main, prep.startup, prep.config, result,
+                               trainer_ids)
