@@ -32,6 +32,11 @@ class ClusterConfig:
     geo_push_nums: int = 100
     lr_scheduler: Union[bool, str] = "auto"  # True, False or "auto" (ir/lr_schedule.py)
     paddle_faults: str = "reproduce"         # reproduce | fix (plan/faults.py)
+    # style ps: the DistributedStrategy settings that reach the descriptors (ps_strategy.py)
+    adam_d2sum: bool = False
+    table_parameters: Optional[dict] = None  # as written (PaddleRec's table_parameters:)
+    fleet_desc_configs: Optional[dict] = None
+    fs_client_param: Optional[dict] = None   # uri, user, passwd, hadoop_bin (PaddleRec's)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
@@ -49,14 +54,39 @@ class ClusterConfig:
         do not (plan/faults.py)."""
         return self.paddle_faults == "fix"
 
-    def to_dict(self) -> dict:
+    def strategy_tables(self) -> list:
+        """The strategy's downpour_table_param entries the ps settings make: [(setting, table
+        name, entry)], setting table_parameters or fleet_desc_configs, table_parameters'
+        first (the_one_ps reads the first entry whose table_name is the table's; entries:
+        ps_strategy.py)."""
+        from .fleet_desc import fleet_desc_entries
+        from .ps_strategy import table_parameter_entries
+
+        def err(key, bad):
+            return ConfigError("%s: %s" % (key, bad.problem))
+        out = []
+        if self.table_parameters is not None:
+            out += [("table_parameters", n, e)
+                    for n, e in table_parameter_entries(self.table_parameters, err)]
+        if self.fleet_desc_configs is not None:
+            out += [("fleet_desc_configs", n, e)
+                    for n, e in fleet_desc_entries(self.fleet_desc_configs, err)]
+        return out
+
+    def to_dict(self, every_key: bool = False) -> dict:
+        """The config as plain data; the ps settings only where set (or `every_key`)."""
         d = asdict(self)
         d["pservers"] = list(self.pservers)
+        for key in PS_FIELDS:
+            if not every_key and d[key] in (None, False):
+                del d[key]
         return d
 
 
+PS_FIELDS = ("adam_d2sum", "table_parameters", "fleet_desc_configs", "fs_client_param")
 FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
-          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler", "paddle_faults")
+          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler",
+          "paddle_faults") + PS_FIELDS
 
 
 class _LineLoader:
@@ -70,9 +100,11 @@ class _LineLoader:
             pass
 
         lines: dict = {}
+        nested: dict = {}
 
         def construct_mapping(loader, node, deep=False):
             mapping = {}
+            nested[id(mapping)] = own = {}
             for key_node, value_node in node.value:
                 key = loader.construct_object(key_node, deep=True)
                 try:
@@ -84,6 +116,7 @@ class _LineLoader:
                     raise ConfigError("line %d: key %r appears twice"
                                       % (key_node.start_mark.line + 1, key))
                 mapping[key] = loader.construct_object(value_node, deep=True)
+                own[key] = key_node.start_mark.line + 1
                 if node is root_holder.get("root"):
                     lines[key] = key_node.start_mark.line + 1
             return mapping
@@ -96,9 +129,14 @@ class _LineLoader:
             if node is None:
                 return None, lines
             root_holder["root"] = node
-            return loader.construct_document(node), lines
+            data = loader.construct_document(node)
+            lines[NESTED] = nested
+            return data, lines
         finally:
             loader.dispose()
+
+
+NESTED = object()      # lines[NESTED]: {id(mapping): {key: line}} of every mapping read
 
 
 def _line(lines, key):
@@ -237,7 +275,60 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         kw["lr_scheduler"] = v
     if "paddle_faults" in data:
         kw["paddle_faults"] = _choice(data, "paddle_faults", source, lines, PADDLE_FAULTS)
+    kw.update(_ps_settings(data, source, lines, kw.get("style", "fleet")))
     return ClusterConfig(**kw)
+
+
+def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
+    """The strategy settings of style ps, each read the way Paddle's setter reads it (a value
+    it refuses is an error naming the key and saying Paddle's exception)."""
+    from .ps_strategy import adam_d2sum, fs_client, table_parameter_entries
+    from .fleet_desc import fleet_desc_entries
+    kw: dict = {}
+    present = [k for k in PS_FIELDS if k in data]
+    if present and style != "ps":
+        raise _err(source, present[0], lines, "a setting of style ps (Paddle 2.1+'s "
+                   "DistributedStrategy); this config's style is %s" % style)
+    where: dict = {}
+    nested = lines.get(NESTED, {})
+
+    def err(key, bad):
+        line = None
+        if key in where:
+            mapping, k = where[key]
+            line = nested.get(id(mapping), {}).get(k)
+        else:
+            line = _nested_line(data, key, nested)
+        paddle = " (Paddle: %s)" % bad.paddle if bad.paddle else ""
+        return ConfigError("%s: %s%s: %s%s" % (source, key, " (line %d)" % line if line
+                                               else "", bad.problem, paddle))
+
+    if "adam_d2sum" in data:
+        kw["adam_d2sum"] = adam_d2sum(data["adam_d2sum"], err)
+    if "table_parameters" in data:
+        table_parameter_entries(data["table_parameters"], err, where)
+        kw["table_parameters"] = data["table_parameters"]
+    if "fleet_desc_configs" in data:
+        fleet_desc_entries(data["fleet_desc_configs"], err)
+        kw["fleet_desc_configs"] = data["fleet_desc_configs"]
+    if "fs_client_param" in data:
+        kw["fs_client_param"] = fs_client(data["fs_client_param"], err)
+    return kw
+
+
+def _nested_line(data: dict, key: str, nested: dict):
+    """The line of `top.name.key` (fleet_desc_configs, fs_client_param) or of `top`."""
+    top, _, rest = key.partition(".")
+    node, best = data, nested.get(id(data), {}).get(top)
+    parts = [top] + ([rest.rpartition(".")[0], rest.rpartition(".")[2]]
+                     if rest.count(".") and top == "fleet_desc_configs" else
+                     [rest] if rest else [])
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            break
+        best = nested.get(id(node), {}).get(part, best)
+        node = node[part]
+    return best
 
 
 def with_trainer_id(cfg: ClusterConfig, trainer_id) -> ClusterConfig:

@@ -35,12 +35,7 @@ def table_dict(plan: PsPlan, t) -> dict:
     if t.is_sparse:
         d["distributed"] = t.distributed
         if t.sgd_rule is not None:
-            r = t.sgd_rule
-            d["sgd_rule"] = {"name": r.name, "learning_rate": r.learning_rate,
-                             "initial_range": r.initial_range,
-                             "beta1_decay_rate": r.beta1_decay_rate,
-                             "beta2_decay_rate": r.beta2_decay_rate,
-                             "ada_epsilon": r.ada_epsilon}
+            d["sgd_rule"] = t.sgd_rule.to_dict()
         # a sparse table is sharded by feature id over every server (shard_num shards)
         d["servers"] = list(plan.endpoints)
     else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Optional
 
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
@@ -77,6 +77,7 @@ class PsPlan(ModeQuestions):
     fake_init_tables: tuple                     # startup tables replaced by fake_init (sorted)
     lr_scheduler: bool = False
     notes: tuple = field(default=())
+    fs_client_param: Optional[Mapping] = None   # the descriptors' fs client (the config's)
 
     @property
     def dense_ctxs(self) -> tuple:
@@ -196,10 +197,11 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         check_table_inits(startup, startup_table_names(main))
 
     index = OriginIndex(main, startup, opt)
-    tables = [describe_table(c, main, index, config) for c in ctxs]
+    entries = config.strategy_tables()
+    tables = [describe_table(c, main, index, config, entries) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
 
-    notes = []
+    notes = settings_notes(config, entries, [c.params[0] for c in ctxs if c.is_sparse])
     if lr_scheduler:
         notes.append("the learning rate is fed by an LR scheduler (geo keeps the optimizer)"
                      if geo else "the learning rate is fed by an LR scheduler: the trainer "
@@ -215,7 +217,28 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         clip_ops=tuple(roles.clip_ops(main, CLIP_NAME_SCOPE)),
         lr_ops=tuple(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
-        notes=tuple(notes))
+        notes=tuple(notes), fs_client_param=config.fs_client_param)
+
+
+def settings_notes(config, entries: list, sparse_tables: list) -> list:
+    """What the plan says of the strategy's table settings Paddle does not apply."""
+    notes = []
+    if entries and config.mode == "geo":
+        notes.append("geo: every sparse table is a MemorySparseGeoTable with CommMergeAccessor; "
+                     "Paddle's GeoSparseTable reads none of %s"
+                     % ", ".join(sorted({kind for kind, _, _ in entries})))
+        return notes
+    seen: set = set()
+    for kind, name, entry in entries:
+        table = entry.get("table_name")
+        if table not in sparse_tables:
+            notes.append("%s.%s names no sparse table of the program (%s): Paddle ignores it"
+                         % (kind, name, ", ".join(sparse_tables) or "none"))
+        elif table in seen:
+            notes.append("%s.%s: an earlier entry already sets table %s; Paddle reads only "
+                         "the first" % (kind, name, table))
+        seen.add(table)
+    return notes
 
 
 def table_writers(startup: Program, tables) -> dict:
