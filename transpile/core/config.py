@@ -36,7 +36,7 @@ class ClusterConfig:
     adam_d2sum: bool = False
     table_parameters: Optional[dict] = None  # as written (PaddleRec's table_parameters:)
     fleet_desc_configs: Optional[dict] = None
-    fs_client_param: Optional[dict] = None   # uri, user, passwd, hadoop_bin (PaddleRec's)
+    fs_client_param: Optional[dict] = None   # as written (PaddleRec's runner.fs_client)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
@@ -72,6 +72,13 @@ class ClusterConfig:
             out += [("fleet_desc_configs", n, e)
                     for n, e in fleet_desc_entries(self.fleet_desc_configs, err)]
         return out
+
+    def fs_client(self) -> Optional[dict]:
+        """The strategy's fs_client_param (uri, user, passwd, hadoop_bin), or None."""
+        from .ps_strategy import fs_client
+        if self.fs_client_param is None:
+            return None
+        return fs_client(self.fs_client_param, lambda key, bad: ConfigError(bad.problem))
 
     def to_dict(self, every_key: bool = False) -> dict:
         """The config as plain data; the ps settings only where set (or `every_key`)."""
@@ -312,7 +319,8 @@ def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
         fleet_desc_entries(data["fleet_desc_configs"], err)
         kw["fleet_desc_configs"] = data["fleet_desc_configs"]
     if "fs_client_param" in data:
-        kw["fs_client_param"] = fs_client(data["fs_client_param"], err)
+        fs_client(data["fs_client_param"], err)
+        kw["fs_client_param"] = data["fs_client_param"]
     return kw
 
 

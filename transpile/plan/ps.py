@@ -217,7 +217,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         clip_ops=tuple(roles.clip_ops(main, CLIP_NAME_SCOPE)),
         lr_ops=tuple(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
-        notes=tuple(notes), fs_client_param=config.fs_client_param)
+        notes=tuple(notes), fs_client_param=config.fs_client())
 
 
 def settings_notes(config, entries: list, sparse_tables: list) -> list:
