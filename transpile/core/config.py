@@ -300,12 +300,11 @@ def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
     nested = lines.get(NESTED, {})
 
     def err(key, bad):
-        line = None
         if key in where:
             mapping, k = where[key]
             line = nested.get(id(mapping), {}).get(k)
         else:
-            line = _nested_line(data, key, nested)
+            line = key_line(data, lines, key)
         paddle = " (Paddle: %s)" % bad.paddle if bad.paddle else ""
         return ConfigError("%s: %s%s: %s%s" % (source, key, " (line %d)" % line if line
                                                else "", bad.problem, paddle))
@@ -324,19 +323,31 @@ def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
     return kw
 
 
-def _nested_line(data: dict, key: str, nested: dict):
-    """The line of `top.name.key` (fleet_desc_configs, fs_client_param) or of `top`."""
-    top, _, rest = key.partition(".")
-    node, best = data, nested.get(id(data), {}).get(top)
-    parts = [top] + ([rest.rpartition(".")[0], rest.rpartition(".")[2]]
-                     if rest.count(".") and top == "fleet_desc_configs" else
-                     [rest] if rest else [])
-    for part in parts:
-        if not isinstance(node, dict) or part not in node:
+def key_line(data: dict, lines: dict, dotted: str) -> Optional[int]:
+    """The line of the deepest key of `dotted` (a.b.c; a key may hold dots itself) that the
+    YAML read into `data` / `lines` has."""
+    nested = lines.get(NESTED, {})
+    node, rest, best = data, dotted, None
+    while isinstance(node, dict) and rest:
+        key = next((k for k in sorted(node, key=lambda k: -len(str(k)))
+                    if rest == str(k) or rest.startswith(str(k) + ".")), None)
+        if key is None:
             break
-        best = nested.get(id(node), {}).get(part, best)
-        node = node[part]
+        best = nested.get(id(node), {}).get(key, best)
+        node, rest = node[key], rest[len(str(key)) + 1:]
     return best
+
+
+def load_config_lines(path: str):
+    """(ClusterConfig, data, lines) of a config file: what `config check` reports lines by."""
+    raw = read_bytes(path, ConfigError, "config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError("%s: not UTF-8 text (byte %d)" % (path, e.start)) from None
+    cfg = load_config_text(text, path)
+    data, lines = _LineLoader.load(text)
+    return cfg, data, lines
 
 
 def with_trainer_id(cfg: ClusterConfig, trainer_id) -> ClusterConfig:

@@ -32,6 +32,9 @@ RULE_FIELDS = {"naive": ("learning_rate", "initial_range", "weight_bounds"),
                "adagrad": ("learning_rate", "initial_g2sum", "initial_range", "weight_bounds"),
                "adam": ("learning_rate", "initial_range", "beta1_decay_rate",
                         "beta2_decay_rate", "ada_epsilon", "weight_bounds")}
+# the adam parameters Accessor._set writes over whatever the config set (with the optimizer's
+# own values when the table's optimizer is adam and the field is unset)
+OVERWRITTEN = {"beta1_decay_rate": "0.9", "beta2_decay_rate": "0.999", "ada_epsilon": "1e-08"}
 # TableParameter fields a table_parameters entry may set that SparseTable._set never reads
 UNREAD = ("table_id", "table_name", "type", "compress_in_save")
 NON_NEGATIVE = ("nonclk_coeff", "click_coeff", "base_threshold", "delta_threshold",
@@ -85,6 +88,11 @@ def rule_problems(rule: dict, key: str, written: bool) -> list:
         out.append((key + "." + others[0], "%s reads %s:, not %s: (these values are never "
                     "used)" % (name, block, others[0])))
     params = rule.get(block) if isinstance(rule.get(block), dict) else {}
+    if written and block == "adam" and name in FILLED_RULES:
+        for f in OVERWRITTEN:
+            if f in params:
+                out.append((key + ".adam." + f, "Paddle writes %s over it (Accessor._set: a "
+                            "value set here never survives)" % OVERWRITTEN[f]))
     if written and name not in FILLED_RULES:
         missing = [f for f in RULE_FIELDS[block] if f not in params]
         if missing:
@@ -180,6 +188,14 @@ def _shape_problems(node, msg: str, key: str, repeated_item: bool = False) -> li
 def config_problems(cfg) -> list:
     """[(key, problem)] of a config's ps settings (see the module doc), in config order."""
     out = fs_client_problems(cfg.fs_client_param) if cfg.fs_client_param is not None else []
+    if cfg.mode == "geo":
+        for key in ("table_parameters", "fleet_desc_configs"):
+            if getattr(cfg, key):
+                out.append((key, "geo mode: every sparse table is a MemorySparseGeoTable with "
+                            "CommMergeAccessor, and Paddle's GeoSparseTable reads none of it"))
+        if cfg.adam_d2sum:
+            out.append(("adam_d2sum", "geo mode: the dense table's rule is sum, whatever "
+                        "adam_d2sum says"))
     for name, table in (cfg.table_parameters or {}).items():
         key = "table_parameters.%s" % name
         if "." in str(name):
@@ -197,6 +213,12 @@ def config_problems(cfg) -> list:
     for name, table in (cfg.fleet_desc_configs or {}).items():
         if not isinstance(table, dict):
             continue
+        for k in sorted(table):
+            f = k.split("sparse_", 1)[-1]
+            if f in OVERWRITTEN:
+                out.append(("fleet_desc_configs.%s.%s" % (name, k), "Paddle writes %s over it "
+                            "(Accessor._set: a value set here never survives)"
+                            % OVERWRITTEN[f]))
         for k in ("sparse_optimizer", "embed_sparse_optimizer", "embedx_sparse_optimizer"):
             if k in table and table[k] not in OPTIMIZERS:
                 out.append(("fleet_desc_configs.%s.%s" % (name, k), "%r is none of %s (Paddle "

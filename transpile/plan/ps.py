@@ -201,7 +201,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     tables = [describe_table(c, main, index, config, entries) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
 
-    notes = settings_notes(config, entries, [c.params[0] for c in ctxs if c.is_sparse])
+    notes = settings_notes(config, entries, [c.params[0] for c in ctxs if c.is_sparse], tables)
     if lr_scheduler:
         notes.append("the learning rate is fed by an LR scheduler (geo keeps the optimizer)"
                      if geo else "the learning rate is fed by an LR scheduler: the trainer "
@@ -220,24 +220,27 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         notes=tuple(notes), fs_client_param=config.fs_client())
 
 
-def settings_notes(config, entries: list, sparse_tables: list) -> list:
-    """What the plan says of the strategy's table settings Paddle does not apply."""
-    notes = []
-    if entries and config.mode == "geo":
-        notes.append("geo: every sparse table is a MemorySparseGeoTable with CommMergeAccessor; "
-                     "Paddle's GeoSparseTable reads none of %s"
-                     % ", ".join(sorted({kind for kind, _, _ in entries})))
-        return notes
-    seen: set = set()
-    for kind, name, entry in entries:
-        table = entry.get("table_name")
-        if table not in sparse_tables:
-            notes.append("%s.%s names no sparse table of the program (%s): Paddle ignores it"
-                         % (kind, name, ", ".join(sparse_tables) or "none"))
-        elif table in seen:
-            notes.append("%s.%s: an earlier entry already sets table %s; Paddle reads only "
-                         "the first" % (kind, name, table))
-        seen.add(table)
+def settings_notes(config, entries: list, sparse_tables: list, tables: list) -> list:
+    """What the plan says of the strategy settings Paddle skips, overwrites or ignores
+    (core/ps_lint.py's problems, and the table names no sparse table has)."""
+    from ..core.ps_lint import config_problems
+    notes = ["%s: %s" % kp for kp in config_problems(config)] if config.style == "ps" else []
+    if config.mode != "geo":
+        seen: set = set()
+        for kind, name, entry in entries:
+            table = entry.get("table_name")
+            if table not in sparse_tables:
+                notes.append("%s.%s names no sparse table of the program (%s): Paddle "
+                             "ignores it" % (kind, name, ", ".join(sparse_tables) or "none"))
+            elif table in seen:
+                notes.append("%s.%s: an earlier entry already sets table %s; Paddle reads "
+                             "only the first" % (kind, name, table))
+            seen.add(table)
+    if config.adam_d2sum and config.mode != "geo":
+        for t in tables:
+            if t.kind == "dense" and t.rule != "adam_d2sum":
+                notes.append("adam_d2sum: the dense table %d is updated by %s, not adam: "
+                             "Paddle gives it the %s rule" % (t.table_id, t.optimizer, t.rule))
     return notes
 
 
