@@ -206,7 +206,9 @@ def config_problems(cfg) -> list:
         out += shape
         for f in UNREAD:
             if isinstance(table, dict) and f in table:
-                out.append((key + "." + f, "the_one_ps never reads it into the descriptors"))
+                out.append((key + "." + f, "the_one_ps never reads it into the descriptors"
+                            if f != "table_name" else "renames the entry: it applies to "
+                            "table %r, not %r" % (table[f], name)))
         if not shape:
             out += table_problems(table, key, written=True)
     from .fleet_desc import OPTIMIZERS
