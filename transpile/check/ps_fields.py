@@ -85,7 +85,7 @@ def diff_messages(got, want, path: str = "") -> list:
     return out
 
 
-def _origin(t, path: str, startup_known: bool):
+def _origin(t, path: str):
     """(kind, text) of where the expected value of `path` comes from."""
     st = t.settings
     if st is not None:
@@ -113,28 +113,29 @@ class FieldChecker:
         self._seen: set = set()
 
     def expected(self, k: int, role: int):
+        """(message, its bytes) of table `k` as role `role`'s descriptor holds it."""
         t = self.tables[k]
         key = (k, role if t.is_dense else None)
-        msg = self._msgs.get(key)
-        if msg is None:
-            msg = self._msgs[key] = TableParameter()
+        made = self._msgs.get(key)
+        if made is None:
+            msg = TableParameter()
             fill_table(msg, t, self.n_ps, role)
-        return msg
+            made = self._msgs[key] = (msg, msg.SerializeToString(deterministic=True))
+        return made
 
     def check(self, part: str, role: int, k: int, actual, name: str) -> None:
         """Every field of table `k` of a descriptor against the expected one."""
         if k >= len(self.tables):
             return
         t = self.tables[k]
-        want = self.expected(k, role)
-        if actual.SerializeToString(deterministic=True) == \
-                want.SerializeToString(deterministic=True):
+        want, want_bytes = self.expected(k, role)
+        if actual.SerializeToString(deterministic=True) == want_bytes:
             return
         skip = COVERED.get(t.kind, ())
         for path, field, got, exp in diff_messages(actual, want):
             if path in skip:
                 continue
-            kind, why = _origin(t, path, self.startup_known)
+            kind, why = _origin(t, path)
             if kind == "startup" and not self.startup_known:
                 continue
             if path == "common.dims":

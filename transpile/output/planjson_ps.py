@@ -39,7 +39,7 @@ def table_dict(plan: PsPlan, t) -> dict:
             d["sgd_rule"] = t.sgd_rule.to_dict()
         if t.settings is not None:
             d["accessor"].update(accessor_dict(t.settings.accessor))
-            d["settings_from"] = t.settings.entry
+            d["settings_from"] = t.settings.source
             d["table_settings"] = {k: v for k, v in t.settings.table_fields}
         # a sparse table is sharded by feature id over every server (shard_num shards)
         d["servers"] = list(plan.endpoints)

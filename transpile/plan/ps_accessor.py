@@ -57,7 +57,7 @@ class SparseSettings:
     table_fields: tuple             # ((field, value), ...) of TABLE_FIELDS set, in order
     accessor: dict                  # the TableAccessorParameter: {field: value}, nested
     origins: dict = field(default_factory=dict)     # path tuple -> (kind, text)
-    entry: Optional[str] = None     # "table_parameters.emb" / "fleet_desc_configs.emb"
+    source: Optional[str] = None    # the entry: "table_parameters.emb", "fleet_desc_configs.emb"
 
     @property
     def accessor_class(self) -> str:
