@@ -6,9 +6,11 @@ program and against each other, the pserver programs; the trainer programs in ps
   tables    each trainer has worker_desc.txt, each pserver server_desc.txt, and they parse;
             the tables are the original's send contexts in order (sparse tables by param,
             then the merged dense table, then the barrier), ids 0, 1, ...; each sparse table
-            has the dims of its embedding, the accessor of the mode, the rule of its
-            optimizer (sum in geo); trainer_num and sync flags as the config says; a worker
-            desc's worker half equals its server half;
+            has the dims of its embedding, the accessor of the mode and the config, the rule
+            of its optimizer (sum in geo, adam_d2sum where the config asks); trainer_num and
+            sync flags as the config says; a worker desc's worker half equals its server
+            half; then every other field of every table, the service and the fs client
+            (ps_fields.py);
   coverage  the dense table's shards (common.dims of Param) are Paddle's get_shard of the
             merged dense size, and over all servers cover it exactly once.
 What the tables are supposed to be is read off the original main program (plan/ps.py's send

@@ -5,7 +5,7 @@ Every error names the file, the key and (where YAML gives one) the line.
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from .errors import ConfigError
@@ -34,9 +34,11 @@ class ClusterConfig:
     paddle_faults: str = "reproduce"         # reproduce | fix (plan/faults.py)
     # style ps: the DistributedStrategy settings that reach the descriptors (ps_strategy.py)
     adam_d2sum: bool = False
-    table_parameters: Optional[dict] = None  # as written (PaddleRec's table_parameters:)
-    fleet_desc_configs: Optional[dict] = None
-    fs_client_param: Optional[dict] = None   # as written (PaddleRec's runner.fs_client)
+    # as written (PaddleRec's table_parameters:, strategy.fleet_desc_configs, runner.fs_client);
+    # mappings, so left out of the hash
+    table_parameters: Optional[dict] = field(default=None, hash=False)
+    fleet_desc_configs: Optional[dict] = field(default=None, hash=False)
+    fs_client_param: Optional[dict] = field(default=None, hash=False)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
