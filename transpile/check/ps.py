@@ -6,9 +6,11 @@ program and against each other, the pserver programs; the trainer programs in ps
   tables    each trainer has worker_desc.txt, each pserver server_desc.txt, and they parse;
             the tables are the original's send contexts in order (sparse tables by param,
             then the merged dense table, then the barrier), ids 0, 1, ...; each sparse table
-            has the dims of its embedding, the accessor of the mode, the rule of its
-            optimizer (sum in geo); trainer_num and sync flags as the config says; a worker
-            desc's worker half equals its server half;
+            has the dims of its embedding, the accessor of the mode and the config, the rule
+            of its optimizer (sum in geo, adam_d2sum where the config asks); trainer_num and
+            sync flags as the config says; a worker desc's worker half equals its server
+            half; then every other field of every table, the service and the fs client
+            (ps_fields.py);
   coverage  the dense table's shards (common.dims of Param) are Paddle's get_shard of the
             merged dense size, and over all servers cover it exactly once.
 What the tables are supposed to be is read off the original main program (plan/ps.py's send
@@ -29,18 +31,18 @@ from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts
 from ..plan.ps_tables import TableSources, get_shard
 from ..ir.tables import is_distributed_lookup, table_of
 from .context import CheckContext
+from .ps_fields import DENSE_SHARDED, FieldChecker, check_top, expected_tables
 from .pserver import check_stray_folders
 
 WORKER_DESC = "worker_desc.txt"
 SERVER_DESC = "server_desc.txt"
-DENSE_SHARDED = ("Param", "Moment1", "Moment2")
 TYPE_NAMES = {n: name for name, n in TABLE_TYPES.items()}
 
 
 class PsExpect:
     """What the original main program says the tables are."""
 
-    def __init__(self, main: Program, config):
+    def __init__(self, main: Program, config, startup: Optional[Program] = None):
         opt = optimize_ops(main)
         remote = set(remote_tables(main))
         dist = {table_of(op) for op in main.global_block.ops if is_distributed_lookup(op)}
@@ -56,6 +58,8 @@ class PsExpect:
         self.config = config
         self.n_ps = len(config.pservers)
         self.geo = config.mode == "geo"
+        self.startup = startup
+        self.tables: Optional[list] = None      # the PsTables Paddle would describe
         self._optimizer = None
 
     def optimizer_type(self, param: str) -> Optional[str]:
@@ -122,6 +126,8 @@ def descriptors(ctx: CheckContext) -> dict:
 def _check_service(ctx, part, d) -> None:
     if not d.server_param.downpour_server_param.HasField("service_param"):
         ctx.add("tables", part, None, None, "no service_param", "BrpcPsServer's settings")
+    else:
+        check_top(ctx, part, d)
 
 
 def check_ps_listen(ctx: CheckContext) -> None:
@@ -160,6 +166,8 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
     """Every descriptor's tables against the original (see the module doc)."""
     cfg = ctx.config
     sync = cfg.mode == "sync"
+    expect.tables = expected_tables(ctx, expect)
+    fields = FieldChecker(ctx, expect.tables, expect.n_ps) if expect.tables else None
     for part, role, tables in descs.values():
         want = len(expect.ctxs) + 1
         if len(tables) != want:
@@ -171,8 +179,13 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 ctx.add("tables", part, None, None, "table %d has table_id %d" % (k, t.table_id),
                         "ids 0, 1, ... in order")
         for c in expect.ctxs:
-            if c.table_id < len(tables):
-                _check_table(ctx, expect, part, role, c, tables[c.table_id], sync)
+            if c.table_id < len(tables) and \
+                    _check_table(ctx, expect, part, role, c, tables[c.table_id], sync) and \
+                    fields is not None:
+                name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
+                fields.check(part, role, c.table_id, tables[c.table_id], name)
+                if c.is_sparse:
+                    fields.settings(part, c.table_id, tables[c.table_id], name)
         if len(tables) == want:
             b = tables[-1]
             if (b.table_class, b.common.table_name) != ("BarrierTable", "barrier_table"):
@@ -182,23 +195,31 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 ctx.add("tables", part, None, None, "barrier table: trainer_num %d, sync %s"
                         % (b.common.trainer_num, b.common.sync),
                         "trainer_num %d, sync %s" % (cfg.trainers, sync))
+            if fields is not None and b.table_class == "BarrierTable":
+                fields.check(part, role, want - 1, b, "the barrier table %d" % (want - 1))
 
 
-def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
+def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> bool:
+    """The table's kind, dims, rule, shards and flags; False when it is not the table of `c`
+    at all (then its fields are not compared)."""
     name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
     cm = t.common
+    want_t = expect.tables[c.table_id] if expect.tables else None
 
     def bad(what, want):
         ctx.add("tables", part, None, None, "%s: %s" % (name, what), want)
 
     if c.is_sparse:
         if t.type != TABLE_TYPES["PS_SPARSE_TABLE"] or cm.table_name != c.params[0]:
-            return bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
-                       "the sparse table of %s" % c.params[0])
+            bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
+                "the sparse table of %s" % c.params[0])
+            return False
         rows, dim = c.sections
         emb = expect.emb_dim(c.params[0])
         if expect.geo:
             acc = ("CommMergeAccessor", rows, dim)
+        elif want_t is not None:
+            acc = (want_t.accessor_class, want_t.fea_dim, want_t.embedx_dim)
         else:
             acc = ("SparseAccessor", (emb or 0) + 2, (emb or 0) - 1)
         got = (t.accessor.accessor_class, t.accessor.fea_dim, t.accessor.embedx_dim)
@@ -213,8 +234,9 @@ def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
         shard = dim
     else:
         if t.type != TABLE_TYPES["PS_DENSE_TABLE"] or cm.table_name != "MergedDense":
-            return bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
-                       "the MergedDense table")
+            bad("a %s of %r" % (TYPE_NAMES.get(t.type, t.type), cm.table_name),
+                "the MergedDense table")
+            return False
         total = c.sections[0]
         if (t.accessor.fea_dim, cm.table_num) != (total, total):
             bad("fea_dim %d, table_num %d" % (t.accessor.fea_dim, cm.table_num),
@@ -223,6 +245,8 @@ def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
         shard = get_shard(total, expect.n_ps, role)
     opt = expect.optimizer_type(c.params[0])
     rule = "sum" if expect.geo else "summary" if c.kind == "datanorm" else opt
+    if want_t is not None and not want_t.empty:
+        rule = want_t.rule
     if cm.name != rule:
         bad("rule %r" % cm.name, "%r (%s of %s)" % (rule, "geo" if expect.geo else
                                                      "the optimizer", c.params[0]))
@@ -234,6 +258,7 @@ def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
     if (cm.trainer_num, cm.sync) != (ctx.config.trainers, want_sync):
         bad("trainer_num %d, sync %s" % (cm.trainer_num, cm.sync),
             "trainer_num %d, sync %s" % (ctx.config.trainers, want_sync))
+    return True
 
 
 def check_ps_coverage(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:

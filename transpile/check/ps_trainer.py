@@ -215,7 +215,7 @@ def ps_checks() -> tuple:
     state: dict = {}
 
     def tables(ctx: CheckContext) -> None:
-        state["expect"] = PsExpect(ctx.main, ctx.config)
+        state["expect"] = PsExpect(ctx.main, ctx.config, ctx.startup)
         state["descs"] = descriptors(ctx)
         check_ps_tables(ctx, state["expect"], state["descs"])
 

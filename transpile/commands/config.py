@@ -4,6 +4,9 @@ from __future__ import annotations
 import click
 
 
+from .common import load_program
+
+
 def register(main_group, handle_errors):
     """Add `config` to the root click group."""
     @main_group.group()
@@ -12,9 +15,15 @@ def register(main_group, handle_errors):
 
     @config.command("check")
     @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--program", type=click.Path(dir_okay=False), default=None,
+                  help="The main program (style ps): every table the settings name must be "
+                       "one of its sparse tables, with an accessor that fits its width.")
+    @click.option("--strict", is_flag=True,
+                  help="Style ps: a setting Paddle accepts but never uses is an error too "
+                       "(without it, a warning).")
     @click.pass_obj
     @handle_errors
-    def config_check(obj, file):
+    def config_check(obj, file, program, strict):
         """Validate a cluster config and print it with every default filled in.
 
         \b
@@ -28,10 +37,66 @@ def register(main_group, handle_errors):
           min_block_size  smallest block, in elements                       [8192]
           split_method    round_robin | hash_name | balanced                [round_robin]
           geo_push_nums   geo mode: steps between pushes                    [100]
+          lr_scheduler    auto | true | false                               [auto]
+          paddle_faults   reproduce | fix                                   [reproduce]
+        Style ps, the DistributedStrategy settings that reach the descriptors:
+          table_parameters    table name -> settings, as PaddleRec writes it  [none]
+          fleet_desc_configs  table name -> sparse_* keys                     [none]
+          fs_client_param     uri, user, passwd, hadoop_bin                   [none]
+          adam_d2sum          the dense table's adam_d2sum rule               [false]
+        Style ps: a setting Paddle would write for a server that cannot run it (an unknown
+        accessor, class or rule, a rule's missing field, unordered weight bounds, a negative
+        threshold) or that Paddle skips without a word (a key naming no field: a typo) is an
+        error naming the key (exit 2); with --program, so is a table name that is no sparse
+        table of the program, and dims Paddle would refuse. A setting Paddle reads and then
+        drops (a rule's block its rule does not read, a value Paddle writes over, table
+        settings in geo mode) is a warning on stderr, an error with --strict.
         """
         import yaml
-        from ..core.config import load_config
-        cfg = load_config(file)
-        click.echo(yaml.safe_dump(cfg.to_dict(), sort_keys=False, default_flow_style=None),
-                   nl=False)
+        from ..core.config import ConfigError, key_line, load_config_lines
+        from ..core.ps_lint import NoEffect, config_problems
+        cfg, data, lines = load_config_lines(file)
+        ps = cfg.traits.descriptors
+        problems = config_problems(cfg) if ps else []
+        if program and ps:
+            problems += program_problems(cfg, load_program(program))
+
+        def where(key):
+            line = key_line(data, lines, key)
+            return "%s: %s%s" % (file, key, " (line %d)" % line if line else "")
+
+        errors = [(k, p) for k, p in problems if strict or not isinstance(p, NoEffect)]
+        if errors:
+            key, problem = errors[0]
+            raise ConfigError("%s: %s" % (where(key), problem))
+        for key, problem in problems:
+            click.echo("pstranspile: warning: %s: %s" % (where(key), problem), err=True)
+        click.echo(yaml.safe_dump(cfg.to_dict(every_key=ps), sort_keys=False,
+                                  default_flow_style=None), nl=False)
     return config
+
+
+def program_problems(cfg, main) -> list:
+    """[(key, problem)] of the table settings against a program: names of no sparse table,
+    accessors whose dims do not fit the embedding (Paddle's check_embedding_dim)."""
+    from ..core.errors import RefusedError
+    from ..plan.ps import remote_tables
+    from ..plan.ps_accessor import ProgramRule, sparse_settings
+    tables = remote_tables(main)
+    entries = cfg.strategy_tables()
+    out = []
+    for kind, name, entry in entries:
+        table = entry.get("table_name")
+        key = "%s.%s" % (kind, name)
+        if table not in tables:
+            out.append((key, "names no sparse table of the program (%s): Paddle ignores it"
+                        % (", ".join(tables) or "it has none")))
+            continue
+        w = main.global_block.vars.get(table)
+        emb = int(w.shape[1]) if w is not None and w.shape and len(w.shape) > 1 else 0
+        placeholder = ProgramRule("adam", None, ("beta1&0.9", "beta2&0.999", "epsilon&1e-08"))
+        try:
+            sparse_settings(table, emb, placeholder, entries, len(cfg.pservers))
+        except RefusedError as e:
+            out.append((key + ".accessor", "%s (embedding %s is %d wide)" % (e, table, emb)))
+    return out

@@ -5,7 +5,7 @@ Every error names the file, the key and (where YAML gives one) the line.
 from __future__ import annotations
 
 import difflib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from .errors import ConfigError
@@ -31,6 +31,13 @@ class ClusterConfig:
     geo_push_nums: int = 100
     lr_scheduler: Union[bool, str] = "auto"  # True, False or "auto" (ir/lr_schedule.py)
     paddle_faults: str = "reproduce"         # reproduce | fix (plan/faults.py)
+    # style ps: the DistributedStrategy settings that reach the descriptors (ps_strategy.py)
+    adam_d2sum: bool = False
+    # as written (PaddleRec's table_parameters:, strategy.fleet_desc_configs, runner.fs_client);
+    # mappings, so left out of the hash
+    table_parameters: Optional[dict] = field(default=None, hash=False)
+    fleet_desc_configs: Optional[dict] = field(default=None, hash=False)
+    fs_client_param: Optional[dict] = field(default=None, hash=False)
 
     def trainer_ids(self) -> list[int]:
         """The trainer ids this config asks for."""
@@ -53,14 +60,46 @@ class ClusterConfig:
         """What the config's style is (core/styles.py): ask it, never compare the name."""
         return style_traits.traits(self.style)
 
-    def to_dict(self) -> dict:
+    def strategy_tables(self) -> list:
+        """The strategy's downpour_table_param entries the ps settings make: [(setting, table
+        name, entry)], setting table_parameters or fleet_desc_configs, table_parameters'
+        first (the_one_ps reads the first entry whose table_name is the table's; entries:
+        ps_strategy.py)."""
+        from .fleet_desc import fleet_desc_entries
+        from .ps_strategy import table_parameter_entries
+
+        def err(key, bad):
+            return ConfigError("%s: %s" % (key, bad.problem))
+        out = []
+        if self.table_parameters is not None:
+            out += [("table_parameters", n, e)
+                    for n, e in table_parameter_entries(self.table_parameters, err)]
+        if self.fleet_desc_configs is not None:
+            out += [("fleet_desc_configs", n, e)
+                    for n, e in fleet_desc_entries(self.fleet_desc_configs, err)]
+        return out
+
+    def fs_client(self) -> Optional[dict]:
+        """The strategy's fs_client_param (uri, user, passwd, hadoop_bin), or None."""
+        from .ps_strategy import fs_client
+        if self.fs_client_param is None:
+            return None
+        return fs_client(self.fs_client_param, lambda key, bad: ConfigError(bad.problem))
+
+    def to_dict(self, every_key: bool = False) -> dict:
+        """The config as plain data; the ps settings only where set (or `every_key`)."""
         d = asdict(self)
         d["pservers"] = list(self.pservers)
+        for key in PS_FIELDS:
+            if not every_key and d[key] in (None, False):
+                del d[key]
         return d
 
 
+PS_FIELDS = ("adam_d2sum", "table_parameters", "fleet_desc_configs", "fs_client_param")
 FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
-          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler", "paddle_faults")
+          "min_block_size", "split_method", "geo_push_nums", "lr_scheduler",
+          "paddle_faults") + PS_FIELDS
 
 
 class _LineLoader:
@@ -74,9 +113,11 @@ class _LineLoader:
             pass
 
         lines: dict = {}
+        nested: dict = {}
 
         def construct_mapping(loader, node, deep=False):
             mapping = {}
+            nested[id(mapping)] = own = {}
             for key_node, value_node in node.value:
                 key = loader.construct_object(key_node, deep=True)
                 try:
@@ -88,6 +129,7 @@ class _LineLoader:
                     raise ConfigError("line %d: key %r appears twice"
                                       % (key_node.start_mark.line + 1, key))
                 mapping[key] = loader.construct_object(value_node, deep=True)
+                own[key] = key_node.start_mark.line + 1
                 if node is root_holder.get("root"):
                     lines[key] = key_node.start_mark.line + 1
             return mapping
@@ -100,9 +142,14 @@ class _LineLoader:
             if node is None:
                 return None, lines
             root_holder["root"] = node
-            return loader.construct_document(node), lines
+            data = loader.construct_document(node)
+            lines[NESTED] = nested
+            return data, lines
         finally:
             loader.dispose()
+
+
+NESTED = object()      # lines[NESTED]: {id(mapping): {key: line}} of every mapping read
 
 
 def _line(lines, key):
@@ -242,7 +289,72 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         kw["lr_scheduler"] = v
     if "paddle_faults" in data:
         kw["paddle_faults"] = _choice(data, "paddle_faults", source, lines, PADDLE_FAULTS)
+    kw.update(_ps_settings(data, source, lines, kw.get("style", style_traits.DEFAULT_STYLE)))
     return ClusterConfig(**kw)
+
+
+def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
+    """The strategy settings of style ps, each read the way Paddle's setter reads it (a value
+    it refuses is an error naming the key and saying Paddle's exception)."""
+    from .ps_strategy import adam_d2sum, fs_client, table_parameter_entries
+    from .fleet_desc import fleet_desc_entries
+    kw: dict = {}
+    present = [k for k in PS_FIELDS if k in data]
+    if present and not style_traits.traits(style).descriptors:
+        raise _err(source, present[0], lines, "a setting of style ps (Paddle 2.1+'s "
+                   "DistributedStrategy); this config's style is %s" % style)
+    where: dict = {}
+    nested = lines.get(NESTED, {})
+
+    def err(key, bad):
+        if key in where:
+            mapping, k = where[key]
+            line = nested.get(id(mapping), {}).get(k)
+        else:
+            line = key_line(data, lines, key)
+        paddle = " (Paddle: %s)" % bad.paddle if bad.paddle else ""
+        return ConfigError("%s: %s%s: %s%s" % (source, key, " (line %d)" % line if line
+                                               else "", bad.problem, paddle))
+
+    if "adam_d2sum" in data:
+        kw["adam_d2sum"] = adam_d2sum(data["adam_d2sum"], err)
+    if "table_parameters" in data:
+        table_parameter_entries(data["table_parameters"], err, where)
+        kw["table_parameters"] = data["table_parameters"]
+    if "fleet_desc_configs" in data:
+        fleet_desc_entries(data["fleet_desc_configs"], err)
+        kw["fleet_desc_configs"] = data["fleet_desc_configs"]
+    if "fs_client_param" in data:
+        fs_client(data["fs_client_param"], err)
+        kw["fs_client_param"] = data["fs_client_param"]
+    return kw
+
+
+def key_line(data: dict, lines: dict, dotted: str) -> Optional[int]:
+    """The line of the deepest key of `dotted` (a.b.c; a key may hold dots itself) that the
+    YAML read into `data` / `lines` has."""
+    nested = lines.get(NESTED, {})
+    node, rest, best = data, dotted, None
+    while isinstance(node, dict) and rest:
+        key = next((k for k in sorted(node, key=lambda k: -len(str(k)))
+                    if rest == str(k) or rest.startswith(str(k) + ".")), None)
+        if key is None:
+            break
+        best = nested.get(id(node), {}).get(key, best)
+        node, rest = node[key], rest[len(str(key)) + 1:]
+    return best
+
+
+def load_config_lines(path: str):
+    """(ClusterConfig, data, lines) of a config file: what `config check` reports lines by."""
+    raw = read_bytes(path, ConfigError, "config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError("%s: not UTF-8 text (byte %d)" % (path, e.start)) from None
+    cfg = load_config_text(text, path)
+    data, lines = _LineLoader.load(text)
+    return cfg, data, lines
 
 
 def with_trainer_id(cfg: ClusterConfig, trainer_id) -> ClusterConfig:

@@ -208,6 +208,8 @@ TableParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(
     PACKAGE + ".TableParameter"))
 ServerServiceParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(
     PACKAGE + ".ServerServiceParameter"))
+FsClientParameter = message_factory.GetMessageClass(_pool.FindMessageTypeByName(
+    PACKAGE + ".FsClientParameter"))
 TABLE_TYPES = {name: number for name, number in ENUMS[0][1]}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..format.psdesc import float32, shortest_float
 from ..ir.program import Program, indexed, select
 from ..passes.ps.lookups import lookup_groups
 from ..plan.ps import PsPlan
@@ -35,17 +36,50 @@ def table_dict(plan: PsPlan, t) -> dict:
     if t.is_sparse:
         d["distributed"] = t.distributed
         if t.sgd_rule is not None:
-            r = t.sgd_rule
-            d["sgd_rule"] = {"name": r.name, "learning_rate": r.learning_rate,
-                             "initial_range": r.initial_range,
-                             "beta1_decay_rate": r.beta1_decay_rate,
-                             "beta2_decay_rate": r.beta2_decay_rate,
-                             "ada_epsilon": r.ada_epsilon}
+            d["sgd_rule"] = t.sgd_rule.to_dict()
+        if t.settings is not None:
+            d["accessor"].update(accessor_dict(t.settings.accessor))
+            d["settings_from"] = t.settings.source
+            d["table_settings"] = {k: v for k, v in t.settings.table_fields}
         # a sparse table is sharded by feature id over every server (shard_num shards)
         d["servers"] = list(plan.endpoints)
     else:
         d["shards"] = {ep: t.dims(n_ps, i)[0] for i, ep in enumerate(plan.endpoints)}
     return d
+
+
+# the FLOAT (float32) fields of an accessor: shown as the descriptor prints them
+FLOAT32_FIELDS = {"nonclk_coeff", "click_coeff", "base_threshold", "delta_threshold",
+                  "delta_keep_days", "show_click_decay_rate", "delete_threshold",
+                  "delete_after_unseen_days", "weight_bounds", "feature_learning_rate",
+                  "load_filter_slots", "save_filter_slots"}
+
+
+def _shown(key: str, v):
+    if key in FLOAT32_FIELDS:
+        if isinstance(v, list):
+            return [shortest_float(float32(x)) for x in v]
+        return shortest_float(float32(v))
+    return v
+
+
+def accessor_dict(acc: dict) -> dict:
+    """plan.json's view of a sparse table's accessor beyond its class and dims: threshold,
+    the two SGD rules (name and parameters), the ctr thresholds, the save params."""
+    out = {"embedx_threshold": acc.get("embedx_threshold")}
+    for key, short in (("embed_sgd_param", "embed_rule"), ("embedx_sgd_param", "embedx_rule")):
+        rule = acc.get(key, {})
+        r = {"name": rule.get("name")}
+        for block in ("naive", "adagrad", "adam"):
+            if block in rule:
+                r[block] = {k: _shown(k, v) for k, v in rule[block].items()}
+        out[short] = r
+    out["ctr"] = {k: _shown(k, v) for k, v in acc.get("ctr_accessor_param", {}).items()}
+    if acc.get("table_accessor_save_param"):
+        out["save_params"] = list(acc["table_accessor_save_param"])
+    if acc.get("graph_sgd_param"):
+        out["graph"] = {k: _shown(k, v) for k, v in acc["graph_sgd_param"].items()}
+    return out
 
 
 def _endpoints(plan: PsPlan) -> dict:

@@ -3,15 +3,16 @@
 
 A trainer's worker desc lists the tables twice, under worker_param and under server_param (the
 dense table's dims computed with the trainer's id both times), then the service; a pserver's
-server desc only the server half, its dims by its place in the endpoint list. Fields are set
+server desc only the server half, its dims by its place in the endpoint list. Both end with
+the fs client (fs_client_param) when the config sets one. Fields are set
 in the order and with the values Paddle sets them; format/psdesc.py prints the text.
 """
 from __future__ import annotations
 
-from ..format.psdesc import (TABLE_TYPES, ServerServiceParameter, TableParameter,
-                             field_text)
+from ..format.psdesc import (TABLE_TYPES, FsClientParameter, ServerServiceParameter,
+                             TableParameter, field_text)
 from ..plan.ps import PsPlan
-from ..plan.ps_tables import CTR_ACCESSOR, WEIGHT_BOUNDS, PsTable
+from ..plan.ps_tables import PsTable
 
 SERVICE = (("server_class", "BrpcPsServer"), ("client_class", "BrpcPsClient"),
            ("service_class", "BrpcPsService"), ("start_server_port", 0),
@@ -20,15 +21,22 @@ TABLE_TYPE = {"sparse": "PS_SPARSE_TABLE", "dense": "PS_DENSE_TABLE",
               "datanorm": "PS_DENSE_TABLE", "barrier": "PS_OTHER_TABLE"}
 
 
-def _sgd_rule(msg, t: PsTable) -> None:
-    r = t.sgd_rule
-    msg.name = r.name
-    msg.adam.learning_rate = r.learning_rate
-    msg.adam.initial_range = r.initial_range
-    msg.adam.beta1_decay_rate = r.beta1_decay_rate
-    msg.adam.beta2_decay_rate = r.beta2_decay_rate
-    msg.adam.ada_epsilon = r.ada_epsilon
-    msg.adam.weight_bounds.extend(WEIGHT_BOUNDS)
+def set_fields(msg, values: dict) -> None:
+    """Set every field of `values` ({field: value}; a sub-message a dict, a repeated field a
+    list) in `msg`: what Paddle's copy of the strategy's accessor sets."""
+    for name, value in values.items():
+        if isinstance(value, dict):
+            getattr(msg, name).SetInParent()
+            set_fields(getattr(msg, name), value)
+        elif isinstance(value, list):
+            rep = getattr(msg, name)
+            for v in value:
+                if isinstance(v, dict):
+                    set_fields(rep.add(), v)
+                else:
+                    rep.append(v)
+        else:
+            setattr(msg, name, value)
 
 
 def fill_table(msg, t: PsTable, n_ps: int, role_id: int) -> None:
@@ -39,23 +47,15 @@ def fill_table(msg, t: PsTable, n_ps: int, role_id: int) -> None:
     msg.table_class = t.table_class
     msg.shard_num = t.shard_num
     msg.type = TABLE_TYPES[TABLE_TYPE[t.kind]]
-    if t.cache_file_num is not None:
-        msg.sparse_table_cache_file_num = t.cache_file_num
     acc = msg.accessor
-    acc.accessor_class = t.accessor_class
-    acc.fea_dim = t.fea_dim
-    acc.embedx_dim = t.embedx_dim
-    if t.embedx_threshold is not None:
-        acc.embedx_threshold = t.embedx_threshold
-        acc.graph_sgd_param.nodeid_slot = 9008
-        acc.graph_sgd_param.feature_learning_rate = 0.05
-        ctr = acc.ctr_accessor_param
-        if t.embedx_dim == 0:
-            ctr.zero_init = False
-        for name, value in CTR_ACCESSOR:
-            setattr(ctr, name, value)
-        _sgd_rule(acc.embed_sgd_param, t)
-        _sgd_rule(acc.embedx_sgd_param, t)
+    if t.settings is not None:
+        for name, value in t.settings.table_fields:
+            setattr(msg, name, value)
+        set_fields(acc, t.settings.accessor)
+    else:
+        acc.accessor_class = t.accessor_class
+        acc.fea_dim = t.fea_dim
+        acc.embedx_dim = t.embedx_dim
     c = msg.common
     c.name = t.rule
     c.table_name = t.table_name
@@ -82,6 +82,16 @@ def _service_text() -> str:
     return field_text("service_param", msg, 4)
 
 
+def _fs_client_text(param) -> str:
+    """fsClient._set: the four fields when the strategy's fs_client_param is set."""
+    if not param:
+        return ""
+    msg = FsClientParameter()
+    for name in ("uri", "user", "passwd", "hadoop_bin"):
+        setattr(msg, name, param[name])
+    return field_text("fs_client_param", msg, 0)
+
+
 class DescWriter:
     """The descriptors of one plan. Each table is printed once and its text reused: only the
     dense tables' dims depend on the role, and a split to many servers would otherwise print
@@ -93,6 +103,7 @@ class DescWriter:
         self.n_ps = len(plan.endpoints)
         self._texts: dict = {}
         self._service = _service_text()
+        self._fs_client = _fs_client_text(plan.fs_client_param)
 
     def _table(self, t: PsTable, role_id: int) -> str:
         key = (t.table_id, role_id if t.is_dense else None)
@@ -111,13 +122,13 @@ class DescWriter:
         tables = self._tables(trainer_id)
         return ("worker_param {\n  downpour_worker_param {\n" + tables + "  }\n}\n"
                 "server_param {\n  downpour_server_param {\n" + tables + self._service
-                + "  }\n}\n")
+                + "  }\n}\n" + self._fs_client)
 
     def server_desc(self, endpoint: str) -> str:
         """build_server_desc() of the pserver at `endpoint`."""
         tables = self._tables(self.plan.server_index(endpoint))
         return ("server_param {\n  downpour_server_param {\n" + tables + self._service
-                + "  }\n}\n")
+                + "  }\n}\n" + self._fs_client)
 
 
 def worker_desc(plan: PsPlan, trainer_id: int) -> str:

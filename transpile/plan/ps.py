@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Optional
 
 from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
@@ -69,6 +69,7 @@ class PsPlan(ModeQuestions):
     fake_init_tables: tuple                     # startup tables replaced by fake_init (sorted)
     lr_scheduler: bool = False
     notes: tuple = field(default=())
+    fs_client_param: Optional[Mapping] = None   # the descriptors' fs client (the config's)
 
     @property
     def dense_ctxs(self) -> tuple:
@@ -181,10 +182,11 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         check_table_inits(startup, startup_table_names(main))
 
     index = TableSources(main, startup, opt)
-    tables = [describe_table(c, main, index, config) for c in ctxs]
+    entries = config.strategy_tables()
+    tables = [describe_table(c, main, index, config, entries) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
 
-    notes = []
+    notes = settings_notes(config, entries, [c.params[0] for c in ctxs if c.is_sparse], tables)
     if lr_scheduler:
         notes.append("the learning rate is fed by an LR scheduler (geo keeps the optimizer)"
                      if geo else "the learning rate is fed by an LR scheduler: the trainer "
@@ -200,7 +202,32 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)),
         lr_ops=uids(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
-        notes=tuple(notes))
+        notes=tuple(notes), fs_client_param=config.fs_client())
+
+
+def settings_notes(config, entries: list, sparse_tables: list, tables: list) -> list:
+    """What the plan says of the strategy settings Paddle skips, overwrites or ignores
+    (core/ps_lint.py's problems, and the table names no sparse table has)."""
+    from ..core.ps_lint import config_problems
+    notes = ["%s: %s" % kp for kp in config_problems(config)] \
+        if config.traits.descriptors else []
+    if config.mode != "geo":
+        seen: set = set()
+        for kind, name, entry in entries:
+            table = entry.get("table_name")
+            if table not in sparse_tables:
+                notes.append("%s.%s names no sparse table of the program (%s): Paddle "
+                             "ignores it" % (kind, name, ", ".join(sparse_tables) or "none"))
+            elif table in seen:
+                notes.append("%s.%s: an earlier entry already sets table %s; Paddle reads "
+                             "only the first" % (kind, name, table))
+            seen.add(table)
+    if config.adam_d2sum and config.mode != "geo":
+        for t in tables:
+            if t.kind == "dense" and t.rule != "adam_d2sum":
+                notes.append("adam_d2sum: the dense table %d is updated by %s, not adam: "
+                             "Paddle gives it the %s rule" % (t.table_id, t.optimizer, t.rule))
+    return notes
 
 
 def table_writers(startup: Program, tables) -> dict:

@@ -4,8 +4,9 @@ DenseTable and BarrierTable (ps/the_one_ps.py), worked out from the original pro
 A `PsTable` holds every value of a `downpour_table_param` except the dense table's per-role
 dims (`dims(n_ps, role_id)`): the accessor, the optimizer rule of the table's first parameter
 (CommonAccessor.parse_by_optimizer: its inputs, their dims and their startup initializers as
-`type&attr&...` strings), the entry of its lookups, and for a sparse table outside geo the SGD
-rule of its accessor. output/psdesc.py turns it into the message.
+`type&attr&...` strings), the entry of its lookups, and for a sparse table outside geo its
+settings (ps_accessor.py: class, shard_num, cache fields and the whole accessor, from the
+config's strategy settings and Paddle's defaults). output/psdesc.py turns it into the message.
 """
 from __future__ import annotations
 
@@ -15,19 +16,28 @@ from typing import Optional
 from ..core.errors import RefusedError
 from ..ir.program import Op, Program
 from ..ir.tables import is_distributed_lookup, is_sparse_lookup, table_of
+from .ps_accessor import ProgramRule, SparseSettings, sparse_settings
 
 # parse_by_optimizer's inputs per rule: (formal name, None = the table's dim / shard, or 1)
 RULE_INPUTS = {
     "sgd": (("Param", None), ("LearningRate", 1)),
     "adam": (("Param", None), ("Moment1", None), ("Moment2", None), ("Beta1Pow", 1),
              ("Beta2Pow", 1), ("LearningRate", 1)),
+    "adam_d2sum": (("Param", None), ("D2Sum", None), ("G2Sum", None), ("Moment", None),
+                   ("MomentDecayRate", 1), ("AdaDecayRate", 1), ("AdaEpsilon", 1),
+                   ("LearningRate", 1)),
     "sum": (("Param", None),),
     "summary": (("Param", None), ("SummaryDecayRate", 1)),      # data_norm's statistics
 }
 RULE_ATTRS = {"sgd": (), "sum": (), "adam": ("beta1", "beta2", "epsilon"),
-              "summary": ("summary_decay_rate",)}
-# the summary rule's fixed initializers (the Param's comes from the startup program)
-SUMMARY_INITS = {"SummaryDecayRate": "fill_constant&0.999999"}
+              "adam_d2sum": ("beta1", "beta2", "epsilon"), "summary": ("summary_decay_rate",)}
+# the fixed initializers of the summary and adam_d2sum rules (the others' come from the
+# startup program: Param and LearningRate, and every input of sgd / adam)
+FIXED_INITS = {"summary": {"SummaryDecayRate": "fill_constant&0.999999"},
+               "adam_d2sum": {"MomentDecayRate": "fill_constant&0.99",
+                              "AdaDecayRate": "fill_constant&0.9999",
+                              "AdaEpsilon": "fill_constant&1.0e-8"}}
+FROM_STARTUP = {"summary": ("Param",), "adam_d2sum": ("Param", "LearningRate")}
 # the startup ops whose attrs make an initializer string (opt_init_map)
 INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
               "uniform_random": ("seed", "min", "max"),
@@ -35,25 +45,35 @@ INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("val
 LR_VAR = "learning_rate_0"
 # Paddle's refusal for any other optimizer (raised for sparse tables too)
 ONLY_SGD_ADAM = "The dense optimizer in PS is only supported SGD or Adam!"
-# CtrAccessorParameter as the_one_ps.py fills it
-CTR_ACCESSOR = (("nonclk_coeff", 0.1), ("click_coeff", 1.0), ("base_threshold", 0.0),
-                ("delta_threshold", 0.0), ("delta_keep_days", 16.0),
-                ("show_click_decay_rate", 1.0), ("delete_threshold", 0.0),
-                ("delete_after_unseen_days", 30.0), ("ssd_unseenday_threshold", 1))
-WEIGHT_BOUNDS = (-10.0, 10.0)
-DEFAULT_CACHE_FILE_NUM = 16        # TableParameter.sparse_table_cache_file_num's default
 
 
 @dataclass(frozen=True)
 class SgdRule:
-    """The accessor's embed / embedx SGD rule of a sparse table (both the same): always
-    SparseAdamSGDRule (the_one_ps.py's if / else overwrites SparseNaiveSGDRule for sgd)."""
-    learning_rate: float
-    initial_range: float
-    beta1_decay_rate: float
-    beta2_decay_rate: float
-    ada_epsilon: float
-    name: str = "SparseAdamSGDRule"
+    """A view of a sparse table's embed SGD rule: its name and the parameters it has."""
+    name: str
+    learning_rate: Optional[float] = None
+    initial_range: Optional[float] = None
+    beta1_decay_rate: Optional[float] = None
+    beta2_decay_rate: Optional[float] = None
+    ada_epsilon: Optional[float] = None
+    initial_g2sum: Optional[float] = None
+    weight_bounds: tuple = ()
+
+    @classmethod
+    def of(cls, sgd: dict) -> "SgdRule":
+        block = next((sgd[b] for b in ("naive", "adagrad", "adam") if b in sgd), {})
+        keys = ("learning_rate", "initial_range", "beta1_decay_rate", "beta2_decay_rate",
+                "ada_epsilon", "initial_g2sum")
+        return cls(sgd.get("name", ""), **{k: block[k] for k in keys if k in block},
+                   weight_bounds=tuple(block.get("weight_bounds", ())))
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name}
+        for k in ("learning_rate", "initial_range", "beta1_decay_rate", "beta2_decay_rate",
+                  "ada_epsilon", "initial_g2sum"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
 
 
 @dataclass(frozen=True)
@@ -66,7 +86,7 @@ class PsTable:
     accessor_class: str
     fea_dim: int
     embedx_dim: int
-    rule: str = ""                  # common.name: sgd | adam | sum | summary ("": barrier)
+    rule: str = ""                  # common.name: sgd | adam | adam_d2sum | sum | summary
     params: tuple = ()              # the rule's inputs (Param, LearningRate, ...)
     param_dims: tuple = ()          # per input: None = the table's dim or dense shard, else 1
     initializers: tuple = ()
@@ -76,9 +96,7 @@ class PsTable:
     sync: bool = False
     table_num: Optional[int] = None
     table_dim: Optional[int] = None
-    embedx_threshold: Optional[int] = None       # sparse, sync / async
-    sgd_rule: Optional[SgdRule] = None           # sparse, sync / async
-    cache_file_num: Optional[int] = None         # sparse, sync / async, < 16 servers
+    settings: Optional[SparseSettings] = None    # sparse, sync / async: accessor and more
     grads: tuple = ()               # the grads sent to it
     model_params: tuple = ()        # their params
     optimizer: str = ""             # the optimizer op type of the first param
@@ -93,6 +111,17 @@ class PsTable:
     @property
     def is_dense(self) -> bool:
         return self.kind in ("dense", "datanorm")
+
+    @property
+    def sgd_rule(self) -> Optional[SgdRule]:
+        """The accessor's embed SGD rule (sparse tables outside geo)."""
+        if self.settings is None:
+            return None
+        return SgdRule.of(self.settings.accessor.get("embed_sgd_param", {}))
+
+    @property
+    def embedx_threshold(self) -> Optional[int]:
+        return None if self.settings is None else self.settings.accessor["embedx_threshold"]
 
     def dims(self, n_ps: int, role_id: int) -> list:
         """common.dims as role `role_id` (trainer id or pserver index) writes them."""
@@ -154,22 +183,15 @@ class TableSources:
                 self.entries[table_of(op)] = "none"
 
 
-def _to_float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError as e:
-        raise RefusedError(str(e)) from None
-
-
 def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
     """(params, param_dims, initializers, attrs) of parse_by_optimizer."""
     params, dims, inits = [], [], []
     gvars = main.global_block.vars
     for formal, dim in RULE_INPUTS[rule]:
-        if rule == "summary" and formal != "Param":
+        if rule in FROM_STARTUP and formal not in FROM_STARTUP[rule]:
             params.append(formal)
             dims.append(dim)
-            inits.append(SUMMARY_INITS.get(formal, "fill_constant&0"))
+            inits.append(FIXED_INITS[rule].get(formal, "fill_constant&0"))
             continue
         name = (oop.input(formal) or [None])[0]
         if name is None or name not in gvars:
@@ -194,25 +216,33 @@ def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
     return tuple(params), tuple(dims), tuple(inits), attrs
 
 
-def describe_table(ctx, main: Program, index: TableSources, config) -> PsTable:
+def table_rule(ctx, oop: Op, config) -> str:
+    """common.name of a table: parse_by_optimizer's choice."""
+    if config.mode == "geo":
+        return "sum"
+    if ctx.kind == "datanorm":
+        return "summary"
+    if config.adam_d2sum and oop.type == "adam" and not ctx.is_sparse:
+        return "adam_d2sum"
+    if oop.type in ("sgd", "adam"):
+        return oop.type
+    raise RefusedError(ONLY_SGD_ADAM + " (%s updates %s)" % (oop.type, ctx.params[0]))
+
+
+def describe_table(ctx, main: Program, index: TableSources, config,
+                   entries: Optional[list] = None, startup_known: bool = True) -> PsTable:
     """The table of one send context, as PsDescBuilder describes it; RefusedError where it
-    fails (the optimizer is neither sgd nor adam outside geo, ...)."""
-    geo = config.mode == "geo"
-    n_ps = len(config.pservers)
+    fails (the optimizer is neither sgd nor adam outside geo, the accessor does not fit the
+    embedding, ...). `entries`: the strategy's table entries (core/ps_strategy.py);
+    `startup_known` false: the startup program is not known (check without --startup), the
+    values read off its initializers are placeholders."""
     if not ctx.grads:       # a dense table of data_norm grads only leaves this one empty
         return PsTable(ctx.table_id, ctx.kind, "", 0, "", "", 0, 0, empty=True)
     found = index.optimizer.get(ctx.params[0])
     if found is None:
         raise RefusedError("can not find optimizer for %s" % ctx.grads[0])
     i, oop = found
-    if geo:
-        rule = "sum"
-    elif ctx.kind == "datanorm":
-        rule = "summary"
-    elif oop.type in ("sgd", "adam"):
-        rule = oop.type
-    else:
-        raise RefusedError(ONLY_SGD_ADAM + " (%s updates %s)" % (oop.type, ctx.params[0]))
+    rule = table_rule(ctx, oop, config)
     params, dims, inits, attrs = _rule_inputs(ctx, main, index, oop, rule)
     common = dict(rule=rule, params=params, param_dims=dims, initializers=inits,
                   attr="#".join(attrs), trainer_num=config.trainers, grads=ctx.grads,
@@ -226,27 +256,21 @@ def describe_table(ctx, main: Program, index: TableSources, config) -> PsTable:
     table = ctx.params[0]
     entry = index.entries.get(table, "none")
     rows, dim = ctx.sections
-    if geo:
+    if config.mode == "geo":
         return PsTable(ctx.table_id, "sparse", "MemorySparseGeoTable", 256, table,
                        "CommMergeAccessor", rows, dim, entry=entry, sync=False,
                        table_num=rows, table_dim=dim, **common)
+    if entries is None:
+        entries = config.strategy_tables()
     w = main.global_block.vars.get(table)
     emb = int(w.shape[1]) if w is not None and w.shape and len(w.shape) > 1 else 0
-    lr_parts = inits[-1].split("&")
-    if len(lr_parts) < 2:
-        raise RefusedError("list index out of range (the learning rate of %s has no "
-                           "initializer Paddle can read: %r)" % (table, inits[-1]))
-    learning_rate = _to_float(lr_parts[1])
-    initial_range = _to_float(inits[0].split("&")[-1])
-    if rule == "adam":
-        b1, b2, eps = (_to_float(a.split("&")[1]) for a in attrs)
-    else:
-        b1, b2, eps = 0.9, 0.999, 1e-08
-    return PsTable(ctx.table_id, "sparse", "MemorySparseTable", 1000, table, "SparseAccessor",
-                   emb + 2, emb - 1, entry=entry, sync=config.mode == "sync", table_num=rows,
-                   table_dim=dim, embedx_threshold=0,
-                   sgd_rule=SgdRule(learning_rate, initial_range, b1, b2, eps),
-                   cache_file_num=n_ps if DEFAULT_CACHE_FILE_NUM > n_ps else None, **common)
+    st = sparse_settings(table, emb, ProgramRule(rule, inits if startup_known else None,
+                                                 tuple(attrs)),
+                         entries, len(config.pservers))
+    return PsTable(ctx.table_id, "sparse", st.table_class, st.shard_num, table,
+                   st.accessor_class, st.accessor["fea_dim"], st.accessor["embedx_dim"],
+                   entry=entry, sync=config.mode == "sync", table_num=rows, table_dim=dim,
+                   settings=st, **common)
 
 
 def barrier_table(table_id: int, config) -> PsTable:

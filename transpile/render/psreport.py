@@ -26,6 +26,57 @@ def _rule(t: dict) -> str:
     return rule
 
 
+RULE_SHORT = (("learning_rate", "lr"), ("initial_g2sum", "g2sum"), ("initial_range", "range"),
+              ("beta1_decay_rate", "beta1"), ("beta2_decay_rate", "beta2"),
+              ("ada_epsilon", "eps"), ("weight_bounds", "bounds"))
+CTR_SHORT = (("nonclk_coeff", "nonclk"), ("click_coeff", "click"), ("base_threshold", "base"),
+             ("delta_threshold", "delta"), ("delta_keep_days", "keep days"),
+             ("show_click_decay_rate", "decay"), ("delete_threshold", "delete"),
+             ("delete_after_unseen_days", "unseen days"),
+             ("ssd_unseenday_threshold", "ssd unseen"), ("show_scale", "show_scale"),
+             ("zero_init", "zero_init"))
+
+
+def _num(v) -> str:
+    if isinstance(v, list):
+        return "[%s]" % ", ".join(_num(x) for x in v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "%.6g" % v if isinstance(v, float) else str(v)
+
+
+def rule_text(r: dict) -> str:
+    """`SparseAdaGradSGDRule (lr 0.05, g2sum 3, range 0.0001, bounds [-10, 10])`."""
+    params = next((r[b] for b in ("naive", "adagrad", "adam") if b in r), {})
+    inner = ", ".join("%s %s" % (short, _num(params[k])) for k, short in RULE_SHORT
+                      if k in params)
+    return "%s%s" % (r.get("name"), " (%s)" % inner if inner else "")
+
+
+def ctr_text(ctr: dict) -> str:
+    return ", ".join("%s %s" % (short, _num(ctr[k])) for k, short in CTR_SHORT if k in ctr)
+
+
+def settings_rows(t: dict) -> list:
+    """[(what, text)] of a sparse table's settings: class and shards, accessor, rules,
+    thresholds, cache, where they come from."""
+    a = t.get("accessor") or {}
+    if "embed_rule" not in a:
+        return []
+    cache = ", ".join("%s %s" % (k, _num(v)) for k, v in
+                      (t.get("table_settings") or {}).items())
+    rows = [("table", "%s, %s shards%s" % (t.get("class"), t.get("shard_num"),
+                                          "; " + cache if cache else "")),
+            ("accessor", "%s, fea_dim %s, embedx_dim %s, embedx_threshold %s" % (
+                a.get("class"), a.get("fea_dim"), a.get("embedx_dim"),
+                a.get("embedx_threshold"))),
+            ("embed rule", rule_text(a["embed_rule"])),
+            ("embedx rule", rule_text(a["embedx_rule"])),
+            ("thresholds", ctr_text(a.get("ctr") or {}))]
+    rows.append(("from", t.get("settings_from") or "Paddle's defaults and the program"))
+    return rows
+
+
 def _where(t: dict) -> str:
     if t.get("kind") == "sparse":
         return "every server (%s shards by feature id)" % t.get("shard_num")
@@ -54,6 +105,17 @@ def table_lines(plan: dict) -> list[str]:
         if t.get("kind") in ("dense", "datanorm"):
             out.append("Table %s merges: %s." % (t.get("id"), ", ".join(t.get("params") or [])))
             out.append("")
+    sparse = [t for t in plan.get("tables") or [] if settings_rows(t)]
+    if sparse:
+        out += ["### Sparse table settings", "",
+                "The accessor and SGD rules of each sparse table as the descriptors give "
+                "them to the servers (the config's table_parameters / fleet_desc_configs, "
+                "then Paddle's defaults and the program's learning rate and initializers).",
+                "", "| id | table | setting | value |", "|---|---|---|---|"]
+        for t in sparse:
+            for what, text in settings_rows(t):
+                out.append("| %s | %s | %s | %s |" % (t.get("id"), t.get("name"), what, text))
+        out.append("")
     eps = plan.get("endpoints") or {}
     if eps:
         top = max([h.get("bytes", 0) for h in eps.values()] or [0]) or 1
@@ -101,6 +163,8 @@ def summary_lines(plan: dict, out_dir: str):
     yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
     for key, p in sorted(plan["programs"].items()):
         yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+    for note in plan.get("notes") or []:
+        yield "", "  note: " + note
 
 
 def plan_lines(plan: dict, source: str = ""):
@@ -110,6 +174,12 @@ def plan_lines(plan: dict, source: str = ""):
     yield "bold", "plan (ps style, %s mode, %d trainers, %d pservers)%s" % (
         plan["mode"], cfg["trainers"], len(cfg["pservers"]), (": " + source) if source else "")
     yield from _table_rows(plan)
+    for t in plan.get("tables") or []:
+        rows = settings_rows(t)
+        if rows:
+            yield "bold", "  table %s (%s)" % (t["id"], t["name"])
+            for what, text in rows:
+                yield "", "    %-12s %s" % (what, text)
     yield "bold", "  %-8s %s" % ("trainer", "sends / pulls / pushes")
     for tid, tr in (plan.get("trainers") or {}).items():
         parts = ["%s -> table %s" % (s["queue"], s["table_id"]) for s in tr.get("send") or []]
