@@ -46,6 +46,9 @@ class BarrierTable:
 
 TABLE_CLASSES = {cls.table_class: cls for cls in (MemorySparseTable, MemoryDenseTable,
                                                   MemorySparseGeoTable, BarrierTable)}
+# SSDSparseTable keeps cold rows on disk (ssd_sparse_table.cc): the values and the rules applied
+# to them are MemorySparseTable's
+TABLE_CLASSES["SSDSparseTable"] = MemorySparseTable
 
 
 class PsServer:
