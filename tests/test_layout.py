@@ -221,3 +221,53 @@ def test_the_checks_see_the_package():
     assert ("transpile.format.protoread", "transpile.format.wire") in edges
     assert ("transpile.passes.fleet.trainer", "transpile.plan.fleet") in edges
     assert ("transpile.commands.check", "transpile.check") in edges
+
+
+# --- the shape inside the modules ------------------------------------------------------------
+STYLE_NAMES = {"classic", "fleet", "ps"}
+MAX_STYLE_NAME_MODULES = 3      # the config's allowed values and the registry
+MAX_FUNCTION_LINES = 80
+# functions that are data tables written as code, not logic
+DATA_TABLES = {"transpile.format.proto._schema"}
+
+
+def _style_name_modules():
+    return sorted(name for name in MODULES for node in ast.walk(TREES[name])
+                  if isinstance(node, ast.Constant) and node.value in STYLE_NAMES)
+
+
+def test_style_names_are_literals_in_few_modules():
+    mods = sorted(set(_style_name_modules()))
+    assert mods and len(mods) <= MAX_STYLE_NAME_MODULES, mods
+
+
+def test_no_class_name_is_defined_in_two_modules():
+    where: dict = {}
+    for name in MODULES:
+        for node in ast.walk(TREES[name]):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, set()).add(name)
+    assert {c: sorted(m) for c, m in where.items() if len(m) > 1} == {}
+
+
+def _long_functions():
+    out = []
+    for name in MODULES:
+        for node in ast.walk(TREES[name]):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and "%s.%s" % (name, node.name) not in DATA_TABLES:
+                    out.append("%s.%s: %d lines" % (name, node.name, lines))
+    return out
+
+
+def test_no_function_is_too_long_to_read():
+    assert _long_functions() == []
+
+
+def test_the_shape_checks_see_what_they_count(monkeypatch):
+    # a planted violation of each is seen: the checks are not vacuous
+    assert _style_name_modules(), "core/styles.py names the styles"
+    tree = ast.parse("def f():\n" + "    x = 1\n" * (MAX_FUNCTION_LINES + 1))
+    monkeypatch.setitem(TREES, "transpile.split", tree)
+    assert _long_functions() == ["transpile.split.f: %d lines" % (MAX_FUNCTION_LINES + 2)]

@@ -1,4 +1,5 @@
-"""plan.json: what went where, in one schema for both styles (documented in docs/plan-json.md).
+"""plan.json: what went where, in one schema for the classic and fleet styles (documented in
+docs/plan-json.md; style ps writes its own: planjson_ps.py).
 
 `classic_plan_json` / `fleet_plan_json` read a style's plan (`DistributionPlan` or `FleetPlan`)
 as style-neutral `PlacedParam`s (transpile/plan/placed.py) and, through a small reader per

@@ -1,4 +1,4 @@
-"""Builders both styles' passes share: new ops, vars, blocks and control vars; small edits.
+"""Builders every style's passes share: new ops, vars, blocks and control vars; small edits.
 
 Attr types follow what Paddle's op makers declare for the RPC ops (send's sections is LONGS,
 split_byref's INTS, ...), so a Paddle runtime reads the programs as it reads its own.

@@ -1,8 +1,8 @@
 """Slicing variables into dim-0 blocks and dispatching the blocks to pserver endpoints.
 
-The arithmetic both styles share (Paddle's `slice_variable` and its dispatchers), the names of
-the pieces (`w.block0`, `w@GRAD.block0.trainer_1`) and `VarBlock`, one placed block. Where the
-styles differ it is said here:
+The arithmetic the classic and fleet styles share (Paddle's `slice_variable` and its
+dispatchers), the names of the pieces (`w.block0`, `w@GRAD.block0.trainer_1`) and `VarBlock`,
+one placed block. Where the styles differ it is said here:
   - classic slices with the config's `min_block_size` (or not at all without slice_var_up) and
     dispatches `round_robin`, `hash_name` or `balanced` over all blocks in grad order;
   - Fleet always slices with a fixed minimum of 81920 elements (FLEET_MIN_BLOCK_SIZE), dispatches

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from ..core.config import ClusterConfig
 from ..core.styles import StyleTraits
 from ..ir.program import Program
-from ..output.result import SplitResult
+from ..output.result import SplitResult, endpoint_dir
 from ..passes.pipeline import AfterHook, PassEnv, Pipeline
 
 
@@ -61,13 +61,35 @@ class Style:
 
     def build_trainer(self, prep: Prepared, trainer_id: int, result: SplitResult,
                       run: Runner) -> None:
-        """Add trainer `trainer_id`'s programs and files to `result`."""
-        raise NotImplementedError
+        """Add trainer `trainer_id`'s programs (its "trainer main" and "trainer startup"
+        pipelines) and files (trainer_files) to `result`."""
+        self._build(prep, "trainer", "trainer_%d" % trainer_id,
+                    prep.env(trainer_id=trainer_id), result, run)
+        self.trainer_files(prep, trainer_id, result)
 
     def build_pserver(self, prep: Prepared, endpoint: str, result: SplitResult,
                       run: Runner) -> None:
         """Add the pserver at `endpoint`'s programs and files to `result`."""
-        raise NotImplementedError
+        self._build(prep, "pserver", endpoint_dir(endpoint), self.pserver_env(prep, endpoint),
+                    result, run)
+        self.pserver_files(prep, endpoint, result)
+
+    def _build(self, prep: Prepared, role: str, key: str, env: PassEnv, result: SplitResult,
+               run: Runner) -> None:
+        pipes = self.pipelines(prep.plan.mode)
+        for kind, prog in (("main", prep.main), ("startup", prep.startup)):
+            result.add("%s/%s" % (key, kind), run(pipes["%s %s" % (role, kind)], prog, env,
+                                                  "%s/%s" % (key, kind)))
+
+    def pserver_env(self, prep: Prepared, endpoint: str) -> PassEnv:
+        """What the passes of one pserver's programs read."""
+        return prep.env(endpoint=endpoint)
+
+    def trainer_files(self, prep: Prepared, trainer_id: int, result: SplitResult) -> None:
+        """The files a trainer gets besides its programs (runtime.json, worker_desc.txt)."""
+
+    def pserver_files(self, prep: Prepared, endpoint: str, result: SplitResult) -> None:
+        """The files a pserver gets besides its programs (server_desc.txt)."""
 
     def plan_json(self, prep: Prepared, result: SplitResult, trainer_ids: list) -> dict:
         raise NotImplementedError
@@ -91,3 +113,12 @@ class Style:
             else:
                 out.append(([mode], pipes))
         return [(tuple(m), p) for m, p in out]
+
+
+def plan_knowing_the_scheduler(make_plan, main: Program, startup: Program,
+                               config: ClusterConfig):
+    """make_plan(main, startup, config, lr_scheduler=...), told whether a Python LR scheduler
+    feeds the learning rate (the config's `lr_scheduler`, or read off the program)."""
+    from ..ir.lr_schedule import resolve
+    return make_plan(main, startup, config,
+                     lr_scheduler=resolve(config.lr_scheduler, main, startup))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ..core.styles import CLASSIC
 from ..output.planjson import classic_plan_json
-from ..output.result import endpoint_dir
 from ..passes.classic import pserver_passes, trainer
 from ..passes.classic.lr_counter import merge_lr_counter
 from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
@@ -47,18 +46,9 @@ class ClassicStyle(Style):
         return {"trainer main": trainer.MAIN, "trainer startup": trainer.STARTUP,
                 "pserver main": pserver_passes.MAIN, "pserver startup": pserver_passes.STARTUP}
 
-    def build_trainer(self, prep, trainer_id, result, run) -> None:
-        env = prep.env(trainer_id=trainer_id)
-        key = "trainer_%d" % trainer_id
-        result.add(key + "/main", run(trainer.MAIN, prep.main, env, key + "/main"))
-        result.add(key + "/startup", run(trainer.STARTUP, prep.startup, env, key + "/startup"))
-
-    def build_pserver(self, prep, endpoint, result, run) -> None:
-        env = prep.env(endpoint=endpoint, trainer_id=prep.shared["index"].trainer_id)
-        key = endpoint_dir(endpoint)
-        result.add(key + "/main", run(pserver_passes.MAIN, prep.main, env, key + "/main"))
-        result.add(key + "/startup", run(pserver_passes.STARTUP, prep.startup, env,
-                                         key + "/startup"))
+    def pserver_env(self, prep, endpoint):
+        # Paddle's pserver names the copies of the trainer it was transpiled as
+        return prep.env(endpoint=endpoint, trainer_id=prep.shared["index"].trainer_id)
 
     def plan_json(self, prep, result, trainer_ids) -> dict:
         return classic_plan_json(prep.plan, prep.origin_main, prep.origin_startup, prep.config,

@@ -8,24 +8,21 @@ ir/pserver_pass.py) and the communicator contexts its trainers start with.
 from __future__ import annotations
 
 from ..core.styles import FLEET
-from ..ir.lr_schedule import resolve
 from ..output.planjson import fleet_plan_json
-from ..output.result import endpoint_dir
 from ..output.runtime import runtime_json
 from ..passes.fixes import serve_table_by_rows
 from ..passes.fleet import pserver_passes, trainer
 from ..passes.fleet.pserver import FleetPserverIndex
 from ..plan.faults import fleet_faults, fleet_table_fault, large_scale_adam_tables
 from ..plan.fleet import make_plan
-from .base import Prepared, Style
+from .base import Prepared, Style, plan_knowing_the_scheduler
 
 
 class FleetStyle(Style):
     traits = FLEET
 
     def make_plan(self, main, startup, config):
-        return make_plan(main, startup, config,
-                         lr_scheduler=resolve(config.lr_scheduler, main, startup))
+        return plan_knowing_the_scheduler(make_plan, main, startup, config)
 
     def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
         fixed = main
@@ -50,23 +47,9 @@ class FleetStyle(Style):
                 "pserver main": pserver_passes.MAIN[mode],
                 "pserver startup": pserver_passes.STARTUP}
 
-    def build_trainer(self, prep, trainer_id, result, run) -> None:
-        pipes = self.pipelines(prep.plan.mode)
-        env = prep.env(trainer_id=trainer_id)
-        key = "trainer_%d" % trainer_id
-        result.add(key + "/main", run(pipes["trainer main"], prep.main, env, key + "/main"))
-        result.add(key + "/startup", run(pipes["trainer startup"], prep.startup, env,
-                                         key + "/startup"))
-        result.runtime[key] = runtime_json(prep.plan, prep.main, prep.startup, trainer_id,
-                                           prep.config.geo_push_nums)
-
-    def build_pserver(self, prep, endpoint, result, run) -> None:
-        pipes = self.pipelines(prep.plan.mode)
-        env = prep.env(endpoint=endpoint)
-        key = endpoint_dir(endpoint)
-        result.add(key + "/main", run(pipes["pserver main"], prep.main, env, key + "/main"))
-        result.add(key + "/startup", run(pipes["pserver startup"], prep.startup, env,
-                                         key + "/startup"))
+    def trainer_files(self, prep, trainer_id, result) -> None:
+        result.runtime["trainer_%d" % trainer_id] = runtime_json(
+            prep.plan, prep.main, prep.startup, trainer_id, prep.config.geo_push_nums)
 
     def plan_json(self, prep, result, trainer_ids) -> dict:
         return fleet_plan_json(prep.plan, prep.main, prep.startup, prep.config, result,
