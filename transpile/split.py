@@ -136,8 +136,6 @@ def pass_listing() -> list:
     from .styles.registry import all_styles
     out = []
     for style in all_styles():
-        for modes, pipes in style.pipeline_variants():
-            for kind, pipe in pipes.items():
-                out.append((style.traits.name, modes, kind,
-                            [(p.name, p.doc) for p in pipe.passes]))
+        for kind, modes, pipe in style.pipeline_variants():
+            out.append((style.traits.name, modes, kind, [(p.name, p.doc) for p in pipe.passes]))
     return out

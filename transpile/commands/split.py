@@ -23,7 +23,7 @@ def _list_passes(ctx, _param, value) -> None:
         return
     from ..split import pass_listing
     for style, modes, kind, passes in pass_listing():
-        click.echo("%s, %s: %s" % (style, "/".join(modes), kind))
+        click.echo("%s style, %s (%s):" % (style, kind, ", ".join(modes)))
         for name, doc in passes or [("(none)", "the program as given")]:
             click.echo("  %-28s %s" % (name, doc))
     ctx.exit(0)

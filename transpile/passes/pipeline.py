@@ -41,8 +41,10 @@ class Pass:
 
     @property
     def doc(self) -> str:
-        """The first line of the pass function's docstring."""
-        return ((self.fn.__doc__ or "").strip().splitlines() or [""])[0]
+        """The first sentence of the pass function's docstring."""
+        text = " ".join((self.fn.__doc__ or "").strip().split("\n\n")[0].split())
+        end = text.find(". ")
+        return text if end < 0 else text[:end + 1]
 
     def __call__(self, prog: Program, env: PassEnv) -> Program:
         return self.fn(prog, env)

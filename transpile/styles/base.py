@@ -100,19 +100,18 @@ class Style:
         return []
 
     def pipeline_variants(self) -> list:
-        """[(modes, {kind: Pipeline})]: each distinct set of pipelines and the modes using it
-        (`split --list-passes`)."""
+        """[(kind, modes, Pipeline)]: each program kind's distinct pipelines, with the modes
+        that run each (`split --list-passes`)."""
         out: list = []
         for mode in self.traits.modes:
-            pipes = self.pipelines(mode)
-            names = {k: tuple(p.names()) for k, p in pipes.items()}
-            for modes, other in out:
-                if {k: tuple(p.names()) for k, p in other.items()} == names:
-                    modes.append(mode)
-                    break
-            else:
-                out.append(([mode], pipes))
-        return [(tuple(m), p) for m, p in out]
+            for kind, pipe in self.pipelines(mode).items():
+                for k, modes, other in out:
+                    if k == kind and other.names() == pipe.names():
+                        modes.append(mode)
+                        break
+                else:
+                    out.append((kind, [mode], pipe))
+        return [(k, tuple(m), p) for k, m, p in out]
 
 
 def plan_knowing_the_scheduler(make_plan, main: Program, startup: Program,

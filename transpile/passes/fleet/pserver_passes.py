@@ -11,8 +11,9 @@ from .pserver_startup import build_startup, table_param_slices
 
 # --- the pipeline ----------------------------------------------------------------------------
 def new_pserver_program(main: Program, env: PassEnv) -> Program:
-    """A new program holding the endpoint's listen_and_serv; what the passes after it build
-    (ServerBuild) is left in env.scratch["server"]."""
+    """A new program holding the endpoint's listen_and_serv.
+
+    What the passes after it build (ServerBuild) is in env.scratch["server"]."""
     plan, endpoint = env.plan, env.endpoint
     index = env.shared.get("index") or FleetPserverIndex(main, env.startup, plan)
     s = env.scratch["server"] = ServerBuild(main, plan, endpoint, index)
@@ -47,7 +48,9 @@ def add_geo_blocks(prog: Program, env: PassEnv) -> Program:
 
 def serve_large_scale_tables(prog: Program, env: PassEnv) -> Program:
     """The large-scale (is_distributed) tables' optimize blocks read and write the table
-    (lookup_sparse_table_*); their metas are left for the startup (env.scratch["metas"])."""
+    (lookup_sparse_table_*).
+
+    Their metas are left for the startup (env.scratch["metas"])."""
     env.scratch["metas"] = large_scale_tables(env.scratch["server"], env.startup)
     return prog
 
