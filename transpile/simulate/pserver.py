@@ -136,6 +136,15 @@ class PServer:
         name = grad.replace("@GRAD", "")
         return name if name in self.declared else None
 
+    def target_of(self, name: str) -> str:
+        """The var the block bound to a received `name` writes (geo: `sum(P, P.delta) -> P`)."""
+        blk = self.grad_to_block.get(TRAINER_SUFFIX.sub("", name), self.grad_to_block.get(name))
+        if blk is not None and 0 <= blk < len(self.main.blocks):
+            for op in self.main.blocks[blk].ops:
+                if name in op.input_names() and op.output_names():
+                    return op.output_names()[0]
+        return name[:-len(".delta")] if name.endswith(".delta") else name
+
     def notify_step(self, tid: int, batches: int, sender: str):
         """A trainer's @PS_STEP_COUNTER@: the global step is the sum of every trainer's count."""
         if self.lr_block < 0:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense, np_dtype
+from ..values import LazyTable, SelectedRows, SimError, dense, np_dtype
 from .registry import kernel
 
 
@@ -387,6 +387,18 @@ def reduce_minmax_grad(ctx):
 @kernel("sum")
 def sum_(ctx):
     xs = [v for v in ctx.xs("X")]
+    if any(isinstance(v, LazyTable) for v in xs):
+        if isinstance(xs[0], LazyTable) and all(isinstance(v, SelectedRows) for v in xs[1:]):
+            # a big table plus sparse rows (a geo pserver adding a delta): only those rows
+            m = SelectedRows(np.concatenate([v.rows for v in xs[1:]]),
+                             np.concatenate([v.value for v in xs[1:]]), xs[0].height).merged()
+            out = xs[0].copy()
+            out.set(m.rows, out.get(m.rows) + m.value.reshape((len(m.rows),) + out.row_shape))
+            ctx.set("Out", out)
+            return
+        names = ctx.op.input("X")
+        xs = [ctx.ex.densify(n, v, "sum") if isinstance(v, LazyTable) else v
+              for n, v in zip(names, xs)]
     if all(isinstance(v, SelectedRows) for v in xs):
         # Paddle's sum of SelectedRows is a MergeAdd: one row per id, sorted
         h = xs[0].height

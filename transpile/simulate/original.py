@@ -1,0 +1,89 @@
+"""The original program trained under a mode's schedule (schedule.py): the reference the split
+must equal.
+
+A run starts from the original startup, then takes steps; what it ends with is, per parameter,
+the value the pservers should hold (`server`) and the value trainer t should hold (`trainer`;
+None where the trainers hold the server's). sync: SyncRun (dataparallel.py); async and
+half_async: turns.py's TurnRun; geo: georef.py's GeoRun.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir.program import Program
+from .compare import movement, trainable_params
+from .executor import Executor
+from .reference import snapshot
+
+
+class OriginalRun:
+    """Base: the startup (shared by every mode) and what a run ends with."""
+
+    # sync: state the forward writes is compared with the trainers' mean (dataparallel.py)
+    local_mean = False
+
+    def __init__(self, main: Program, startup: Program, schedule, *, fdt, seed):
+        self.main = main
+        self.schedule = schedule
+        self.fdt = fdt
+        self.seed = seed
+        self.ex_startup = Executor("original startup", startup, float_dtype=fdt, seed=seed)
+        self.scope = self.ex_startup.scope
+        self.trainable = trainable_params(main)
+        self.steps_run = 0
+
+    def startup(self) -> dict:
+        """Run the original startup; the initial values (parameters and the rest)."""
+        self.ex_startup.run_block(0)
+        init = {k: snapshot(v) for k, v in self.scope.vars.items() if not hasattr(v, "rows")}
+        self.begin()
+        return init
+
+    def begin(self):
+        """After the startup: set up what the mode keeps besides the scope."""
+
+    def step(self, step: int, shards: list, per: int):
+        raise NotImplementedError
+
+    def server(self, name):
+        return self.scope.get(name)
+
+    def trainer(self, name, tid) -> Optional[object]:
+        return None
+
+    def executors(self) -> list:
+        return [self.ex_startup]
+
+    def unreached(self, init: dict) -> list:
+        """The trainable parameters the run has not changed at all yet (not by one rounding
+        error: a parameter whose gradient is rounding noise, a bias batch_norm centres, moves
+        by that much and never more; one whose gradient is exactly 0 so far, an embedding
+        whose gradient is another's rows that start at 0, may move in a later step)."""
+        out = []
+        for p in sorted(self.trainable):
+            value = self.server(p)
+            if value is None:
+                value = self.trainer(p, 0)
+            if movement(init.get(p), value) == 0.0:
+                out.append(p)
+        return out
+
+
+class SyncRun(OriginalRun):
+    """sync: data-parallel (dataparallel.py's ShardedStep)."""
+
+    local_mean = True
+
+    def begin(self):
+        from .dataparallel import ShardedStep
+        self.ex = Executor("original main", self.main, self.scope, float_dtype=self.fdt,
+                           seed=self.seed)
+        self.ex.free_temporaries()
+        self.stepper = ShardedStep(self.ex, self.schedule.trainers)
+
+    def step(self, step, shards, per):
+        self.stepper.run(step, shards, per)
+        self.steps_run = step + 1
+
+    def executors(self):
+        return [self.ex_startup, self.ex]
