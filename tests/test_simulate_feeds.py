@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.ir.program import Attr, Block, Op, Program, Var
 from transpile.simulate.feeds import SEQ_LEN, Feeder, id_pool
@@ -112,11 +111,37 @@ def test_an_integer_cast_to_float_is_a_flag():
     assert arr.shape == (8, SEQ_LEN, 1) and set(arr.reshape(-1).tolist()) <= {0, 1}
 
 
-def test_an_unbounded_integer_feed_is_named():
+def test_an_unbounded_integer_feed_gets_the_stated_default():
     p = _program([("n", "INT64", [-1, 1]), ("x", "FP32", [-1, 1]), ("y", "FP32", [-1, 1])],
                  [("elementwise_add", {"X": ["x"], "Y": ["n"]}, {"Out": ["y"]}, None)])
-    with pytest.raises(UserError, match="feed var n is an integer input, but no use bounds"):
-        Feeder(p, 4, 0, np.float64)
+    f = Feeder(p, 4, 0, np.float64)
+    assert f.notes == ["feed n: an integer input no use bounds (no lookup, label, index, "
+                       "length or float cast): 0 or 1"]
+    arr, _ = f.feed(0)["n"]
+    assert set(arr.reshape(-1).tolist()) <= {0, 1}
+
+
+def test_lengths_are_bounded_by_what_they_measure():
+    """mind's seq_len, tiled and compared with positions 0..19; a sequence_mask's X with a
+    maxlen; a range's end with nothing to say: 1 .. DEFAULT_LENGTH."""
+    from transpile.simulate.feeduses import DEFAULT_LENGTH
+    p = _program([("len", "INT64", [-1, 1]), ("t", "INT64", [-1, 4]), ("u", "INT64", [-1, 4, 1]),
+                  ("pos", "INT64", [-1, 4, 20]), ("lt", "BOOL", [-1, 4, 20]),
+                  ("m", "INT64", [-1]), ("mask", "BOOL", [-1, 7]),
+                  ("e", "INT64", [1]), ("r", "INT64", [-1])],
+                 [("tile", {"X": ["len"]}, {"Out": ["t"]}, {"repeat_times": [1, 4]}),
+                  ("unsqueeze2", {"X": ["t"]}, {"Out": ["u"]}, {"axes": [-1]}),
+                  ("less_than", {"X": ["pos"], "Y": ["u"]}, {"Out": ["lt"]}, None),
+                  ("sequence_mask", {"X": ["m"]}, {"Y": ["mask"]}, {"maxlen": 7}),
+                  ("range", {"Start": ["e"], "End": ["e"], "Step": ["e"]}, {"Out": ["r"]},
+                   None)])
+    uses = feed_uses(p)
+    assert (uses["len"].kind, uses["len"].bound) == ("length", 20)
+    assert (uses["m"].kind, uses["m"].bound) == ("length", 7)
+    assert (uses["e"].kind, uses["e"].bound) == ("length", DEFAULT_LENGTH)
+    glob = Feeder(p, 8, 0, np.float64).feed(0)
+    assert 1 <= glob["len"][0].min() and glob["len"][0].max() <= 20
+    assert 1 <= glob["m"][0].min() and glob["m"][0].max() <= 7
 
 
 @pytest.mark.parametrize("case", ["paddlerec-classic/%s" % m for m in

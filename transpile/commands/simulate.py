@@ -24,8 +24,9 @@ EXIT_DIFFERS = 1
 @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
               help="The cluster config (YAML).")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
-@click.option("--batch", type=int, default=8, show_default=True,
-              help="Global batch size (divided among the trainers).")
+@click.option("--batch", type=int, default=None,
+              help="Global batch size (divided among the trainers) [default: 8, or what the "
+                   "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
 @click.option("--rtol", type=float, default=None,
               help="Largest accepted difference, relative to how far the original run "
@@ -82,7 +83,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     ctx = click.get_current_context()
     quiet = bool(getattr(ctx.find_root().obj, "quiet", False))
     for opt, v in (("--steps", steps), ("--batch", batch)):
-        if v < 1:
+        if v is not None and v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
@@ -120,7 +121,8 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "
                "seed %d, %s" % (cfg.mode, cfg.trainers, "s" if cfg.trainers != 1 else "",
                                 len(cfg.pservers), "s" if len(cfg.pservers) != 1 else "",
-                                res.steps, batch, seed, "float32" if float32 else "float64"))
+                                res.steps, res.batch, seed,
+                                "float32" if float32 else "float64"))
     click.echo("reference: %s" % res.schedule)
     if not quiet:
         for n in res.notes:

@@ -35,6 +35,7 @@ __all__ = ["simulate", "SimResult", "ParamDiff", "SimError", "NoKernelError", "R
 # op, so in float64 they agree to rounding (most often exactly); float32 leaves more room.
 RTOL_FLOAT64 = 1e-6
 RTOL_FLOAT32 = 1e-3
+DEFAULT_BATCH = 8
 
 
 @dataclass
@@ -138,7 +139,8 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
 
 
 def simulate(main: Program, startup: Optional[Program], config, split_programs: dict,
-             runtime: Optional[dict] = None, *, steps: int = 5, batch: int = 8, seed: int = 0,
+             runtime: Optional[dict] = None, *, steps: int = 5, batch: Optional[int] = None,
+             seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
              expect_equal: bool = False, accept_unchanged=(), push_every=None,
              progress=None) -> SimResult:
@@ -146,39 +148,39 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     steps; compare every parameter.
 
     At least `steps` steps; more (up to max_steps(steps)) while a trainable parameter has not
-    changed at all in the original run. SimError in the split becomes result.error (exit 1);
+    changed at all in the original run. `batch` is the global batch (None: DEFAULT_BATCH, or,
+    when the program fixes its batch in its own ops, that batch a trainer: batchsize.py). SimError in the split becomes result.error (exit 1);
     NoKernelError and UserError propagate (exit 2). `progress(done, total)` is called after
     each step of either run."""
     import numpy as np
 
     from .cluster import Cluster
-    from .feeds import Feeder
     from .schedule import make_schedule
 
     schedule = make_schedule(config, push_every)
     if rtol is None:
         rtol = RTOL_FLOAT32 if float32 else RTOL_FLOAT64
-    if steps < 1 or batch < 1:
+    if steps < 1 or (batch is not None and batch < 1):
         raise UserError("--steps and --batch must be at least 1")
     startup = startup if startup is not None else Program.empty()
     progress = progress or (lambda done, total: None)
     fdt = np.float32 if float32 else np.float64
-    res = SimResult(config.mode, steps, batch, rtol, expect_equal=bool(expect_equal),
+    res = SimResult(config.mode, steps, batch or DEFAULT_BATCH, rtol, expect_equal=bool(expect_equal),
                     accepted=tuple(accept_unchanged or ()), schedule=schedule.describe())
 
     # (a) the original
     ref = Reference(main, startup)
-    feeder = Feeder(main, batch, seed, fdt, trainers=config.trainers)
-    run = original_run(main, startup, schedule, fdt=fdt, seed=seed)
-    per = batch // max(1, config.trainers)
     try:
-        ref.init = run.startup()
-        res.steps = _train_original(run, feeder, steps, per, ref, progress)
+        feeder, run, res.batch = _start_original(main, startup, schedule, batch, seed, fdt, ref,
+                                                 res.notes)
+        res.notes.extend(feeder.notes)
+        res.steps = _train_original(run, feeder, steps, ref, progress)
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
     if res.steps > steps:
         res.notes.append("the original run took %d steps (--steps %d) for every trainable "
                          "parameter to move" % (res.steps, steps))
+    batch = res.batch
 
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
@@ -225,12 +227,50 @@ def max_steps(steps: int) -> int:
     return max(2 * steps, steps + 4)
 
 
-def _train_original(run, feeder, steps, per, ref, progress) -> int:
-    """Steps of the original run: `steps`, and more while a trainable parameter has not
-    changed at all (a table whose gradient is another table's rows, which start at 0, moves
-    once a later step reads rows an earlier one trained; geo pushes every K steps)."""
+def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes):
+    """(feeder, run, global batch) with the original's startup and first step done. Without
+    a `batch`, DEFAULT_BATCH; when the program does not run on it, the per-trainer batch
+    sizes its own ops suggest (batchsize.py), first that runs."""
+    from .batchsize import candidates
+    from .feeds import Feeder
+    n = schedule.trainers
+    tries = [batch] if batch is not None else \
+        [DEFAULT_BATCH] + [b * n for b in candidates(main) if b * n != DEFAULT_BATCH]
+    first = None
+    for b in tries:
+        feeder = Feeder(main, b, seed, fdt, trainers=n)
+        run = original_run(main, startup, schedule, fdt=fdt, seed=seed)
+        ref.init = run.startup()
+        try:
+            glob = feeder.feed(0)
+            run.step(0, [feeder.shard(glob, t, n) for t in range(n)], b // n)
+        except SimError as e:
+            first = first or e
+            continue
+        if b != tries[0]:
+            notes.append("the program fixes its batch in its own ops: it runs on %d samples a "
+                         "trainer (global batch %d), not on %d" % (b // n, b, tries[0] // n))
+        return feeder, run, b
+    if batch is None and len(tries) == 1:
+        raise SimError("%s (nothing in the program fixes a batch size; if it needs one, give "
+                       "--batch N)" % first)
+    if batch is None:
+        raise SimError("%s (nor on the per-trainer batch sizes its ops suggest: %s)"
+                       % (first, ", ".join(str(b // n) for b in tries[1:])))
+    raise first
+
+
+def _train_original(run, feeder, steps, ref, progress) -> int:
+    """Steps of the original run after its first: up to `steps`, and more while a trainable
+    parameter has not changed at all (a table whose gradient is another table's rows, which
+    start at 0, moves once a later step reads rows an earlier one trained; geo pushes every
+    K steps)."""
     trainers = run.schedule.trainers
-    s = 0
+    per = feeder.batch // trainers
+    s = 1
+    progress(s, 2 * steps)
+    if s >= steps and not run.unreached(ref.init):
+        return s
     while True:
         glob = feeder.feed(s)
         run.step(s, [feeder.shard(glob, t, trainers) for t in range(trainers)], per)

@@ -107,7 +107,7 @@ class Feeder:
     """
 
     def __init__(self, main: Program, batch: int, seed: int, float_dtype, trainers: int = 1):
-        from .feeduses import feed_uses
+        from .feeduses import Use, feed_uses
         self.vars = feed_vars(main)
         self.uses = feed_uses(main)
         self.per_sample = _ids_per_sample(main)
@@ -117,12 +117,13 @@ class Feeder:
         self.seed = seed
         self.fdt = float_dtype
         self.pool_size = max(4, 2 * batch)
+        self.notes = []
         for v in self.vars:
             dt = np_dtype(v.dtype, float_dtype)
             if np.issubdtype(dt, np.integer) and v.name not in self.uses:
-                raise UserError("feed var %s is an integer input, but no use bounds its values "
-                                "(it reaches no embedding lookup, label, index or float cast)"
-                                % v.name)
+                self.uses[v.name] = Use("default", 2, "no use bounds it")
+                self.notes.append("feed %s: an integer input no use bounds (no lookup, label, "
+                                  "index, length or float cast): 0 or 1" % v.name)
 
     def use(self, name):
         """How feed `name`'s values are chosen (feeduses.Use), or None for plain floats."""
@@ -142,6 +143,8 @@ class Feeder:
                 out[lo:lo + m] = rng.permutation(np.arange(m) % use.bound) \
                     if use.bound <= m else rng.choice(use.bound, m, replace=False)
             return out.reshape((rows,) + rest)
+        if use.kind == "length":
+            return rng.integers(1, use.bound + 1, size=(rows,) + rest)
         return rng.integers(0, use.bound, size=(rows,) + rest)
 
     def feed(self, step: int) -> dict:

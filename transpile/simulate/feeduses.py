@@ -2,7 +2,9 @@
 
 A feed's values must suit its uses: ids index a table (the table's height bounds them), labels
 pick a class (the logits' width bounds them; a binary loss or metric wants 0 / 1), a mask or
-flag cast to float is a number (0 / 1 will do). The use is often a few ops away: ids
+flag cast to float is a number (0 / 1 will do), a length compared with positions or masking a
+sequence counts 1 up to the positions' width (sequence_mask's maxlen; DEFAULT_LENGTH where
+nothing says). The use is often a few ops away: ids
 concatenated, reshaped, squeezed or cast before the lookup, a label cast before the loss. The
 bound found at a use travels back through those value-preserving ops to every feed that reaches
 it (through a concat, to each of the feeds it joins).
@@ -27,12 +29,17 @@ BINARY_LABEL = {"sigmoid_cross_entropy_with_logits": "Label", "log_loss": "Label
                 "hinge_loss": "Labels"}
 # Float arithmetic a cast integer feed may enter as a plain number (a mask, a flag).
 _FLOAT_DTYPES = ("FP16", "FP32", "FP64", "BF16", 4, 5, 6, 22)
+# A length no width bounds (sequence_mask without maxlen, range's end): 1 .. DEFAULT_LENGTH.
+DEFAULT_LENGTH = 3
+# Comparisons: a length (of a sequence) compared with positions.
+_COMPARE = ("less_than", "less_equal", "greater_than", "greater_equal")
 
 
 @dataclass(frozen=True)
 class Use:
     """What bounds a feed: `kind` is "ids" (a table of `bound` rows), "label" (`bound`
-    classes) or "flag" (a number cast to float: 0 or 1); `where` names the use."""
+    classes), "flag" (a number cast to float: 0 or 1), "length" (1 .. `bound`) or "default"
+    (no use bounds it: 0 or 1); `where` names the use."""
     kind: str
     bound: int
     where: str
@@ -99,6 +106,36 @@ def _sink_uses(main: Program) -> dict:
     return out
 
 
+def _length_uses(main: Program) -> dict:
+    """var -> Use for lengths: sequence_mask's X, a range's bounds, a tensor slice bound, a
+    side of a comparison with positions (bounded by the other side's last width)."""
+    out: dict = {}
+
+    def add(name, bound, where):
+        u = Use("length", int(bound) if bound and bound > 0 else DEFAULT_LENGTH, where)
+        if name and (name not in out or u.bound < out[name].bound):
+            out[name] = u
+
+    for _, _, op in main.ops():
+        t = op.type
+        if t == "sequence_mask":
+            for x in op.input("X"):
+                add(x, op.attr("maxlen", -1), t)
+        elif t == "range":
+            for slot in ("Start", "End", "Step"):
+                for x in op.input(slot):
+                    add(x, None, t)
+        elif t in ("slice", "strided_slice"):
+            for slot in ("StartsTensor", "EndsTensor", "StartsTensorList", "EndsTensorList"):
+                for x in op.input(slot):
+                    add(x, None, t)
+        elif t in _COMPARE and op.input("X") and op.input("Y"):
+            x, y = op.input("X")[0], op.input("Y")[0]
+            add(x, _dim(main, y, -1), t)
+            add(y, _dim(main, x, -1), t)
+    return out
+
+
 def _flag_uses(main: Program) -> dict:
     """var -> Use for integers cast to float: a mask or flag in arithmetic."""
     out = {}
@@ -113,7 +150,7 @@ def feed_uses(main: Program) -> dict:
     """var -> Use: the tightest bound any use puts on the var, carried back through VIEW_OPS.
 
     Labels win over ids and ids over flags where a var has several kinds of use."""
-    rank = {"label": 0, "ids": 1, "flag": 2}
+    rank = {"label": 0, "ids": 1, "flag": 2, "length": 3, "default": 4}
     best: dict = {}
 
     def offer(name, use):
@@ -126,7 +163,7 @@ def feed_uses(main: Program) -> dict:
     for name, uses in _sink_uses(main).items():
         for u in uses:
             offer(name, u)
-    for name, u in _flag_uses(main).items():
+    for name, u in list(_flag_uses(main).items()) + list(_length_uses(main).items()):
         if name not in best:
             best[name] = u
     ops = [op for _, _, op in main.ops() if op.type in VIEW_OPS]
