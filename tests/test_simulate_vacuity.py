@@ -111,3 +111,21 @@ def test_differences_are_measured_against_the_movement():
     noisy = cmp.compare_pairs(var, [("trainer_0", final, final * (1 + 1e-15))], 1e-6,
                          movement(init, final))
     assert noisy.ok
+
+
+def test_a_block_that_did_not_move_is_vacuous():
+    """A parameter cut into pserver blocks moved, but not in rows 4:8 (one block): named, and
+    --expect-equal fails unless the parameter is accepted."""
+    from transpile.simulate import SimResult
+    from transpile.simulate.compare import ParamDiff
+    init = np.zeros((8, 2))
+    final = init.copy()
+    final[1] = 0.5
+    assert movement(init, final, (0, 4)) == 0.5 and movement(init, final, (4, 8)) == 0.0
+    res = SimResult("sync", 3, 8, 1e-6, expect_equal=True)
+    res.params = [ParamDiff("w", (8, 2), 0.0, 0.0, True, changed=True,
+                            still_blocks=("rows 4:8",))]
+    assert res.unchanged == [] and res.partly_unchanged == ["w (rows 4:8)"]
+    assert res.vacuous == ["w (rows 4:8)"] and res.exit_code == 1
+    res.accepted = ("w",)
+    assert res.vacuous == [] and res.exit_code == 0

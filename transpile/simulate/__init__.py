@@ -59,11 +59,18 @@ class SimResult:
         return [p.name for p in self.params if p.trainable and p.changed is False]
 
     @property
+    def partly_unchanged(self) -> list:
+        """"name (rows a:b)" of the pserver blocks of moved parameters that did not move:
+        the comparison proves nothing about the pserver that holds them."""
+        return ["%s (%s)" % (p.name, b) for p in self.params for b in p.still_blocks]
+
+    @property
     def vacuous(self) -> list:
-        """The unchanged parameters not accepted by name."""
+        """The unchanged parameters and blocks not accepted by name."""
         import fnmatch
-        return [n for n in self.unchanged
-                if not any(fnmatch.fnmatchcase(n, pat) for pat in self.accepted)]
+        names = self.unchanged + self.partly_unchanged
+        return [n for n in names
+                if not any(fnmatch.fnmatchcase(n.split(" ")[0], pat) for pat in self.accepted)]
 
     @property
     def equal(self) -> bool:

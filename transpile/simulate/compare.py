@@ -30,6 +30,7 @@ class ParamDiff:
     note: str = ""
     trainable: bool = True           # an optimizer op of the original updates it
     changed: Optional[bool] = None   # did the original run move it (beyond rounding)?
+    still_blocks: tuple = ()         # "rows a:b" of a pserver block of it the run did not move
 
 
 def trainable_params(main) -> set:
@@ -86,6 +87,21 @@ def _pair(a, b):
     return np.asarray(fa, dtype=np.float64), np.asarray(fb, dtype=np.float64)
 
 
+def _rows_pair(a, b, rows):
+    """Float64 arrays of rows r0:r1 of a and b (of a lazy table: the touched ones)."""
+    r0, r1 = rows
+    if isinstance(a, (LazyTable, Blocks)) or isinstance(b, (LazyTable, Blocks)):
+        ta, tb = _touched(a), _touched(b)
+        if ta is not None and tb is not None:
+            idx = np.unique(np.concatenate([ta, tb])).astype(np.int64)
+            idx = idx[(idx >= r0) & (idx < r1)]
+            return (np.asarray(a.get(idx), dtype=np.float64),
+                    np.asarray(b.get(idx), dtype=np.float64))
+    fa = a.to_dense() if isinstance(a, Blocks) else dense(a)
+    fb = b.to_dense() if isinstance(b, Blocks) else dense(b)
+    return (np.asarray(fa, dtype=np.float64)[r0:r1], np.asarray(fb, dtype=np.float64)[r0:r1])
+
+
 def compare_params(main, run, cluster, ref, rtol) -> list:
     """A ParamDiff per parameter of `main`: the original's final values (`run`, original.py:
     what the pservers and each trainer should hold) against the split's. Each trainer that
@@ -111,8 +127,18 @@ def compare_params(main, run, cluster, ref, rtol) -> list:
         d.trainable = var.name in train
         if moved is not None:
             d.changed = moved > noise(scale_of(final), f32)
+        if d.trainable and d.changed:
+            d.still_blocks = tuple(
+                "rows %d:%d" % (r0, r1) for r0, r1 in _blocks_of(var.name, ref)
+                if (movement(ref.init.get(var.name), final, (r0, r1)) or 0.0)
+                <= noise(scale_of(final), f32))
         out.append(d)
     return out
+
+
+def _blocks_of(name, ref) -> list:
+    """The row ranges of the pserver blocks a parameter is cut into (reference.py's slices)."""
+    return sorted((r0, r1) for base, r0, r1 in ref.slices.values() if base == name)
 
 
 def _pairs(name, run, cluster, ref, trainable) -> list:
@@ -196,15 +222,19 @@ def scale_of(v) -> float:
     return max(float(np.nanmax(np.abs(x))) if x.size else 0.0, SCALE_FLOOR)
 
 
-def movement(a, b) -> Optional[float]:
-    """The largest change of any entry from `a` (initial) to `b` (final), or None when the
-    two cannot be compared (no initial value, another shape)."""
+def movement(a, b, rows=None) -> Optional[float]:
+    """The largest change of any entry from `a` (initial) to `b` (final) (of rows r0:r1 only,
+    given `rows`), or None when the two cannot be compared (no initial value, another
+    shape)."""
     if a is None or b is None:
         return None
     if tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) != \
             tuple(np.shape(b) if not hasattr(b, "shape") else b.shape):
         return None
-    a, b = _pair(a, b)
+    if rows is not None:
+        a, b = _rows_pair(a, b, rows)
+    else:
+        a, b = _pair(a, b)
     if not a.size:
         return 0.0
     d = np.abs(a - b)

@@ -11,9 +11,30 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.program import Program
+from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
 from .compare import movement, trainable_params
-from .executor import Executor
+from .executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
+
+
+def lazy_policy_for(main: Program):
+    """Which initializer outputs of the original become LazyTables: big tables that only
+    sparse lookups (a SelectedRows gradient) and row-wise ops read. A table a dense-gradient
+    lookup reads is materialized by its first step anyway: drawing it whole at once is
+    cheaper."""
+    whole = set()
+    for _, _, op in main.ops():
+        for slot, names in op.inputs.items():
+            if op.type in LOOKUP_TABLE_TYPES and slot == "W":
+                if not (op.attr("is_sparse") is True or op.attr("is_distributed") is True):
+                    whole.update(names)
+            elif op.type not in LOOKUP_GRAD_TYPES and op.type not in LAZY_AWARE_OPS:
+                whole.update(names)
+
+    def policy(name, shape) -> bool:
+        return default_lazy_policy(name, shape) and name not in whole
+
+    return policy
 
 
 class OriginalRun:
@@ -28,6 +49,7 @@ class OriginalRun:
         self.fdt = fdt
         self.seed = seed
         self.ex_startup = Executor("original startup", startup, float_dtype=fdt, seed=seed)
+        self.ex_startup.lazy_policy = lazy_policy_for(main)
         self.scope = self.ex_startup.scope
         self.trainable = trainable_params(main)
         self.steps_run = 0

@@ -43,6 +43,12 @@ def render(result, config, echo) -> None:
         echo("vacuous: %d of %d trainable parameters did not change in the original run "
              "(beyond rounding): %s; their equality proves nothing about the split"
              % (len(still), sum(1 for p in result.params if p.trainable), ", ".join(still)))
+    partly = result.partly_unchanged
+    if partly and not result.error:
+        echo("vacuous: pserver blocks of moved parameters that did not move in the original "
+             "run: %s; their equality proves nothing about the pservers holding them"
+             % ", ".join(partly))
+    if (still or partly) and not result.error:
         if result.expect_equal and result.vacuous:
             echo("fails --expect-equal: %s did not move (--accept-unchanged NAME accepts one)"
                  % ", ".join(result.vacuous))
@@ -59,10 +65,13 @@ def to_json(result, config) -> dict:
         "expect_equal": result.expect_equal, "notes": list(result.notes),
         "paddle_faults": list(result.faults),
         "unchanged_in_original": result.unchanged,
-        "accepted_unchanged": [n for n in result.unchanged if n not in result.vacuous],
+        "unchanged_blocks_in_original": result.partly_unchanged,
+        "accepted_unchanged": [n for n in result.unchanged + result.partly_unchanged
+                               if n not in result.vacuous],
         "reference": result.schedule,
         "params": [{"name": p.name, "shape": list(p.shape), "max_abs": num(p.max_abs),
                     "max_rel": num(p.max_rel), "ok": p.ok, "note": p.note,
-                    "trainable": p.trainable, "changed_in_original": p.changed}
+                    "trainable": p.trainable, "changed_in_original": p.changed,
+                    "unchanged_blocks": list(p.still_blocks)}
                    for p in result.params],
     }
