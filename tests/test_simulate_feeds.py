@@ -155,3 +155,32 @@ def test_every_real_models_feeds_are_bounded(case):
         u = uses.get(name)
         if u is not None and arr.dtype.kind in "iu":
             assert 0 <= arr.min() and arr.max() < u.bound, name
+
+
+def test_columns_of_one_float_feed_take_their_own_uses():
+    """dmr packs its features in one float feed: a cast to int64, then column slices: 0:2 ids
+    of a 500-row table, 2:4 a mask compared with ones_like (0 / 1), 4:5 a float left as is."""
+    from transpile.simulate.feeduses import column_uses
+    p = _program([("f", "FP32", [-1, 5]), ("i", "INT64", [-1, 5]), ("a", "INT64", [-1, 2]),
+                  ("w", "FP32", [500, 4]), ("e", "FP32", [-1, 2, 4]), ("m", "INT64", [-1, 2]),
+                  ("one", "INT64", [-1, 2]), ("eq", "BOOL", [-1, 2]), ("x", "FP32", [-1, 1]),
+                  ("y", "FP32", [-1, 1])],
+                 [("cast", {"X": ["f"]}, {"Out": ["i"]}, {"in_dtype": 5, "out_dtype": 3}),
+                  ("slice", {"Input": ["i"]}, {"Out": ["a"]},
+                   {"axes": [1], "starts": [0], "ends": [2]}),
+                  ("lookup_table_v2", {"Ids": ["a"], "W": ["w"]}, {"Out": ["e"]}, None),
+                  ("slice", {"Input": ["i"]}, {"Out": ["m"]},
+                   {"axes": [1], "starts": [2], "ends": [4]}),
+                  ("fill_any_like", {"X": ["m"]}, {"Out": ["one"]}, {"value": 1.0, "dtype": 3}),
+                  ("equal", {"X": ["m"], "Y": ["one"]}, {"Out": ["eq"]}, None),
+                  ("slice", {"Input": ["f"]}, {"Out": ["x"]},
+                   {"axes": [1], "starts": [4], "ends": [5]}),
+                  ("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0})])
+    cols = column_uses(p)
+    assert sorted((a, lo, hi, u.kind, u.bound) for a, lo, hi, u in cols["f"]) == \
+        [(1, 0, 2, "ids", 500), (1, 2, 4, "flag", 2)]
+    arr, _ = Feeder(p, 8, 0, np.float64).feed(0)["f"]
+    ids, mask, rest = arr[:, 0:2], arr[:, 2:4], arr[:, 4]
+    assert (ids == np.round(ids)).all() and ids.min() >= 0 and ids.max() < 500 and ids.max() > 1
+    assert set(mask.reshape(-1).tolist()) == {0.0, 1.0}
+    assert (np.abs(rest) < 1).all() and (rest != np.round(rest)).any()
