@@ -184,3 +184,23 @@ def test_columns_of_one_float_feed_take_their_own_uses():
     assert (ids == np.round(ids)).all() and ids.min() >= 0 and ids.max() < 500 and ids.max() > 1
     assert set(mask.reshape(-1).tolist()) == {0.0, 1.0}
     assert (np.abs(rest) < 1).all() and (rest != np.round(rest)).any()
+
+
+def test_the_batch_a_program_fixes_in_its_ops():
+    """match_pyramid's pairwise loss: predictions sliced at rows [0, 64) and [64, 128), 1 -
+    pos + neg with a fill_constant of [64, 1]: a trainer's batch is 128."""
+    from transpile.simulate.batchsize import candidates
+    p = _program([("x", "FP32", [-1, 1]), ("s", "FP32", [-1, 1]),
+                  ("pos", "FP32", [64, 1]), ("neg", "FP32", [64, 1]), ("one", "FP32", [64, 1]),
+                  ("d", "FP32", [64, 1])],
+                 [("scale", {"X": ["x"]}, {"Out": ["s"]}, {"scale": 2.0}),
+                  ("slice", {"Input": ["s"]}, {"Out": ["pos"]},
+                   {"axes": [0, 1], "starts": [0, 0], "ends": [64, 1]}),
+                  ("slice", {"Input": ["s"]}, {"Out": ["neg"]},
+                   {"axes": [0, 1], "starts": [64, 0], "ends": [128, 1]}),
+                  ("fill_constant", {}, {"Out": ["one"]}, {"shape": [64, 1], "value": 1.0}),
+                  ("elementwise_sub", {"X": ["one"], "Y": ["pos"]}, {"Out": ["d"]}, None)])
+    assert candidates(p) == [128, 64]
+    feed = _program([("x", "FP32", [1, 50, 50]), ("y", "FP32", [1, 50, 50])],
+                    [("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0})])
+    assert candidates(feed) == [1]

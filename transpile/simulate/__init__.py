@@ -271,20 +271,26 @@ def _train_original(run, feeder, steps, ref, progress) -> int:
     """Steps of the original run after its first: up to `steps`, and more while a trainable
     parameter has not changed at all (a table whose gradient is another table's rows, which
     start at 0, moves once a later step reads rows an earlier one trained; geo pushes every
-    K steps)."""
+    K steps), up to max_steps(steps), as long as each extra step (or K of them) reaches
+    another parameter."""
     trainers = run.schedule.trainers
     per = feeder.batch // trainers
-    s = 1
+    patience = run.schedule.push_every if run.schedule.mode == "geo" else 1
+    s, left, waited = 1, None, 0
     progress(s, 2 * steps)
-    if s >= steps and not run.unreached(ref.init):
-        return s
     while True:
+        if s >= steps:
+            now = run.unreached(ref.init)
+            if not now or s >= max_steps(steps):
+                return s
+            waited = 0 if left is None or len(now) < len(left) else waited + 1
+            if waited >= patience:
+                return s
+            left = now
         glob = feeder.feed(s)
         run.step(s, [feeder.shard(glob, t, trainers) for t in range(trainers)], per)
         s += 1
         progress(s, 2 * max(s, steps))
-        if s >= steps and (s >= max_steps(steps) or not run.unreached(ref.init)):
-            return s
 
 
 def _memory_notes(main, run, executors) -> list:

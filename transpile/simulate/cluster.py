@@ -28,8 +28,8 @@ from .executor import Executor
 from . import largescale, pscore
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
-from .values import (NoKernelError, SelectedRows, SimError, Unallocated, copy_value, dense,
-                     split_rows)
+from .values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
+                     copy_value, dense, split_rows)
 
 
 class Trainer:
@@ -117,7 +117,7 @@ class Cluster:
 
     def random_hook(self, ex, name, value, op):
         var = ex.program.find_var(name)
-        if var is not None and var.kind == "SELECTED_ROWS":
+        if var is not None and var.kind == "SELECTED_ROWS" and not isinstance(value, LazyTable):
             return value        # an auto-grown table: aligned id by id (PServer._table_origin)
         return self.reference.align_random(ex.label, name, value, op, self.notes)
 
