@@ -46,7 +46,7 @@ def test_the_run_goes_on_until_every_parameter_moved():
     and the split runs as many."""
     res = run("classic/fake_init", steps=1)
     assert res.steps == 2 and res.exit_code == 0 and res.unchanged == []
-    assert any("took 2 steps (--steps 1)" in n for n in res.notes)
+    assert any("went on to 2 steps (--steps 1)" in n for n in res.notes)
     emb = next(p for p in res.params if p.name == "emb")
     assert emb.ok and emb.trainable and emb.changed is True
 

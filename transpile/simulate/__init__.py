@@ -155,7 +155,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     steps; compare every parameter.
 
     At least `steps` steps; more (up to max_steps(steps)) while a trainable parameter has not
-    changed at all in the original run. `batch` is the global batch (None: DEFAULT_BATCH, or,
+    moved in the original run (and extra steps move others). `batch` is the global batch (None: DEFAULT_BATCH, or,
     when the program fixes its batch in its own ops, that batch a trainer: batchsize.py). SimError in the split becomes result.error (exit 1);
     NoKernelError and UserError propagate (exit 2). `progress(done, total)` is called after
     each step of either run."""
@@ -185,8 +185,8 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
     if res.steps > steps:
-        res.notes.append("the original run took %d steps (--steps %d) for every trainable "
-                         "parameter to move" % (res.steps, steps))
+        res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
+                         "parameter had not moved" % (res.steps, steps))
     batch = res.batch
 
     # (b) the split
@@ -269,10 +269,11 @@ def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes):
 
 def _train_original(run, feeder, steps, ref, progress) -> int:
     """Steps of the original run after its first: up to `steps`, and more while a trainable
-    parameter has not changed at all (a table whose gradient is another table's rows, which
-    start at 0, moves once a later step reads rows an earlier one trained; geo pushes every
-    K steps), up to max_steps(steps), as long as each extra step (or K of them) reaches
-    another parameter."""
+    parameter has not moved beyond rounding (a table whose gradient is another table's rows,
+    which start at 0, moves once a later step reads rows an earlier one trained; geo pushes
+    every K steps), up to max_steps(steps), as long as each extra step (or K of them) moves
+    another parameter: one whose gradient is rounding noise (a bias batch_norm centres) never
+    moves, and more steps only let float64 rounding grow."""
     trainers = run.schedule.trainers
     per = feeder.batch // trainers
     patience = run.schedule.push_every if run.schedule.mode == "geo" else 1
@@ -280,7 +281,7 @@ def _train_original(run, feeder, steps, ref, progress) -> int:
     progress(s, 2 * steps)
     while True:
         if s >= steps:
-            now = run.unreached(ref.init)
+            now = run.unmoved(ref.init)
             if not now or s >= max_steps(steps):
                 return s
             waited = 0 if left is None or len(now) < len(left) else waited + 1

@@ -12,7 +12,7 @@ from typing import Optional
 
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
-from .compare import movement, trainable_params
+from .compare import movement, noise, scale_of, trainable_params
 from .executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
 
@@ -76,17 +76,18 @@ class OriginalRun:
     def executors(self) -> list:
         return [self.ex_startup]
 
-    def unreached(self, init: dict) -> list:
-        """The trainable parameters the run has not changed at all yet (not by one rounding
-        error: a parameter whose gradient is rounding noise, a bias batch_norm centres, moves
-        by that much and never more; one whose gradient is exactly 0 so far, an embedding
-        whose gradient is another's rows that start at 0, may move in a later step)."""
+    def unmoved(self, init: dict) -> list:
+        """The trainable parameters the run has not moved beyond rounding yet (as compare.py
+        judges it: on the pservers, else on trainer 0)."""
+        import numpy as np
+        f32 = np.dtype(self.fdt) == np.float32
         out = []
         for p in sorted(self.trainable):
             value = self.server(p)
             if value is None:
                 value = self.trainer(p, 0)
-            if movement(init.get(p), value) == 0.0:
+            moved = movement(init.get(p), value)
+            if moved is not None and moved <= noise(scale_of(value), f32):
                 out.append(p)
         return out
 
