@@ -153,3 +153,13 @@ def test_the_cli_states_the_reference():
     assert r.exit_code == 0, r.output
     assert "reference: geo: local training; after every 1 step the trainers push deltas" \
         in r.output
+
+
+def test_a_communicator_that_may_merge_more_is_noted():
+    import copy
+    main, startup, cfg, progs, rts = load_case("fleet/mlp_sgd_async")
+    rts = copy.deepcopy(rts)
+    rts["trainer_0"]["envs"]["communicator_max_merge_var_num"] = "4"
+    res = simulate(main, startup, cfg, progs, rts, steps=2, batch=4, seed=0)
+    assert res.exit_code == 0
+    assert any("merge up to 4 queued gradients" in n for n in res.notes)

@@ -98,6 +98,22 @@ class Cluster:
             from .geo import GeoCommunicator
             for tr in self.trainers:
                 tr.geo = GeoCommunicator(self, tr)
+        elif not self.sync:
+            self._note_merging()
+
+    def _note_merging(self):
+        """The turn schedule sends each step's gradients alone; say so where a trainer's
+        communicator may merge more (Fleet's runtime sets 1)."""
+        for tr in self.trainers:
+            envs = (tr.runtime or {}).get("envs") or {}
+            try:
+                n = int(envs.get("communicator_max_merge_var_num", 1))
+            except (TypeError, ValueError):
+                continue
+            if n > 1:
+                self.note("%s's runtime.json lets its communicator merge up to %d queued "
+                          "gradients a send; the schedule sends each step's alone (one merge "
+                          "Paddle may also make)" % (tr.label, n))
 
     def executors(self) -> list:
         return [e for p in list(self.pservers.values()) + self.trainers
