@@ -285,3 +285,58 @@ def sequence_unpad_grad(ctx):
         g[i, :n] = d[pos:pos + n]
         pos += int(n)
     ctx.set("X@GRAD", g)
+
+
+# --- sequence_conv --------------------------------------------------------------------------
+def _context_index(ctx, off, rows):
+    """For each row t and context slot j: the row of X that lands there (-1: outside t's
+    sequence, a zero pad)."""
+    start = int(ctx.attr("contextStart", 0) or 0)
+    length = int(ctx.attr("contextLength", 1) or 1)
+    if int(ctx.attr("contextStride", 1) or 1) != 1:
+        raise SimError("sequence_conv: contextStride %s (Paddle supports 1 only)"
+                       % ctx.attr("contextStride"))
+    if ctx.attr("paddingTrainable", False):
+        raise SimError("sequence_conv: paddingTrainable (a trained PaddingData) is not "
+                       "simulated")
+    idx = np.full((rows, length), -1, dtype=np.int64)
+    for a, b in zip(off[:-1], off[1:]):
+        for t in range(a, b):
+            src = t + start + np.arange(length)
+            ok = (src >= a) & (src < b)
+            idx[t, ok] = src[ok]
+    return idx
+
+
+@kernel("sequence_conv")
+def sequence_conv(ctx):
+    """Out[t] = [X[t + contextStart + j] for j < contextLength] (rows outside t's sequence
+    are 0) @ Filter: X [T, D] with a LoD, Filter [contextLength * D, M]."""
+    x = dense(ctx.x("X"))
+    w = dense(ctx.x("Filter"))
+    off = _offsets(ctx, "X")
+    idx = _context_index(ctx, off, x.shape[0])
+    col = np.where((idx >= 0)[..., None], x[np.maximum(idx, 0)], 0.0)
+    col = col.reshape(x.shape[0], -1)
+    if col.shape[1] != w.shape[0]:
+        raise SimError("sequence_conv: contextLength x width %d but Filter has %d rows"
+                       % (col.shape[1], w.shape[0]))
+    ctx.set("Out", col @ w, lod=ctx.lod("X"))
+
+
+@kernel("sequence_conv_grad")
+def sequence_conv_grad(ctx):
+    x = dense(ctx.x("X"))
+    w = dense(ctx.x("Filter"))
+    d = dense(ctx.x("Out@GRAD"))
+    off = _offsets(ctx, "X")
+    idx = _context_index(ctx, off, x.shape[0])
+    if ctx.wants("Filter@GRAD"):
+        col = np.where((idx >= 0)[..., None], x[np.maximum(idx, 0)], 0.0)
+        ctx.set("Filter@GRAD", col.reshape(x.shape[0], -1).T @ d)
+    if ctx.wants("X@GRAD"):
+        dcol = (d @ w.T).reshape(idx.shape + x.shape[1:])
+        g = np.zeros_like(x, dtype=dcol.dtype)
+        ok = idx >= 0
+        np.add.at(g, idx[ok], dcol[ok])
+        ctx.set("X@GRAD", g, lod=ctx.lod("X"))
