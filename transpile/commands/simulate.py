@@ -72,8 +72,6 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ..core import config as config_mod
-    from ..format import programio
     from ..simulate import SimError, simulate as run
 
     ctx = click.get_current_context()
@@ -83,20 +81,8 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
-    cfg = config_mod.load_config(cluster)
-    if not cfg.traits.simulated:
-        raise UserError("simulate does not support the %s style (its tables live in Paddle's "
-                        "brpc servers, which the simulator does not model); check the split "
-                        "with `pstranspile check`" % cfg.style)
-    main = programio.load(main_program)
-    start = programio.load(startup) if startup else None
-    if split_dir:
-        from ..simulate.loading import load_split_dir
-        programs, runtime = load_split_dir(split_dir)
-    else:
-        from ..split import split as do_split
-        result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
-        programs, runtime = result.programs, result.runtime
+    cfg, main, start, programs, runtime, result = _inputs(main_program, startup, cluster,
+                                                          split_dir)
     from .progress import progress_bar
     try:
         with progress_bar("simulate", quiet=quiet) as update:
@@ -108,12 +94,39 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         raise UserError(str(e)) from None
     if not res.equal:
         res.faults = _reproduced_faults(main, start, cfg, split_dir,
-                                        None if split_dir else result)
+                                        result)
     if fmt == "json":
         import json
         from ..simulate.render import to_json
         click.echo(json.dumps(to_json(res, cfg), indent=1))
         ctx.exit(res.exit_code)
+    _print_text(res, cfg, seed, float32, quiet)
+    ctx.exit(res.exit_code)
+
+
+def _inputs(main_program, startup, cluster, split_dir) -> tuple:
+    """(config, main, startup, split programs, runtime.json dicts, the SplitResult when the
+    split is made here)."""
+    from ..core import config as config_mod
+    from ..format import programio
+    cfg = config_mod.load_config(cluster)
+    if not cfg.traits.simulated:
+        raise UserError("simulate does not support the %s style (its tables live in Paddle's "
+                        "brpc servers, which the simulator does not model); check the split "
+                        "with `pstranspile check`" % cfg.style)
+    main = programio.load(main_program)
+    start = programio.load(startup) if startup else None
+    if split_dir:
+        from ..simulate.loading import load_split_dir
+        programs, runtime = load_split_dir(split_dir)
+        return cfg, main, start, programs, runtime, None
+    from ..split import split as do_split
+    result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)),
+                      names=(main_program, startup or "startup program"))
+    return cfg, main, start, result.programs, result.runtime, result
+
+
+def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:
     click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "
                "seed %d, %s" % (cfg.mode, cfg.trainers, "s" if cfg.trainers != 1 else "",
                                 len(cfg.pservers), "s" if len(cfg.pservers) != 1 else "",
@@ -127,7 +140,6 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
     from ..simulate.render import render
     render(res, cfg, click.echo)
-    ctx.exit(res.exit_code)
 
 
 def _reproduced_faults(main, start, cfg, split_dir, result) -> list:

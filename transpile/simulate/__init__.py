@@ -155,15 +155,20 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     steps; compare every parameter.
 
     At least `steps` steps; more (up to max_steps(steps)) while a trainable parameter has not
-    moved in the original run (and extra steps move others). `batch` is the global batch (None: DEFAULT_BATCH, or,
-    when the program fixes its batch in its own ops, that batch a trainer: batchsize.py). SimError in the split becomes result.error (exit 1);
-    NoKernelError and UserError propagate (exit 2). `progress(done, total)` is called after
-    each step of either run."""
+    moved in the original run (and extra steps move others). `batch` is the global batch
+    (None: DEFAULT_BATCH, or, when the program fixes its batch in its own ops, that batch a
+    trainer: batchsize.py). The inputs are validated as `split` validates them. SimError in
+    the split becomes result.error (exit 1); NoKernelError and UserError propagate (exit 2).
+    `progress(done, total)` is called after each step of either run."""
     import numpy as np
 
+    from ..ir.validate import validate_for_split
     from .cluster import Cluster
     from .schedule import make_schedule
 
+    validate_for_split(main, "main program")
+    if startup is not None:
+        validate_for_split(startup, "startup program")
     schedule = make_schedule(config, push_every)
     if rtol is None:
         rtol = RTOL_FLOAT32 if float32 else RTOL_FLOAT64
@@ -172,8 +177,8 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     startup = startup if startup is not None else Program.empty()
     progress = progress or (lambda done, total: None)
     fdt = np.float32 if float32 else np.float64
-    res = SimResult(config.mode, steps, batch or DEFAULT_BATCH, rtol, expect_equal=bool(expect_equal),
-                    accepted=tuple(accept_unchanged or ()), schedule=schedule.describe())
+    res = SimResult(config.mode, steps, batch or DEFAULT_BATCH, rtol,
+                    expect_equal=bool(expect_equal), accepted=tuple(accept_unchanged or ()), schedule=schedule.describe())
 
     # (a) the original
     ref = Reference(main, startup)
