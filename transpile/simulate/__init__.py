@@ -178,7 +178,8 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     progress = progress or (lambda done, total: None)
     fdt = np.float32 if float32 else np.float64
     res = SimResult(config.mode, steps, batch or DEFAULT_BATCH, rtol,
-                    expect_equal=bool(expect_equal), accepted=tuple(accept_unchanged or ()), schedule=schedule.describe())
+                    expect_equal=bool(expect_equal), accepted=tuple(accept_unchanged or ()),
+                    schedule=schedule.describe())
 
     # (a) the original
     ref = Reference(main, startup)
