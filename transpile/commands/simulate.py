@@ -29,10 +29,16 @@ from .common import options
 @click.option("--expect-equal", is_flag=True,
               help="Fail on differences in async / half-async mode too.")
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
+@click.option("--program-init", is_flag=True,
+              help="Style ps: new sparse rows start from the program's own initial rows "
+                   "instead of the table's rule (see what else differs).")
+@click.option("--no-why", is_flag=True,
+              help="Style ps: skip the reference runs that size each difference from the "
+                   "original.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
 def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
-             expect_equal, float32, fmt):
+             expect_equal, float32, program_init, no_why, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
@@ -46,7 +52,10 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         same global batch. Trainers the folder lacks are derived from trainer_0.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
-    Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
+    Style ps: the pservers are Paddle 2.6.2's brpc tables built from each pserver's
+    server_desc.txt, the trainers' clients from worker_desc.txt; the split is compared with
+    the ps reference (the original trained under the tables our descriptors define), and the
+    ps reference with the original, each difference named (README, "simulate: style ps").
     A trainable parameter the original run did not move is reported (its equality proves
     nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the
     split fails to execute (async / half-async report differences without failing unless
@@ -73,18 +82,20 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from ..simulate.loading import load_split_dir
+        from ..simulate.loading import load_descs, load_split_dir
         programs, runtime = load_split_dir(split_dir)
+        texts = load_descs(split_dir)
     else:
         from ..split import split as do_split
         result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
-        programs, runtime = result.programs, result.runtime
+        programs, runtime, texts = result.programs, result.runtime, result.texts
     from .progress import progress_bar
     try:
         with progress_bar("simulate", quiet=quiet) as update:
             res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
                       rtol=rtol, float32=float32, expect_equal=True if expect_equal else None,
-                      progress=update)
+                      progress=update, texts=texts, program_init=program_init,
+                      why=not no_why)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:

@@ -129,11 +129,13 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
 def simulate(main: Program, startup: Optional[Program], config, split_programs: dict,
              runtime: Optional[dict] = None, *, steps: int = 5, batch: int = 8, seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
-             expect_equal: Optional[bool] = None, progress=None) -> SimResult:
+             expect_equal: Optional[bool] = None, progress=None, texts: Optional[dict] = None,
+             program_init: bool = False, why: bool = True) -> SimResult:
     """Run the original and the split for `steps` steps; compare every parameter.
 
     SimError in the split becomes result.error (exit 1); NoKernelError and UserError propagate
-    (exit 2). `progress(done, total)` is called after each step of either run."""
+    (exit 2). `progress(done, total)` is called after each step of either run. Style ps
+    (`texts`: the split's descriptors by path) goes on in psrun.py."""
     import numpy as np
 
     from .cluster import Cluster
@@ -141,7 +143,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     from .executor import Executor
     from .feeds import Feeder
 
-    if config.mode == "geo":
+    if config.mode == "geo" and not config.traits.descriptors:
         raise UserError("geo mode is not simulated (its trainers train locally and push deltas)")
     if rtol is None:
         rtol = RTOL_FLOAT32 if float32 else RTOL_FLOAT64
@@ -174,6 +176,11 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
 
+    if config.traits.descriptors:   # (b) style ps: the ps reference, then the split
+        from .psrun import run_ps
+        return run_ps(res, main, startup, config, split_programs, texts or {}, ref=ref,
+                      orig_scope=orig.scope, feeder=feeder, steps=steps, batch=batch, seed=seed,
+                      fdt=fdt, progress=progress, program_init=program_init, why=why)
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
     res.notes.extend(sp.notes)
