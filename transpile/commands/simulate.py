@@ -75,6 +75,11 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
+    if cfg.trainers > 1 and batch % cfg.trainers:
+        wanted, batch = batch, batch + cfg.trainers - batch % cfg.trainers
+        if not quiet:
+            click.echo("note: --batch %d rounded up to %d, a multiple of the %d trainers"
+                       % (wanted, batch, cfg.trainers), err=True)
     if not cfg.traits.simulated:
         raise UserError("simulate does not support the %s style (its tables live in Paddle's "
                         "brpc servers, which the simulator does not model); check the split "

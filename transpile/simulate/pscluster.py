@@ -27,7 +27,7 @@ import numpy as np
 from ..format import psdesc
 from .executor import Executor, Scope
 from .pstables import TableError, TableOptions
-from .pstables.client import batch_size, merge_by_key, push_values
+from .pstables.client import batch_size, fit_push, merge_by_key, push_values
 from .pstables.server import PsServer, sparse_server, split_dense
 from .values import SimError, Unallocated, dense
 
@@ -61,6 +61,21 @@ class PsTrainer:
         self.client = _client_tables(worker_text, "%s/worker_desc.txt" % self.label)
         self.dense = dense_tables(main)
         self.at_barrier = False
+        self.orphans = orphan_ops(main)
+
+    def run_main(self):
+        """Block 0 of the main program; an orphan op (orphan_ops) whose unwritten input holds
+        no value is skipped, as Paddle's executor runs it to no effect."""
+        ops = self.main.global_block.ops
+        for i, op in enumerate(ops):
+            missing = [n for n in self.orphans.get(i, ()) if self.scope.get(n) is None]
+            if missing:
+                self.cluster.note("%s: op %d (%s) reads %s, which no op writes; nothing reads "
+                                  "its output, so it is skipped (Paddle's executor runs it on "
+                                  "an empty input)" % (self.label, i, op.type,
+                                                       ", ".join(missing)))
+                continue
+            self.ex.run_op(0, i, op)
 
     @property
     def label(self):
@@ -79,6 +94,23 @@ def _client_tables(text, source) -> dict:
     desc = psdesc.parse_text(text, source)
     return {int(t.table_id): t for t in desc.worker_param.downpour_worker_param
             .downpour_table_param}
+
+
+def orphan_ops(main) -> dict:
+    """{op index: inputs no op writes} of block 0's ops whose outputs no other op reads: the
+    ps passes remove a table's lookup grads but leave the `sum` of their outputs."""
+    ops = main.global_block.ops
+    written = {n for op in ops for n in op.output_names()}
+    out = {}
+    for i, op in enumerate(ops):
+        unwritten = [n for n in op.input_names() if n not in written
+                     and not (main.find_var(n) is not None and main.find_var(n).is_persistable)]
+        if not unwritten:
+            continue
+        outs = set(op.output_names())
+        if not any(n in outs for j, o in enumerate(ops) if j != i for n in o.input_names()):
+            out[i] = unwritten
+    return out
 
 
 def dense_tables(main) -> dict:
@@ -229,7 +261,13 @@ class PsCluster:
             if not m.any():
                 continue
             table = server.table(tid)
-            k, v = merge_by_key(keys[m], values[m], table.accessor)
+            cut = fit_push(values[m], table.accessor)
+            if cut is not None:
+                self.note("table %d: pushed values of %d floats, the %s takes %d: the client "
+                          "sends the first %d (the gradient columns shifted: ps-cvm-push-layout)"
+                          % (tid, values.shape[1], table.accessor.name,
+                             table.accessor.update_dim, table.accessor.update_dim))
+            k, v = merge_by_key(keys[m], values[m] if cut is None else cut, table.accessor)
             table.push(k, v)
 
     def send_dense(self, tr, ex, op):
@@ -289,7 +327,7 @@ class PsCluster:
         for tr in self.trainers:
             tr.ex.begin_step(step, per, tr.tid * per)
             tr.at_barrier = False
-            tr.ex.run_block(0)
+            tr.run_main()
             if not self.sync:
                 self.pull_dense(tr)
         if not self.sync:

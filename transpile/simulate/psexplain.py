@@ -55,6 +55,16 @@ def _sparse_reasons(w, table, op, psref, config, program_init) -> dict:
         if psref.sync:
             out["ps-sparse-turns"] = (
                 "a trainer's lookups see the pushes of the trainers before it in the same step")
+    if table.table_id in psref.cut_pushes:
+        out["ps-cvm-push-layout"] = (
+            "%s pushes [slot, show, click, embed_g, embedx_g] (%d floats) but the program has "
+            "no cvm op: its push values are %d wide and the client sends their first %d, so "
+            "embed_g is the gradient of the pulled show column and every embedx_g is shifted"
+            % (acc.name, acc.update_dim, acc.update_dim + 2, acc.update_dim))
+    if acc.name != "SparseAccessor":
+        out["ps-ctr-pull-counts"] = (
+            "%s pulls [show, click, embed_w, embedx_w]: the trainer's embedding columns 0 and "
+            "1 are the row's show and click counts, not trained weights" % acc.name)
     rules = "embed %s, embedx %s" % (_rule_text(acc.embed_rule), _rule_text(acc.embedx_rule))
     prog = op.type if op is not None else "no optimizer"
     out["ps-sparse-rule"] = "the table runs %s; the program updates %s with %s" % (

@@ -29,7 +29,7 @@ from ..passes.ps.lookups import lookup_groups
 from ..format import psdesc
 from .executor import Executor, Scope
 from .pstables import TableOptions
-from .pstables.client import batch_size, merge_by_key, push_values
+from .pstables.client import batch_size, fit_push, merge_by_key, push_values
 from .pstables.server import PsServer, sparse_server, split_dense
 from .reference import snapshot
 from .values import LazyTable, dense
@@ -90,6 +90,7 @@ class PsReference:
         self.trainers = [RefTrainer(t, main, init, fdt, seed) for t in range(config.trainers)]
         self.touched: dict = {}         # table -> set of keys looked up or pushed
         self.deferred: list = []
+        self.cut_pushes: set = set()    # table ids whose pushes the client cut (fit_push)
         self.push_counts: dict = {}     # table -> {key: pushes received}
         self.shard_num = {int(p.table_id): int(p.shard_num) or 1
                           for p in self.servers[0].desc_params.values()}
@@ -210,8 +211,14 @@ class PsReference:
             for s, server in enumerate(self.servers):
                 m = where == s
                 if m.any():
-                    table = server.table(tid)
-                    table.push(*merge_by_key(keys[m], vals[m], table.accessor))
+                    self._push_table(server.table(tid), keys[m], vals[m])
+
+    def _push_table(self, table, keys, vals):
+        cut = fit_push(vals, table.accessor)
+        if cut is not None:
+            self.cut_pushes.add(table.table_id)
+            vals = cut
+        table.push(*merge_by_key(keys, vals, table.accessor))
 
     def _count(self, w, keys):
         counts = self.push_counts.setdefault(w, {})
@@ -227,8 +234,7 @@ class PsReference:
             for s, server in enumerate(self.servers):
                 m = where == s
                 if m.any():
-                    table = server.table(tid)
-                    table.push(*merge_by_key(keys[m], vals[m], table.accessor))
+                    self._push_table(server.table(tid), keys[m], vals[m])
 
     def _push_dense(self, tr):
         for tid, (_, grads) in sorted(self.dense.items()):

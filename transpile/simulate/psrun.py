@@ -36,7 +36,10 @@ def reference_descs(main, startup, config) -> tuple:
 
 def table_options(seed, init, program_init) -> TableOptions:
     from .psref import program_rows
-    return TableOptions(seed=seed, program_init=program_rows(init) if program_init else None)
+    # an empty dense initializer: Paddle's pserver throws at start; here zeros and a note (the
+    # Param it concerns is overwritten by trainer 0's push)
+    return TableOptions(seed=seed, program_init=program_rows(init) if program_init else None,
+                        lenient_initializers=True)
 
 
 def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, seed, fdt,
@@ -97,6 +100,9 @@ def run_ps(res, main, startup, config, programs: dict, texts: dict, *, ref, orig
         res.error = str(e)
         return res
     res.notes.extend(x for x in cluster.notes if x not in res.notes)
+    for server in cluster.servers:
+        for t in server.tables.values():
+            res.notes.extend(x for x in getattr(t, "notes", ()) if x not in res.notes)
     f32 = np.dtype(fdt) == np.float32
     res.params = compare_split(main, plan, psref, cluster, ref.init, res.rtol, f32)
     from .pswhy import explain
