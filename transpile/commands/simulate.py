@@ -52,10 +52,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         same global batch. Trainers the folder lacks are derived from trainer_0.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
-    Style ps: the pservers are Paddle 2.6.2's brpc tables built from each pserver's
-    server_desc.txt, the trainers' clients from worker_desc.txt; the split is compared with
-    the ps reference (the original trained under the tables our descriptors define), and the
-    ps reference with the original, each difference named (README, "simulate: style ps").
+    Style ps: pservers are Paddle 2.6.2's tables from each server_desc.txt; the split is compared
+    with the ps reference (the original under the tables our descriptors define), and that with
+    the original, each difference named (README, "simulate: style ps").
     A trainable parameter the original run did not move is reported (its equality proves
     nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the
     split fails to execute (async / half-async report differences without failing unless
@@ -66,7 +65,6 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     from ..core import config as config_mod
     from ..format import programio
     from ..simulate import SimError, simulate as run
-
     ctx = click.get_current_context()
     quiet = options().is_quiet()
     for opt, v in (("--steps", steps), ("--batch", batch)):
@@ -75,11 +73,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
     cfg = config_mod.load_config(cluster)
-    if cfg.trainers > 1 and batch % cfg.trainers:
-        wanted, batch = batch, batch + cfg.trainers - batch % cfg.trainers
-        if not quiet:
-            click.echo("note: --batch %d rounded up to %d, a multiple of the %d trainers"
-                       % (wanted, batch, cfg.trainers), err=True)
+    batch = _whole_shards(batch, cfg.trainers, quiet)
     if not cfg.traits.simulated:
         raise UserError("simulate does not support the %s style (its tables live in Paddle's "
                         "brpc servers, which the simulator does not model); check the split "
@@ -99,8 +93,8 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         with progress_bar("simulate", quiet=quiet) as update:
             res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
                       rtol=rtol, float32=float32, expect_equal=True if expect_equal else None,
-                      progress=update, texts=texts, program_init=program_init,
-                      why=not no_why)
+                      progress=update, ps_options=dict(texts=texts, program_init=program_init,
+                                                       why=not no_why))
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:
@@ -123,6 +117,16 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     from ..simulate.render import render
     render(res, cfg, click.echo)
     ctx.exit(res.exit_code)
+
+
+def _whole_shards(batch: int, trainers: int, quiet: bool) -> int:
+    """--batch rounded up to a multiple of the trainers (each trains on an equal shard)."""
+    if trainers > 1 and batch % trainers:
+        wanted, batch = batch, batch + trainers - batch % trainers
+        if not quiet:
+            click.echo("note: --batch %d rounded up to %d, a multiple of the %d trainers"
+                       % (wanted, batch, trainers), err=True)
+    return batch
 
 
 def _reproduced_faults(main, start, cfg, split_dir, result) -> list:

@@ -129,15 +129,14 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
 def simulate(main: Program, startup: Optional[Program], config, split_programs: dict,
              runtime: Optional[dict] = None, *, steps: int = 5, batch: int = 8, seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
-             expect_equal: Optional[bool] = None, progress=None, texts: Optional[dict] = None,
-             program_init: bool = False, why: bool = True) -> SimResult:
+             expect_equal: Optional[bool] = None, progress=None,
+             ps_options: Optional[dict] = None) -> SimResult:
     """Run the original and the split for `steps` steps; compare every parameter.
 
     SimError in the split becomes result.error (exit 1); NoKernelError and UserError propagate
-    (exit 2). `progress(done, total)` is called after each step of either run. Style ps
-    (`texts`: the split's descriptors by path) goes on in psrun.py."""
+    (exit 2). `progress(done, total)` is called after each step of either run. Style ps: psrun.py
+    (`ps_options`: its texts, program_init, why)."""
     import numpy as np
-
     from .cluster import Cluster
     from .dataparallel import ShardedStep
     from .executor import Executor
@@ -176,13 +175,11 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
 
-    if config.traits.descriptors:   # (b) style ps: the ps reference, then the split
+    sp = split_programs_from(split_programs, runtime or {}, config)    # (b) the split
+    if config.traits.descriptors:   # style ps: the ps reference and the split (psrun.py)
         from .psrun import run_ps
-        return run_ps(res, main, startup, config, split_programs, texts or {}, ref=ref,
-                      orig_scope=orig.scope, feeder=feeder, steps=steps, batch=batch, seed=seed,
-                      fdt=fdt, progress=progress, program_init=program_init, why=why)
-    # (b) the split
-    sp = split_programs_from(split_programs, runtime or {}, config)
+        return run_ps(res, main, startup, config, sp, ref, orig.scope, feeder, steps, batch,
+                      seed, fdt, progress, **(ps_options or {}))
     res.notes.extend(sp.notes)
     ref.build_slices([p["main"] for p in sp.pservers.values()]
                      + [p["startup"] for p in sp.pservers.values()]

@@ -99,10 +99,14 @@ def _client_tables(text, source) -> dict:
 def orphan_ops(main) -> dict:
     """{op index: inputs no op writes} of block 0's ops whose outputs no other op reads: the
     ps passes remove a table's lookup grads but leave the `sum` of their outputs."""
+    from .executor import RPC_OPS
+    from .feeds import feed_vars
     ops = main.global_block.ops
-    written = {n for op in ops for n in op.output_names()}
+    written = {n for op in ops for n in op.output_names()} | {v.name for v in feed_vars(main)}
     out = {}
     for i, op in enumerate(ops):
+        if op.type in RPC_OPS:
+            continue
         unwritten = [n for n in op.input_names() if n not in written
                      and not (main.find_var(n) is not None and main.find_var(n).is_persistable)]
         if not unwritten:

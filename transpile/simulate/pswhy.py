@@ -78,7 +78,7 @@ def ref_value(psref, name):
 
 
 def _diff(name, shape, a, b, moved, rtol, f32) -> ParamDiff:
-    from .psrun import diff_of
+    from .pscompare import diff_of
     return diff_of(name, shape, b, a, moved, rtol, f32, "the ps reference")
 
 
