@@ -314,6 +314,10 @@ class PsCluster:
     def startup(self):
         for tr in self.trainers:
             tr.ex_startup.run_block(0)
+        self.init_worker()
+
+    def init_worker(self):
+        """Trainer 0 pushes its dense params, every trainer pulls them."""
         first = self.trainers[0]
         try:
             for tid in sorted(first.dense):

@@ -67,8 +67,8 @@ def _sparse_reasons(w, table, op, psref, config, program_init) -> dict:
             "1 are the row's show and click counts, not trained weights" % acc.name)
     rules = "embed %s, embedx %s" % (_rule_text(acc.embed_rule), _rule_text(acc.embedx_rule))
     prog = op.type if op is not None else "no optimizer"
-    out["ps-sparse-rule"] = "the table runs %s; the program updates %s with %s" % (
-        rules, w, prog)
+    out["ps-sparse-rule"] = "the table runs %s; the program updates %s with %s%s" % (
+        rules, w, prog, " (size: with SparseNaiveSGDRule instead)" if prog == "sgd" else "")
     if any("Adam" in type(r).__name__ for r in (acc.embed_rule, acc.embedx_rule)):
         counts = psref.push_counts.get(w, {})
         if counts:

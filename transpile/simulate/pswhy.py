@@ -30,6 +30,7 @@ ABLATIONS = {
     "ps-sparse-grad-batch-scale": "variant",
     "ps-sparse-trainer-sum": "variant",
     "ps-sparse-turns": "variant",
+    "ps-sparse-rule": "text",        # an sgd program's tables run SparseNaiveSGDRule instead
 }
 ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}
 
@@ -47,6 +48,11 @@ def _text_variant(effect, texts) -> Optional[dict]:
     for ep, t in texts.items():
         if effect == "ps-weight-bounds":
             new = re.sub(r"\n\s*weight_bounds: [-0-9.eE+]+", "", t)
+        elif effect == "ps-sparse-rule":
+            new = re.sub(r'name: "SparseAdamSGDRule"(\n\s*)adam \{',
+                         r'name: "SparseNaiveSGDRule"\1naive {', t)
+            new = re.sub(r"\n\s*(beta1_decay_rate|beta2_decay_rate|ada_epsilon): [-0-9.eE+]+",
+                         "", new)
         else:
             new = re.sub(r"embedx_threshold: [-0-9.eE+]+", "embedx_threshold: 0", t)
         out[ep] = new
@@ -124,8 +130,13 @@ def ablation_sizes(main, plan, psref, rerun, texts, config, program_init) -> dic
     sparse = [w for w in plan.table_ids if w in psref.touched]
     dense_names = [v.name for v in main.parameters() if v.name not in plan.table_ids]
     out = {}
+    sgd_only = all(op.type == "sgd" for op in main.global_block.ops
+                   if op.input("Param") and op.input("Grad")
+                   and op.input("Param")[0] in plan.table_ids)
     for effect, how in ABLATIONS.items():
         if not _applies(effect, psref, config, program_init):
+            continue
+        if effect == "ps-sparse-rule" and not sgd_only:
             continue
         new_texts = _text_variant(effect, texts) if how == "text" else None
         if how == "text" and new_texts is None:
