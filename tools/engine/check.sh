@@ -17,7 +17,7 @@ CASES=("$@")
 [ ${#CASES[@]} -eq 0 ] && CASES=(ps/two_tables_sgd_sync ps/two_tables_sgd_sync:paddle
   ps/mlp_sgd_sync ps/dist_table_sgd_sync ps/lr_exp_sgd_sync ps/ctr_adam_sync:twice
   ps/mlp_adam_sync:twice ps/two_tables_sgd_async ps/mlp_sgd_async
-  ps-tables/std_adagrad_sync ps-tables/sparse_naive_sync paddlerec-ps/fm_sync)
+  ps-tables/std_adagrad_sync:twice ps-tables/sparse_naive_sync:twice paddlerec-ps/fm_sync:twice)
 for spec in "${CASES[@]}"; do
   IFS=: read -r c opt1 opt2 <<< "$spec"; opts=" $opt1 ${opt2:-} "
   name=$(echo "$c$opts" | tr '/ ' '__'); d=$WORK/$name

@@ -99,9 +99,11 @@ def _dense_reasons(name, table, op, plan) -> dict:
         out["ps-dense-rule"] = "the dense table runs sgd; the program updates %s with %s" % (
             name, op.type)
     if plan.lr_ops:
+        lr = table.values.get("LearningRate")
         out["ps-dense-lr-constant"] = (
-            "the pservers keep the initial learning rate: the program's LR schedule does not "
-            "reach them")
+            "the pservers use the learning rate of the descriptor's initializer (%s); the "
+            "program computes its rate with LR-schedule ops (a schedule, per-parameter "
+            "factors) that the split drops" % ("?" if lr is None else "%g" % float(lr[0])))
     return out
 
 
