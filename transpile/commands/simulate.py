@@ -37,10 +37,16 @@ from .common import options
               help="geo: the trainers push and pull after every N steps [default: 2, at most "
                    "geo_push_nums].")
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
+@click.option("--program-init", is_flag=True,
+              help="Style ps: new sparse rows start from the program's own initial rows "
+                   "instead of the table's rule (see what else differs).")
+@click.option("--no-why", is_flag=True,
+              help="Style ps: skip the reference runs that size each difference from the "
+                   "original.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
 def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
-             expect_equal, accept_unchanged, push_every, float32, fmt):
+             expect_equal, accept_unchanged, push_every, float32, program_init, no_why, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
@@ -64,7 +70,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     A correct split equals the reference: each trainer's parameters and the pservers'.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
-    Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
+    Style ps: pservers are Paddle 2.6.2's tables from each server_desc.txt; the split is
+    compared with the ps reference (the original under the tables our descriptors define),
+    and that with the original, each difference named (README, "simulate: style ps").
     Exit codes: 0 all parameters equal within --rtol (with --expect-equal: and every
     trainable parameter moved, or is accepted); 1 a parameter differs, the split fails
     to execute, or (--expect-equal) a comparison proves nothing; 2 bad input or an op
@@ -73,7 +81,6 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..simulate import SimError, simulate as run
-
     ctx = click.get_current_context()
     quiet = options().is_quiet()
     for opt, v in (("--steps", steps), ("--batch", batch)):
@@ -81,20 +88,22 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
-    cfg, main, start, programs, runtime, result = _inputs(main_program, startup, cluster,
-                                                          split_dir)
+    cfg, main, start, programs, runtime, texts, result = _inputs(main_program, startup, cluster,
+                                                                 split_dir)
+    if batch is not None:
+        batch = _whole_shards(batch, cfg.trainers, quiet)
     from .progress import progress_bar
     try:
         with progress_bar("simulate", quiet=quiet) as update:
             res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
                       rtol=rtol, float32=float32, expect_equal=expect_equal,
                       accept_unchanged=accept_unchanged, push_every=push_every,
-                      progress=update)
+                      progress=update, ps_options=dict(texts=texts, program_init=program_init,
+                                                       why=not no_why))
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:
-        res.faults = _reproduced_faults(main, start, cfg, split_dir,
-                                        result)
+        res.faults = _reproduced_faults(main, start, cfg, split_dir, result)
     if fmt == "json":
         import json
         from ..simulate.render import to_json
@@ -105,8 +114,8 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
 
 
 def _inputs(main_program, startup, cluster, split_dir) -> tuple:
-    """(config, main, startup, split programs, runtime.json dicts, the SplitResult when the
-    split is made here)."""
+    """(config, main, startup, split programs, runtime.json dicts, descriptor texts, the
+    SplitResult when the split is made here)."""
     from ..core import config as config_mod
     from ..format import programio
     cfg = config_mod.load_config(cluster)
@@ -117,13 +126,13 @@ def _inputs(main_program, startup, cluster, split_dir) -> tuple:
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from ..simulate.loading import load_split_dir
+        from ..simulate.loading import load_descs, load_split_dir
         programs, runtime = load_split_dir(split_dir)
-        return cfg, main, start, programs, runtime, None
+        return cfg, main, start, programs, runtime, load_descs(split_dir), None
     from ..split import split as do_split
     result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)),
                       names=(main_program, startup or "startup program"))
-    return cfg, main, start, result.programs, result.runtime, result
+    return cfg, main, start, result.programs, result.runtime, result.texts, result
 
 
 def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:
@@ -140,6 +149,16 @@ def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
     from ..simulate.render import render
     render(res, cfg, click.echo)
+
+
+def _whole_shards(batch: int, trainers: int, quiet: bool) -> int:
+    """--batch rounded up to a multiple of the trainers (each trains on an equal shard)."""
+    if trainers > 1 and batch % trainers:
+        wanted, batch = batch, batch + trainers - batch % trainers
+        if not quiet:
+            click.echo("note: --batch %d rounded up to %d, a multiple of the %d trainers"
+                       % (wanted, batch, trainers), err=True)
+    return batch
 
 
 def _reproduced_faults(main, start, cfg, split_dir, result) -> list:

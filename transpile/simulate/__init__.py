@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Optional
 from ..core.errors import UserError
 from ..ir.program import Program
 from .compare import ParamDiff, compare_params
-from .reference import Reference, snapshot
+from .reference import Reference
 from .values import NoKernelError, SimError
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
              seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
              expect_equal: bool = False, accept_unchanged=(), push_every=None,
-             progress=None) -> SimResult:
+             progress=None, ps_options: Optional[dict] = None) -> SimResult:
     """Train the original under the mode's schedule (schedule.py) and run the split for as many
     steps; compare every parameter.
 
@@ -159,11 +159,11 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     (None: DEFAULT_BATCH, or, when the program fixes its batch in its own ops, that batch a
     trainer: batchsize.py). The inputs are validated as `split` validates them. SimError in
     the split becomes result.error (exit 1); NoKernelError and UserError propagate (exit 2).
-    `progress(done, total)` is called after each step of either run."""
+    `progress(done, total)` is called after each step of either run. Style ps: psrun.py
+    (`ps_options`: its descriptor texts, program_init, why)."""
     import numpy as np
 
     from ..ir.validate import validate_for_split
-    from .cluster import Cluster
     from .schedule import make_schedule
 
     validate_for_split(main, "main program")
@@ -197,6 +197,18 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
 
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
+    if config.traits.descriptors:   # style ps: the ps reference and the split (psrun.py)
+        from .psrun import run_ps
+        return run_ps(res, main, startup, config, sp, ref, run.scope, feeder, res.steps, batch,
+                      seed, fdt, progress, **(ps_options or {}))
+    return _run_split(res, main, config, sp, ref, run, feeder, schedule,
+                      fdt=fdt, seed=seed, rtol=rtol, progress=progress)
+
+
+def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, rtol, progress):
+    """(b): the split's programs run under the schedule; `res` filled with the comparison."""
+    from .cluster import Cluster
+    batch = res.batch
     res.notes.extend(sp.notes)
     ref.build_slices([p["main"] for p in sp.pservers.values()]
                      + [p["startup"] for p in sp.pservers.values()]

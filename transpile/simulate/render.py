@@ -38,6 +38,9 @@ def render(result, config, echo) -> None:
         echo("why: the split reproduces Paddle fault%s %s (README, \"Paddle's faults\"); "
              "`paddle_faults: fix` in the cluster config writes one that trains like the "
              "original" % ("s" * (len(result.faults) > 1), ", ".join(result.faults)))
+    if getattr(result, "ps", None) is not None:
+        from .psrender import render_ps
+        render_ps(result.ps, echo)
     still = result.unchanged
     if still and not result.error:
         echo("vacuous: %d of %d trainable parameters did not change in the original run "
@@ -58,7 +61,7 @@ def to_json(result, config) -> dict:
     """The result as a JSON-able dict (`simulate --format json`)."""
     def num(x):
         return None if x != x else x
-    return {
+    out = {
         "mode": result.mode, "trainers": config.trainers, "pservers": list(config.pservers),
         "steps": result.steps, "batch": result.batch, "rtol": result.rtol,
         "exit_code": result.exit_code, "equal": result.equal, "error": result.error,
@@ -75,3 +78,7 @@ def to_json(result, config) -> dict:
                     "unchanged_blocks": list(p.still_blocks)}
                    for p in result.params],
     }
+    if getattr(result, "ps", None) is not None:
+        from .psrender import ps_json
+        out["ps_reference_vs_original"] = ps_json(result.ps)
+    return out
