@@ -285,8 +285,8 @@ def _dense_send(s: dict, t: dict) -> list:
     tid = s["table_id"]
     values = int(t.get("rows") or 0)
     size = human_bytes(FLOAT * values)
-    return ["T -->|%s| TB%s" % (_label("send %s: %s" % (s["queue"], _names(
-        s.get("vars") or [], "gradient")), "%d values, %s" % (values, size)), tid),
+    return ["T -->|%s| TB%s" % (_label("send %s: %s" % (s["queue"], _plural(
+        len(s.get("vars") or []), "gradient")), "%d values, %s" % (values, size)), tid),
             "TB%s -->|%s| T" % (tid, _label("pull: %s" % _plural(len(t.get("params") or []),
                                                                   "parameter"),
                                             "%d values, %s" % (values, size)))]
