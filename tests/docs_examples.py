@@ -45,8 +45,9 @@ def _closes(line: str, fence: str) -> bool:
     return len(s) >= len(fence) and set(s) == {fence[0]}
 
 
-def outside_code(text: str) -> str:
-    """The text without its fenced blocks and inline code (where links are not links)."""
+def outside_code(text: str, keep_inline: bool = False) -> str:
+    """The text without its fenced blocks and (unless keep_inline) its inline code: where links
+    are not links."""
     kept = []
     in_fence = None
     for line in text.splitlines():
@@ -58,7 +59,7 @@ def outside_code(text: str) -> str:
             if _closes(line, in_fence):
                 in_fence = None
             continue
-        kept.append(re.sub(r"`[^`]*`", "", line))
+        kept.append(line if keep_inline else re.sub(r"`[^`]*`", "", line))
     return "\n".join(kept)
 
 
@@ -110,18 +111,18 @@ def _line_ok(want: str, got: str) -> bool:
 
 
 def slug(heading: str) -> str:
-    """GitHub's anchor of a heading: lower case, markup and punctuation dropped, spaces to
-    dashes."""
-    text = re.sub(r"`|\*\*|\*|_(?=\w)|(?<=\w)_", "", heading)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).strip().lower()
-    text = re.sub(r"[^\w\- ]", "", text)
-    return text.replace(" ", "-")
+    """GitHub's anchor of a heading: its text (a link's text for a link) in lower case, every
+    character but letters, digits, `_`, `-` and spaces dropped, spaces made dashes."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
 def anchors(text: str) -> set:
+    """The anchors of a markdown text's headings (outside fenced blocks; a repeated heading
+    gets -1, -2 ...)."""
     out = set()
     seen: dict = {}
-    for line in outside_code(text).splitlines():
+    for line in outside_code(text, keep_inline=True).splitlines():
         m = _HEADING.match(line)
         if not m:
             continue

@@ -189,6 +189,18 @@ def test_mermaid_parses_every_diagram_we_make():
     assert len(names) >= 25
 
 
+def test_the_guides_diagrams_parse():
+    import glob
+    from docs_examples import blocks
+    texts = []
+    for page in [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs",
+                                                                               "*.md"))):
+        texts += ["\n".join(body) + "\n" for info, body, _ in blocks(open(page).read())
+                  if info == "mermaid"]
+    assert texts
+    assert all(g["ok"] for g in _parse_all(texts)), _parse_all(texts)
+
+
 def test_the_corpus_cases_exist():
     for family, name in CORPUS_CASES:
         assert os.path.isdir(os.path.join(CORPUS, family, name)), (family, name)
