@@ -35,7 +35,7 @@ def render(result, config, echo) -> None:
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps"
              % (n_bad, len(result.params), result.rtol, result.steps))
     if result.faults and not result.equal:
-        echo("why: the split reproduces Paddle fault%s %s (README, \"Paddle's faults\"); "
+        echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); "
              "`paddle_faults: fix` in the cluster config writes one that trains like the "
              "original" % ("s" * (len(result.faults) > 1), ", ".join(result.faults)))
     if getattr(result, "ps", None) is not None:
