@@ -101,6 +101,20 @@ class OpCtx:
     def wants(self, slot) -> bool:
         return any(n and n != "@EMPTY@" for n in self.op.output(slot))
 
+    def set_each(self, slot: str, values: list, lod_of: str = "") -> None:
+        """Set output `slot`'s i-th var to values[i], for each var the op names (with the LoD
+        of input `lod_of`'s i-th var, when given)."""
+        for i, name in enumerate(self.out_names(slot)):
+            if name and name != "@EMPTY@":
+                self.set(slot, values[i], idx=i, lod=self.lod(lod_of, i) if lod_of else None)
+
+    def set_wanted(self, values: dict) -> None:
+        """Set each {slot: value} whose output the op names (a grad op often asks only some
+        of its grads)."""
+        for slot, value in values.items():
+            if self.wants(slot):
+                self.set(slot, value)
+
     def out_names(self, slot):
         return self.op.output(slot)
 

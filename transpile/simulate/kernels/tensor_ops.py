@@ -244,9 +244,7 @@ def concat_grad(ctx):
     d = dense(ctx.x("Out@GRAD"))
     cuts = np.cumsum([x.shape[axis] for x in xs])[:-1]
     parts = np.split(d, cuts, axis=axis)
-    for i, name in enumerate(ctx.out_names("X@GRAD")):
-        if name and name != "@EMPTY@":
-            ctx.set("X@GRAD", parts[i], idx=i, lod=ctx.lod("X", i))
+    ctx.set_each("X@GRAD", parts, lod_of="X")
 
 
 @kernel("split")
