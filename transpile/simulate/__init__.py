@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Optional
 from ..core.errors import UserError
 from ..ir.program import Program
 from .compare import ParamDiff, compare_params
-from .reference import Reference, snapshot
+from .reference import Reference
 from .values import NoKernelError, SimError
 
 if TYPE_CHECKING:
