@@ -1,0 +1,1 @@
+"""CTR nets of the clip and ps-tables sets."""
