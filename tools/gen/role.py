@@ -51,6 +51,7 @@ def main(argv):
     random.seed(0)          # Paddle names control vars __control_var@<random.random()>
     result = {'role': role, 'status': 'ok', 'stage': 'import'}
     try:
+        import numpy  # noqa: F401  (first: np.random.seed segfaults once paddle's libs loaded first)
         import paddle
         paddle.enable_static()
         driver = importlib.import_module('drive_' + spec['style'])
