@@ -91,6 +91,12 @@ def make(spec, results, info, case_dir):
     for key in sorted(first):
         if key.startswith('note_'):
             case[key[len('note_'):]] = first[key]
+    per_role = {}
+    for role, r in results.items():
+        for key in sorted(r):
+            if key.startswith('role_note_'):
+                per_role.setdefault(key[len('role_note_'):], {})[role] = r[key]
+    case.update(sorted(per_role.items()))
     case['role_outcomes'] = {role: _outcome(r) for role, r in results.items()}
     err = _error(results)
     if err:

@@ -10,8 +10,25 @@ FAMILIES = ('classic', 'paddlerec-classic', 'fleet', 'paddlerec-fleet', 'ps', 'p
 REBUILD = {
     'classic/basic': 'suite_basic',
 }
+_PS = {'mlp_sgd': 'ps_mlp_sgd', 'mlp_adam': 'ps_mlp_adam', 'ctr_adam': 'ps_ctr_adam',
+       'ctr_adagrad': 'ps_ctr_adagrad', 'ctr_momentum': 'ps_ctr_momentum',
+       'lr_exp_sgd': 'ps_lr_exp_sgd', 'two_tables_sgd': 'ps_two_tables_sgd',
+       'dist_table_sgd': 'ps_dist_table_sgd'}
+for _case, _model in _PS.items():
+    for _mode in ('sync', 'async', 'geo'):
+        REBUILD['ps/%s_%s' % (_case, _mode)] = _model
+_TABLES = {'adam_rule_sync': 'ps_ctr_adam_b', 'fleet_desc_async': 'ps_two_tables_sgd',
+           'two_tables_mixed_async': 'ps_two_tables_sgd'}
+for _case in ('bad_embedx_dim_async', 'bad_fea_dim_sync', 'ctr_common_async', 'ctr_common_geo',
+              'd2sum_off_async', 'd2sum_sync', 'fs_client_sync', 'shared_adam_ssd_async',
+              'sparse_naive_sync', 'std_adagrad_sync'):
+    _TABLES[_case] = 'ps_ctr_adam'
+for _case, _model in _TABLES.items():
+    REBUILD['ps-tables/' + _case] = _model
 
-INPUT_OPTIMIZER = {}
+_EXP_DECAY = {'type': 'sgd', 'learning_rate': {'scheduler': 'ExponentialDecay',
+                                               'args': {'learning_rate': 0.1, 'gamma': 0.9}}}
+INPUT_OPTIMIZER = {'ps/lr_exp_sgd_%s' % m: _EXP_DECAY for m in ('sync', 'async', 'geo')}
 
 
 def tool(name):
