@@ -25,7 +25,7 @@ STRIP_PATCH = ('the user optimizer\'s minimize is wrapped: after it runs, strip_
 def make_strategy(factory, spec):
     mode = spec['mode']
     if mode == 'geo':
-        n = int(spec['settings'].get('geo_push_nums', 100))
+        n = int(spec['settings'].get('geo_push_nums', 400))
         return factory.create_geo_strategy(n), 'StrategyFactory.create_geo_strategy(%d)' % n
     name = 'create_%s_strategy' % mode
     return getattr(factory, name)(), 'StrategyFactory.%s()' % name

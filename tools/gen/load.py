@@ -65,6 +65,8 @@ class Model:
     def build(self):
         if not self.intercepted:
             loss, opt = models.build(self.paddle, self.spec['builder'])
+            if 'optimizer' in self.spec:        # the builder's net, another optimizer
+                opt = optimizers.make(self.paddle, self.spec['optimizer'])
         else:
             loss = self.main.global_block().var(self.spec.get('loss') or find_loss(self.main))
             opt = optimizers.make(self.paddle, self.spec['optimizer'])

@@ -4,6 +4,7 @@
      "grad_clip": {"type": "ClipGradByNorm", "clip_norm": 1.0},
      "weight_decay": {"type": "L2Decay", "coeff": 0.0001}}
 
+Or the zoo inputs' form {"class": "paddle.optimizer.Adam", "args": {...}} (model.json).
 learning_rate is a number or a scheduler {"scheduler": "ExponentialDecay",
 "args": {"learning_rate": 0.1, "gamma": 0.9}} (any paddle.optimizer.lr class).  type is a
 paddle.optimizer class name, case-insensitive ("sgd", "adam", "adagrad", "momentum", "rmsprop",
@@ -36,8 +37,27 @@ def weight_decay(paddle, wd):
     return getattr(paddle.regularizer, wd['type'])(coeff=wd.get('coeff', 0.0))
 
 
+def _resolve(paddle, dotted):
+    obj = paddle
+    for part in dotted.split('.')[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def _from_class_form(paddle, spec):
+    """{"class": "paddle.optimizer.Adam", "args": {...}} (the zoo inputs' model.json form); an
+    args.learning_rate may itself be {"class": "paddle.optimizer.lr.X", "args": {...}}."""
+    args = dict(spec.get('args', {}))
+    lr = args.get('learning_rate')
+    if isinstance(lr, dict):
+        args['learning_rate'] = _resolve(paddle, lr['class'])(**lr.get('args', {}))
+    return _resolve(paddle, spec['class'])(**args)
+
+
 def make(paddle, spec):
     """The optimizer object a spec describes."""
+    if 'class' in spec:
+        return _from_class_form(paddle, spec)
     name = NAMES.get(spec['type'].lower(), spec['type'])
     cls = getattr(paddle.optimizer, name)
     kwargs = dict(spec.get('kwargs', {}))
@@ -51,6 +71,10 @@ def make(paddle, spec):
 
 def describe(spec):
     """A short human text of an optimizer spec (case.json)."""
+    if 'class' in spec:
+        args = spec.get('args', {})
+        return '%s(%s)' % (spec['class'], ', '.join('%s=%s' % (k, _arg(v))
+                                                     for k, v in sorted(args.items())))
     lr = spec.get('learning_rate', 0.001)
     if isinstance(lr, dict):
         lr = '%s(%s)' % (lr['scheduler'], ', '.join(
@@ -65,3 +89,9 @@ def describe(spec):
         elif v is not None:
             parts.append('%s=%r' % (key, v))
     return '%s(%s)' % (NAMES.get(spec['type'].lower(), spec['type']), ', '.join(parts))
+
+
+def _arg(v):
+    if isinstance(v, dict) and 'class' in v:
+        return '%s(%s)' % (v['class'], ', '.join('%s=%r' % kv for kv in sorted(v.get('args', {}).items())))
+    return repr(v)

@@ -13,7 +13,7 @@ A spec is a JSON object:
 
 settings (all optional):
     classic: slice_var_up, min_block_size, split_method ("round_robin" | "hash_name")
-    fleet:   geo_push_nums (geo's need_push_nums, default 100)
+    fleet:   geo_push_nums (geo's need_push_nums, default 400 as in the shared corpus)
     ps:      geo_push_nums (k_steps in geo, default 400), adam_d2sum, table_parameters,
              fs_client_param, fleet_desc_configs
 """
@@ -133,7 +133,7 @@ def cluster_yaml(spec):
     if spec['style'] == 'ps' and spec['mode'] == 'geo':
         top['geo_push_nums'] = settings.pop('geo_push_nums', 400)
     elif spec['style'] == 'fleet' and spec['mode'] == 'geo':
-        top['geo_push_nums'] = settings.pop('geo_push_nums', 100)
+        top['geo_push_nums'] = settings.pop('geo_push_nums', 400)
     else:
         settings.pop('geo_push_nums', None)
     top.update(settings)
