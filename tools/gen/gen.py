@@ -70,14 +70,48 @@ def make_case(paddle, spec, case_dir, info, force=False):
     return case
 
 
+def add_knobs(paddle, case_name, spec, case_dir, out_root, force):
+    """ps-tables: run the case bare (once per model and mode, OUT_ROOT/_bare/) and record in
+    case.json what each setting did to the descs (knobs.py)."""
+    import ps_tables
+    import subprocess
+    import tempfile
+    with open(os.path.join(case_dir, 'case.json')) as f:
+        case = json.load(f)
+    if case.get('expected_error') or not spec['settings'] or 'knobs' in case:
+        return
+    base = case_name.rsplit('_', 1)[0]
+    bare_dir = os.path.join(out_root, '_bare', ps_tables.bare_key(base, spec['mode']))
+    bare = dict(ps_tables.spec(base, spec['mode'], settings=False))
+    make_case(paddle, bare, bare_dir, {'description': 'bare run of the ps-tables cases of '
+                                       + bare['name']}, force)
+    with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
+        json.dump(spec['settings'], f)
+    env = runner.role_env(paddle, {'style': 'knobs'}, 'trainer_0')
+    p = subprocess.run([paddle.python, os.path.join(HERE, 'knobs.py'), bare_dir, case_dir,
+                        f.name], env=env, capture_output=True, text=True)
+    os.unlink(f.name)
+    case['knobs'] = json.loads(p.stdout) if p.returncode == 0 else {
+        'error': (p.stderr.strip().splitlines() or ['?'])[-1]}
+    with open(os.path.join(case_dir, 'case.json'), 'w') as f:
+        json.dump(case, f, indent=1)
+        f.write('\n')
+
+
 def run_set(name, out_root, only=None, force=False, inputs=None):
     paddle = runner.default_paddle()
+    if inputs:
+        import ps_tables
+        ps_tables.ZOO_INPUTS[0] = inputs
     cases = sets.zoo(inputs) if name == 'zoo' else sets.SETS[name]()
     if only:
         cases = [c for c in cases if c[0] in only or any(o in c[0] for o in only)]
     for i, (case_name, spec, info) in enumerate(cases):
         t0 = time.time()
-        case = make_case(paddle, spec, os.path.join(out_root, case_name), info, force)
+        case_dir = os.path.join(out_root, case_name)
+        case = make_case(paddle, spec, case_dir, info, force)
+        if name == 'ps-tables':
+            add_knobs(paddle, case_name, spec, case_dir, out_root, force)
         if case is None:
             print('[%d/%d] %s: up to date' % (i + 1, len(cases), case_name), flush=True)
             continue

@@ -68,7 +68,7 @@ def zoo(inputs, models=None):
 
 
 # --- clip ------------------------------------------------------------------------------------
-CLIP_NETS = ('ctr1_emb', 'ctr1_dist', 'ctr2_emb', 'ctr2_mixed')
+CLIP_NETS = ('ctr1_emb', 'ctr1_dist', 'ctr2_emb', 'ctr2_mixed', 'ctr2_dist')
 REGIMES = {
     'clipvalue': {'type': 'adam', 'learning_rate': 0.001,
                   'grad_clip': {'type': 'ClipGradByValue', 'max': 1.0, 'min': -1.0}},
