@@ -8,8 +8,10 @@ from click.testing import CliRunner
 
 from transpile.format import programio, protoread, protowrite, textform
 from transpile.ir.program import Attr, Op, Program
-from transpile.render import diff as diff_mod
-from transpile.render import diff_render, jsonfmt, seqmatch
+from transpile.core import jsonfmt
+from transpile.diff import programs as diff_mod
+from transpile.diff import seqmatch
+from transpile.render import diff_render
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")

@@ -23,6 +23,7 @@ LAYERS = {
     "plan": 3,          # slicing, placement, the plan of each style
     "passes": 4,        # the rewrites of each style
     "output": 5,        # what a split writes: result, plan.json, runtime.json, output folder
+    "diff": 5,          # the diff engine: programs, split folders, descriptors
     "split": 6,         # transpile/split.py: plan + passes + output, per style
     "render": 6,        # show, report, diff: formatting
     "check": 7,

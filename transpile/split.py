@@ -73,8 +73,8 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
     `progress(done, total)`: called after each trainer and each pserver; `emit`: see
     SplitResult."""
     from .passes.classic.lr_counter import merge_lr_counter
-    from .passes.classic.pserver import (OriginIndex, build_pserver_main, build_pserver_startup,
-                                         startup_writers)
+    from .passes.classic.pserver import (ClassicPserverIndex, build_pserver_main,
+                                         build_pserver_startup, startup_writers)
     from .passes.classic.trainer import build_trainer_main, build_trainer_startup
     from .passes.fixes import serve_table_by_rows
     from .plan.classic import find_distributed_table, make_plan
@@ -95,7 +95,7 @@ def transpile_classic(main: Program, startup: Program, config: ClusterConfig,
         result.add("trainer_%d/startup" % tid, build_trainer_startup(startup, main, plan, tid))
         progress(done, total)
     writers = startup_writers(startup)
-    index = OriginIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
+    index = ClassicPserverIndex(main, plan, trainer_ids[0] if trainer_ids else 0)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
         pmain, aliases = build_pserver_main(main, plan, ep, index.trainer_id, index)
         pstartup = build_pserver_startup(startup, pmain, aliases, writers, ep)
@@ -112,7 +112,7 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
     """Split `main` / `startup` for a Fleet parameter-server cluster; inputs are not modified.
     `progress(done, total)`: called after each trainer and each pserver; `emit`: see
     SplitResult."""
-    from .passes.fleet.pserver import OriginIndex, pserver_programs
+    from .passes.fleet.pserver import FleetPserverIndex, pserver_programs
     from .passes.fleet.trainer import trainer_main, trainer_startup
     from .ir.lr_schedule import resolve
     from .passes.fixes import serve_table_by_rows
@@ -136,7 +136,7 @@ def transpile_fleet(main: Program, startup: Program, config: ClusterConfig,
         result.add(key + "/startup", trainer_startup(startup, main, plan, tid))
         result.runtime[key] = runtime_json(plan, main, startup, tid, config.geo_push_nums)
         progress(done, total)
-    index = OriginIndex(main, startup, plan)
+    index = FleetPserverIndex(main, startup, plan)
     for done, ep in enumerate(plan.endpoints, len(trainer_ids) + 1):
         ps_main, ps_startup = pserver_programs(main, startup, plan, ep, index)
         result.add(endpoint_dir(ep) + "/main", ps_main)

@@ -21,7 +21,7 @@ config and look at the split from both sides:
   trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
   fault       a warning naming each known Paddle fault (plan/faults.py) the split reproduces;
                                                                                    faults.py
-  golden      with --expect, every difference from a golden split (render/diff.py). golden.py
+  golden      with --expect, every difference from a golden split (diff/programs.py). golden.py
 
 Style ps (Paddle 2.1+'s pipeline: tables in worker_desc.txt / server_desc.txt, pserver programs
 all but empty) has checks of its own after structure: ps.py (listen, tables, coverage of the
@@ -38,24 +38,24 @@ from typing import Optional
 from ..core.config import ClusterConfig
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
-from .context import Ctx, ParamBlock
-from .coverage import check_coverage, trainable_params
+from .context import CheckContext, ParamBlock
+from .coverage import check_coverage
 from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
 from .loading import Part, Split, load_program_raw, load_split
 from .programs import block_refs, check_structure, reachable_blocks
 from .ps_trainer import ps_checks
-from .pserver import MODE_IDS, check_listen, check_optimize, expected_distributed_mode
+from .pserver import check_listen, check_optimize, expected_distributed_mode
 from .render import RENDERERS, render_json, render_junit, render_text
 from .trainer import check_trainers
 
 __all__ = [
-    "CHECKS", "MODE_IDS", "RENDERERS", "CheckReport", "Finding", "ParamBlock", "Part", "Split",
+    "CHECKS", "RENDERERS", "CheckReport", "Finding", "ParamBlock", "Part", "Split",
     "block_refs", "check_coverage", "check_dir", "check_listen", "check_optimize",
     "check_split", "check_structure", "check_trainers", "expected_distributed_mode",
     "golden_findings", "load_program_raw", "load_split", "reachable_blocks", "render_json",
-    "render_junit", "render_text", "trainable_params",
+    "render_junit", "render_text",
 ]
 
 
@@ -69,7 +69,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
                 split: Split, step=None) -> CheckReport:
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
-    ctx = Ctx(main, startup, config, split)
+    ctx = CheckContext(main, startup, config, split)
     order = (check_structure,) + ps_checks() if config.style == "ps" else CHECK_ORDER
     for check in order:
         check(ctx)

@@ -25,7 +25,7 @@ class ParamBlock:
     sparse: bool = False         # a sparse table / distributed lookup table shard
 
 
-class Ctx:
+class CheckContext:
     """What the checks share: the inputs, the split, and the findings so far.
 
     The checks run in order (structure, listen, optimize, coverage, trainers) because the later
@@ -62,9 +62,10 @@ class Ctx:
         """Record a finding; `part` is a Part or a name ("split", "trainer_0/runtime.json")."""
         self.findings.append(_finding(check, part, block, op, message, expected))
 
-    def warn(self, check, part, block, op, message, expected=""):
-        """Record a warning: worth saying, not a reason to fail the check."""
-        self.warnings.append(_finding(check, part, block, op, message, expected))
+    def warn(self, check, part, block, op, message, expected="", fault=""):
+        """Record a warning: worth saying, not a reason to fail the check. `fault`: the id of
+        the Paddle fault it names."""
+        self.warnings.append(_finding(check, part, block, op, message, expected, fault))
 
     def grad_endpoints(self) -> dict:
         """{grad name: [endpoints whose grad_to_block_id knows it, in cluster order]}. Built on
@@ -113,6 +114,6 @@ class Ctx:
                     yield p["startup"]
 
 
-def _finding(check, part, block, op, message, expected) -> Finding:
+def _finding(check, part, block, op, message, expected, fault="") -> Finding:
     return Finding(check, part if isinstance(part, str) else part.name, block, op, message,
-                   expected)
+                   expected, fault)

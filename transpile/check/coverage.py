@@ -2,22 +2,10 @@
 (contiguous slices, shapes add up, dtypes agree)."""
 from __future__ import annotations
 
-from ..ir.program import Program, Var
-from ..ir import roles
-from .context import Ctx
-from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static, is_update_op
-
-
-def trainable_params(main: Program) -> dict:
-    """{name: Var} of the parameters the original program's optimizer ops update."""
-    out = {}
-    for bi, _, op in main.ops():
-        if roles.is_optimize_op(op) or (is_update_op(op) and roles.role(op) & roles.OPTIMIZE):
-            for p in op.input("Param"):
-                v = main.find_var(p, bi)
-                if v is not None:
-                    out[p] = v
-    return out
+from ..ir.program import Var
+from ..ir.optimizers import trainable_params
+from .context import CheckContext
+from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static
 
 
 def _origin(name: str, params: dict):
@@ -30,7 +18,7 @@ def _origin(name: str, params: dict):
     return None, None
 
 
-def check_coverage(ctx: Ctx) -> None:
+def check_coverage(ctx: CheckContext) -> None:
     """Every trainable parameter of the original program, tiled by the pservers' blocks."""
     params = trainable_params(ctx.main)
     pieces: dict = {}

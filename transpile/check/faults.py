@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from ..ir.tables import LOOKUP_TABLE_TYPES
 from ..plan.classic import find_distributed_table
-from ..plan.faults import KIND
+from ..plan.faults import (CLASSIC_DIST_TABLE_OPTIMIZER, CLASSIC_LOCAL_TABLE_FAKE_INIT,
+                           FLEET_CLIP_BEFORE_MERGE, FLEET_LARGE_SCALE_ADAM,
+                           FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SYNC_STEP_COUNTER, KIND)
 from ..plan.slicing import origin_varname
 from .ops import input_names, is_update_op, output_names
 
@@ -17,7 +19,7 @@ FLEET_CLIP_SCOPE = "gradient_clip"
 
 def _warn(ctx, fault_id, part, block, op, message):
     ctx.warn("fault", part, block, op, "Paddle fault %s: %s" % (fault_id, message),
-             "what `paddle_faults: fix` writes: " + KIND[fault_id].fix.split(";")[0])
+             "what `paddle_faults: fix` writes: " + KIND[fault_id].fix.split(";")[0], fault_id)
 
 
 def check_faults(ctx) -> None:
@@ -47,7 +49,7 @@ def _local_table(ctx) -> None:
             w = op.input("W")[:1] if op.type in LOOKUP_TABLE_TYPES else []
             if w and w[0] in faked and w[0] not in received and \
                     op.attr("remote_prefetch") is not True:
-                _warn(ctx, "classic-local-table-fake-init", t["main"], 0, j,
+                _warn(ctx, CLASSIC_LOCAL_TABLE_FAKE_INIT, t["main"], 0, j,
                       "the trainer looks %s up itself, but its startup fake_inits the table "
                       "and never receives it: the first step reads a table with no values"
                       % w[0])
@@ -78,7 +80,7 @@ def _dist_table(ctx) -> None:
                                        for o in block.ops[:j]):
                     why.append("on the trainers' summed gradients, not their average")
                 if why:
-                    _warn(ctx, "classic-dist-table-optimizer", p["main"], bi, j,
+                    _warn(ctx, CLASSIC_DIST_TABLE_OPTIMIZER, p["main"], bi, j,
                           "the distributed table %s is trained %s" % (table, " and ".join(why)))
 
 
@@ -87,7 +89,7 @@ def _clip_before_merge(ctx) -> None:
         main = ctx.split.trainers[tid]["main"]
         for j, op in enumerate(main.prog.global_block.ops):
             if op.type != "assign" and FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or ""):
-                _warn(ctx, "fleet-clip-before-merge", main, 0, j,
+                _warn(ctx, FLEET_CLIP_BEFORE_MERGE, main, 0, j,
                       "trainer %d clips its own gradient (%s of %s) before the pservers "
                       "average the trainers' gradients" % (tid, op.type,
                                                            ", ".join(input_names(op))))
@@ -110,7 +112,7 @@ def _sync_step_counter(ctx) -> None:
         writes = any(LR_DECAY_COUNTER in output_names(op) for b in prog.blocks[1:]
                      for op in b.ops)
         if reads and not writes:
-            _warn(ctx, "fleet-sync-step-counter", p["main"], reads[0][0], reads[0][1],
+            _warn(ctx, FLEET_SYNC_STEP_COUNTER, p["main"], reads[0][0], reads[0][1],
                   "the LR decay reads %s, which no pserver op increments and no trainer "
                   "sends: the learning rate stays at its first value" % LR_DECAY_COUNTER)
 
@@ -127,7 +129,7 @@ def _orphan_sum(ctx) -> None:
         for j, op in enumerate(ops):
             unwritten = [n for n in op.input("X") if "@GRAD@RENAME@" in n and n not in written]
             if op.type == "sum" and unwritten:
-                _warn(ctx, "fleet-orphan-sparse-grad-sum", main, 0, j,
+                _warn(ctx, FLEET_ORPHAN_SPARSE_GRAD_SUM, main, 0, j,
                       "trainer %d sums %s, which no op writes (the lookup grads that made "
                       "them became a distributed_push_sparse): the trainer fails here"
                       % (tid, ", ".join(unwritten)))
@@ -141,7 +143,7 @@ def _large_scale_adam(ctx) -> None:
         for bi, block in enumerate(p["main"].prog.blocks):
             for j, op in enumerate(block.ops):
                 if op.type == "lookup_sparse_table_fuse_adam":
-                    _warn(ctx, "fleet-large-scale-adam", p["main"], bi, j,
+                    _warn(ctx, FLEET_LARGE_SCALE_ADAM, p["main"], bi, j,
                           "the large-scale table %s is trained by the fused adam, which moves "
                           "only each gradient's rows%s" % (
                               op.attr("tablename"),

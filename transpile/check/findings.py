@@ -23,6 +23,7 @@ class Finding:
     op: Optional[int]
     message: str
     expected: str = ""
+    fault: str = ""              # the Paddle fault id (plan/faults.py) this finding names
 
     def where(self) -> str:
         s = self.program

@@ -1,6 +1,6 @@
 """`check --expect`: every difference between a split and a golden split is a finding.
 
-The comparison itself is transpile/render/diff.py's; this only turns its tree diff into findings.
+The comparison itself is transpile/diff/programs.py's; this only turns its tree diff into findings.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from typing import Optional
 
 from ..core.errors import UserError
-from ..render import diff as diff_mod
+from ..diff import programs as diff_mod
 from .findings import Finding
 from .loading import load_program_raw
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.program import Op, Program
 from ..ir.validate import EMPTY_VAR
-from .context import Ctx
+from .context import CheckContext
 from .ops import colon_pairs
 
 # "name:block" string maps whose blocks an op runs
@@ -49,7 +49,7 @@ def reachable_blocks(prog: Program) -> set:
     return seen
 
 
-def check_structure(ctx: Ctx) -> None:
+def check_structure(ctx: CheckContext) -> None:
     """Structure findings for every program; fills ctx.reach for the checks after it."""
     for part in ctx.parts():
         prog = part.prog

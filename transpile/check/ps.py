@@ -24,10 +24,11 @@ from ..format.psdesc import TABLE_TYPES, parse_text
 from ..ir import roles
 from ..ir.program import Program
 from ..output.result import endpoint_dir
-from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts, Pair
-from ..plan.ps_tables import OriginIndex, get_shard
+from ..plan.pairs import Pair
+from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts
+from ..plan.ps_tables import TableSources, get_shard
 from ..ir.tables import is_distributed_lookup, table_of
-from .context import Ctx
+from .context import CheckContext
 from .pserver import check_stray_folders
 
 WORKER_DESC = "worker_desc.txt"
@@ -59,7 +60,7 @@ class PsExpect:
 
     def optimizer_type(self, param: str) -> Optional[str]:
         if self._optimizer is None:
-            self._optimizer = OriginIndex(self.main, Program.empty(), self.opt).optimizer
+            self._optimizer = TableSources(self.main, Program.empty(), self.opt).optimizer
         i = self._optimizer.get(param)
         return None if i is None else self.main.global_block.ops[i].type
 
@@ -68,7 +69,7 @@ class PsExpect:
         return int(v.shape[1]) if v is not None and v.shape and len(v.shape) > 1 else None
 
 
-def read_desc(ctx: Ctx, folder: str, name: str, part: str):
+def read_desc(ctx: CheckContext, folder: str, name: str, part: str):
     """The parsed descriptor of a split folder, or None (and a finding)."""
     path = os.path.join(ctx.split.root, folder, name)
     if not os.path.isfile(path):
@@ -82,7 +83,7 @@ def read_desc(ctx: Ctx, folder: str, name: str, part: str):
         return None
 
 
-def descriptors(ctx: Ctx) -> dict:
+def descriptors(ctx: CheckContext) -> dict:
     """{(kind, id): (part name, role id, [tables])} of every descriptor of the split: the
     worker descs by trainer id (their server half), the server descs by endpoint."""
     out = {}
@@ -123,7 +124,7 @@ def _check_service(ctx, part, d) -> None:
         ctx.add("tables", part, None, None, "no service_param", "BrpcPsServer's settings")
 
 
-def check_ps_listen(ctx: Ctx) -> None:
+def check_ps_listen(ctx: CheckContext) -> None:
     """Pserver folders and programs (see the module doc)."""
     cfg = ctx.config
     check_stray_folders(ctx)
@@ -155,7 +156,7 @@ def check_ps_listen(ctx: Ctx) -> None:
                             repr(want))
 
 
-def check_ps_tables(ctx: Ctx, expect: PsExpect, descs: dict) -> None:
+def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
     """Every descriptor's tables against the original (see the module doc)."""
     cfg = ctx.config
     sync = cfg.mode == "sync"
@@ -235,7 +236,7 @@ def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> None:
             "trainer_num %d, sync %s" % (ctx.config.trainers, want_sync))
 
 
-def check_ps_coverage(ctx: Ctx, expect: PsExpect, descs: dict) -> None:
+def check_ps_coverage(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
     """The dense shards of the servers cover the merged dense table exactly once."""
     servers = [(ep, descs.get(("pserver", ep))) for ep in ctx.config.pservers]
     for c in expect.ctxs:

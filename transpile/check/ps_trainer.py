@@ -20,19 +20,12 @@ from ..format.psdesc import TABLE_TYPES
 from ..ir.optimizers import is_optimizer_update
 from ..ir.roles import OPTIMIZE, role
 from ..ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
-from .context import Ctx
+from .context import CheckContext
 from .ps import (PsExpect, check_ps_coverage, check_ps_listen, check_ps_tables,
                  descriptors)
 
 
-def _numel(var) -> int:
-    n = 1
-    for d in (var.shape or ()) if var is not None else (0,):
-        n *= int(d)
-    return n
-
-
-def check_ps_trainers(ctx: Ctx, expect: PsExpect, descs: dict) -> None:
+def check_ps_trainers(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
     for tid in sorted(ctx.split.trainers):
         t = ctx.split.trainers[tid]
         d = descs.get(("trainer", tid))
@@ -69,7 +62,8 @@ def _check_dense_sends(ctx, expect: PsExpect, main, tid, tables) -> None:
             continue
         sent.update(op.input("X"))
         if tables is not None and c.table_id < len(tables):
-            numel = sum(_numel(main.prog.global_block.vars.get(x)) for x in op.input("X"))
+            declared = main.prog.global_block.vars
+            numel = sum(declared[x].numel() if x in declared else 0 for x in op.input("X"))
             if numel != tables[c.table_id].accessor.fea_dim:
                 ctx.add("send", main, 0, j, "sends %d elements to table %d" % (numel,
                                                                                c.table_id),
@@ -216,19 +210,19 @@ def _check_fake_inits(ctx, expect: PsExpect, startup) -> None:
 
 
 def ps_checks() -> tuple:
-    """The ps checks, as steps run one after the other on one Ctx (they share what the
+    """The ps checks, as steps run one after the other on one CheckContext (they share what the
     original says of the tables and the descriptors read once)."""
     state: dict = {}
 
-    def tables(ctx: Ctx) -> None:
+    def tables(ctx: CheckContext) -> None:
         state["expect"] = PsExpect(ctx.main, ctx.config)
         state["descs"] = descriptors(ctx)
         check_ps_tables(ctx, state["expect"], state["descs"])
 
-    def coverage(ctx: Ctx) -> None:
+    def coverage(ctx: CheckContext) -> None:
         check_ps_coverage(ctx, state["expect"], state["descs"])
 
-    def trainers(ctx: Ctx) -> None:
+    def trainers(ctx: CheckContext) -> None:
         check_ps_trainers(ctx, state["expect"], state["descs"])
 
     return (check_ps_listen, tables, coverage, trainers)

@@ -13,14 +13,13 @@ import math
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
+from ..plan.modes import mode_id
 from ..output.result import endpoint_dir
-from .context import Ctx, ParamBlock
+from .context import CheckContext, ParamBlock
 from .loading import Part
 from .ops import (TABLE_OPTIMIZERS_PREFIX, colon_pairs, fmt_shape, is_dense,
                   is_geo_update, is_static, is_update_op, output_names)
 
-# listen_and_serv's distributed_mode per mode: Paddle's DistributedMode enum.
-MODE_IDS = {"sync": 0, "async": 1, "half_async": 2, "geo": 3}
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
 
@@ -30,7 +29,7 @@ def expected_distributed_mode(cfg: ClusterConfig) -> int:
     (1), deriving it from sync_mode; Fleet has one per mode."""
     if cfg.style == "classic":
         return 0 if cfg.sync_mode else 1
-    return MODE_IDS[cfg.mode]
+    return mode_id(cfg.mode)
 
 
 def _listen_op(ctx, part):
@@ -44,7 +43,7 @@ def _listen_op(ctx, part):
     return ops[0]
 
 
-def check_stray_folders(ctx: Ctx) -> None:
+def check_stray_folders(ctx: CheckContext) -> None:
     """A pserver_* folder of the split that no endpoint of the config names."""
     for name in ctx.split.stray:
         ctx.add("listen", name, None, None,
@@ -52,7 +51,7 @@ def check_stray_folders(ctx: Ctx) -> None:
                 "one of %s" % ", ".join(endpoint_dir(e) for e in ctx.config.pservers))
 
 
-def check_listen(ctx: Ctx) -> None:
+def check_listen(ctx: CheckContext) -> None:
     """listen_and_serv of every pserver; fills ctx.param_blocks and ctx.grad_keys."""
     cfg = ctx.config
     check_stray_folders(ctx)
@@ -129,7 +128,7 @@ def check_listen(ctx: Ctx) -> None:
                         % (bi, ", ".join(grads)), "one parameter block per optimize block")
 
 
-def _find_update(ctx: Ctx, part: Part, pb: ParamBlock, sparse_map: dict,
+def _find_update(ctx: CheckContext, part: Part, pb: ParamBlock, sparse_map: dict,
                  updates: dict) -> None:
     """Fill in the optimizer op of a parameter block and the parameter it updates. `updates`
     caches each block's update ops for the other grads that point at it."""
@@ -169,7 +168,7 @@ def _find_update(ctx: Ctx, part: Part, pb: ParamBlock, sparse_map: dict,
         pb.sparse = True
 
 
-def check_optimize(ctx: Ctx) -> None:
+def check_optimize(ctx: CheckContext) -> None:
     """The optimize blocks of every pserver and what its startup program declares for them."""
     cfg = ctx.config
     for ep in cfg.pservers:

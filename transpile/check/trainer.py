@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..ir.program import Program
 from ..ir import roles
-from .context import Ctx
+from .context import CheckContext
 from .loading import Part
 from .ops import (BLOCK_SUFFIX, fmt_shape, input_names, is_dense, is_geo_update, is_static,
                   is_update_op, output_names)
@@ -110,7 +110,7 @@ def _where_optimized(ctx, names: list) -> list:
     return [(ep, n) for n in names for ep in where.get(n, ())]
 
 
-def check_trainers(ctx: Ctx) -> None:
+def check_trainers(ctx: CheckContext) -> None:
     """Every trainer of the split: its ops, its sends and recvs, its barriers."""
     cfg = ctx.config
     if not ctx.split.trainers:

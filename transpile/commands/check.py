@@ -62,7 +62,7 @@ def register(main_group, handle_errors) -> None:
             main = programio.load(main_program)
             start = programio.load(startup) if startup else None
             keep_until_exit(main, start)
-            from ..render.diff import builtin_op_defaults, load_op_defaults
+            from ..diff.programs import builtin_op_defaults, load_op_defaults
             if defaults_path:
                 defaults = load_op_defaults(defaults_path)
             else:       # only the golden diff (--expect) reads them

@@ -14,7 +14,7 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
 
-class Ctx:
+class CliOptions:
     def __init__(self, debug: bool, quiet: bool, color):
         self.debug = debug
         self.quiet = quiet
@@ -30,7 +30,7 @@ def handle_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
-        debug = bool(ctx.find_object(Ctx) and ctx.find_object(Ctx).debug)
+        debug = bool(ctx.find_object(CliOptions) and ctx.find_object(CliOptions).debug)
         try:
             return fn(*args, **kwargs)
         except UserError as e:

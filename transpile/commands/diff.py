@@ -43,7 +43,7 @@ def register(main_group, handle_errors) -> None:
         \b
         Exit status: 0 same, 1 different, 2 bad input.
         """
-        from ..render import diff as diff_mod
+        from ..diff import programs as diff_mod
         from ..render import diff_render
         from ..format import programio
         defaults = (diff_mod.load_op_defaults(defaults_path) if defaults_path
@@ -55,8 +55,8 @@ def register(main_group, handle_errors) -> None:
             result = diff_mod.diff_trees(a, b, strict, op_defaults=defaults)
             out = diff_render.TREE_RENDERERS[fmt](result)
         elif a.endswith("_desc.txt") and b.endswith("_desc.txt"):
-            from ..render.descdiff import desc_changes
-            from ..render.diffresult import FileDiff, TreeDiff
+            from ..diff.descriptors import desc_changes
+            from ..diff.result import FileDiff, TreeDiff
             result = TreeDiff(a, b)
             ch = desc_changes(a, b)
             if ch:

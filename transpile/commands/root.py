@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .common import Ctx, handle_errors
+from .common import CliOptions, handle_errors
 from . import check, config, convert, diff, plan, report, show, simulate, split
 
 
@@ -39,7 +39,7 @@ def main(ctx, debug, quiet, color):
     \b
     Exit codes: 0 ok, 1 differences/findings, 2 bad input or refused split, 3 internal error.
     """
-    ctx.obj = Ctx(debug, quiet, color)
+    ctx.obj = CliOptions(debug, quiet, color)
 
 
 for _command in (show, convert, config, split, diff, check, simulate, report, plan):

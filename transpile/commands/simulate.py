@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import os
 
-import re
-
 import click
 
 from ..core.errors import UserError
-
-EXIT_DIFFERS = 1
-
 
 @click.command("simulate")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
@@ -120,12 +115,7 @@ def _reproduced_faults(main, start, cfg, split_dir, result) -> list:
         return sorted({f.id for f in result.faults if not f.fixed})
     from ..check import check_dir
     report = check_dir(main, start, cfg, split_dir)
-    ids = set()
-    for f in report.findings + report.warnings:
-        m = re.search(r"Paddle fault ([a-z0-9-]+)", f.message)
-        if m:
-            ids.add(m.group(1))
-    return sorted(ids)
+    return sorted({f.fault for f in report.findings + report.warnings if f.fault})
 
 
 def register(main_group, handle_errors) -> None:

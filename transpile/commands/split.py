@@ -123,7 +123,7 @@ def register(main_group, handle_errors):
                     show_mod.print_split_summary(result.plan, out_dir, color=use_color(obj))
         if expect:
             from ..check.golden import golden_findings
-            from ..render.diff import builtin_op_defaults
+            from ..diff.programs import builtin_op_defaults
             findings = golden_findings(out_dir, expect, builtin_op_defaults())
             for f in findings:
                 click.echo(f.line(), err=True)

@@ -202,7 +202,6 @@ _pool.Add(_text_schema())
 ProgramDesc = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".ProgramDesc"))
 TextView = message_factory.GetMessageClass(
     _pool.FindMessageTypeByName(_PKG + ".text.ProgramDesc"))
-_ScalarMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".Scalar"))
 BlockDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".BlockDesc"))
 OpDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc"))
 VarDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarDesc"))

@@ -41,6 +41,19 @@ def is_optimizer_update(op: Op) -> bool:
     return bool(op.input("Param")) and bool(op.input("LearningRate"))
 
 
+def trainable_params(program) -> dict:
+    """{name: Var} of the parameters the program's optimizer ops update (an op reading a Param
+    and its Grad), in the order the ops update them."""
+    out = {}
+    for bi, _, op in program.ops():
+        if op.input("Param") and op.input("Grad"):
+            for p in op.input("Param"):
+                v = program.find_var(p, bi)
+                if v is not None:
+                    out.setdefault(p, v)
+    return out
+
+
 def sliced_state_slots(op_type: str) -> tuple:
     """The accumulator slots of an optimizer that are sliced like its parameter (classic)."""
     if op_type not in SLICED_STATE_SLOTS:

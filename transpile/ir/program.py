@@ -33,6 +33,14 @@ KIND_SLOT = {"LOD_TENSOR": "lod_tensor", "SELECTED_ROWS": "selected_rows",
              "VOCAB": "vocab", "SPARSE_COO": "sparse_coo", "SPARSE_CSR": "sparse_csr"}
 
 _INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+def numel(shape) -> int:
+    """Elements of a tensor of `shape` (1 for a scalar's empty shape; None counts as empty)."""
+    n = 1
+    for d in shape or ():
+        n *= int(d)
+    return n
 _BLOCK_TYPES = ("BLOCK", "BLOCKS")
 
 
@@ -362,10 +370,7 @@ class Var:
         return bool(self.persistable)
 
     def numel(self) -> int:
-        n = 1
-        for d in self.shape or ():
-            n *= d
-        return n
+        return numel(self.shape)
 
     def nbytes(self) -> int:
         """Bytes the tensor holds (0 when it has no dtype or a dynamic dim)."""

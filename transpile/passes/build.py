@@ -88,14 +88,6 @@ def initializer_signature(op: Op) -> str:
     return "&".join([op.type] + [str(op.attr(a)) for a in INITIALIZER_ATTRS[op.type]])
 
 
-def last_producer(block: Block, name: str) -> int:
-    """Index of the last op writing `name`, or -1."""
-    for i in range(len(block.ops) - 1, -1, -1):
-        if name in block.ops[i].output_names():
-            return i
-    return -1
-
-
 # --- vars ------------------------------------------------------------------------------------
 def new_control_var(block: Block, **flags) -> str:
     """Declare a fresh dependency-only var `__control_var@<n>`, n the first unused number.

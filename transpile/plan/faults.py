@@ -18,6 +18,17 @@ from typing import Optional
 from ..ir.tables import LOOKUP_TABLE_TYPES
 
 
+# The fault ids: stable, documented in the README; use these names, never the strings.
+CLASSIC_LOCAL_TABLE_FAKE_INIT = "classic-local-table-fake-init"
+CLASSIC_DIST_TABLE_OPTIMIZER = "classic-dist-table-optimizer"
+CLASSIC_RMSPROP_MEAN_GRAD_SHAPE = "classic-rmsprop-mean-grad-shape"
+CLASSIC_UNWIRED_GRAD_CHAIN = "classic-unwired-grad-chain"
+FLEET_CLIP_BEFORE_MERGE = "fleet-clip-before-merge"
+FLEET_ORPHAN_SPARSE_GRAD_SUM = "fleet-orphan-sparse-grad-sum"
+FLEET_LARGE_SCALE_ADAM = "fleet-large-scale-adam"
+FLEET_SYNC_STEP_COUNTER = "fleet-sync-step-counter"
+
+
 @dataclass(frozen=True)
 class FaultKind:
     id: str
@@ -29,42 +40,42 @@ class FaultKind:
 
 
 FAULT_KINDS = (
-    FaultKind("classic-local-table-fake-init", "classic", "sync, async, half_async",
+    FaultKind(CLASSIC_LOCAL_TABLE_FAKE_INIT, "classic", "sync, async, half_async",
               "a sparse table the trainer looks up locally (lookup_table with is_sparse, no "
               "remote_prefetch) is fake_init'ed in the trainer startup and never received, so "
               "the first step reads a table with no values",
               "the trainer startup receives the table from the pservers (recv + concat), as "
               "every other parameter"),
-    FaultKind("classic-dist-table-optimizer", "classic", "sync, async, half_async",
+    FaultKind(CLASSIC_DIST_TABLE_OPTIMIZER, "classic", "sync, async, half_async",
               "the distributed lookup table (is_distributed) is trained on the pservers with sgd "
               "whatever the program's optimizer, and in sync mode the trainers' gradients are "
               "summed without the 1/trainers scale",
               "the table is served as row blocks looked up by remote prefetch (the "
               "transpiler's own mechanism for a sparse table), each block trained by the "
               "program's optimizer on the averaged gradient"),
-    FaultKind("classic-rmsprop-mean-grad-shape", "classic", "every mode",
+    FaultKind(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, "classic", "every mode",
               "rmsprop's MeanGrad accumulator keeps the whole parameter's shape on a pserver "
               "that holds a slice of it",
               "MeanGrad gets the slice's shape, as Moment and MeanSquare (corrected in both "
               "settings)", always_fixed=True),
-    FaultKind("classic-unwired-grad-chain", "classic", "every mode",
+    FaultKind(CLASSIC_UNWIRED_GRAD_CHAIN, "classic", "every mode",
               "the pserver computes the clip / weight-decay chain of a parameter's gradient "
               "and then updates the parameter with the merged gradient, ignoring the chain",
               "the optimizer reads the chain's result (corrected in both settings)",
               always_fixed=True),
-    FaultKind("fleet-clip-before-merge", "fleet", "sync, 2+ trainers",
+    FaultKind(FLEET_CLIP_BEFORE_MERGE, "fleet", "sync, 2+ trainers",
               "gradient clipping runs on each trainer's gradient before the pservers average "
               "them, not on the averaged gradient",
               "the trainer sends the gradient unclipped (the clip op becomes an assign) and "
               "each pserver clips the averaged gradient; clip by value, and clip by norm of an "
               "unsliced parameter (a global-norm clip needs every gradient at once and stays "
               "as Paddle has it)"),
-    FaultKind("fleet-orphan-sparse-grad-sum", "fleet", "sync, async, half_async",
+    FaultKind(FLEET_ORPHAN_SPARSE_GRAD_SUM, "fleet", "sync, async, half_async",
               "a table looked up more than once: the trainer's lookup grads become one "
               "distributed_push_sparse, but the `sum` that added them stays and reads vars no "
               "op writes any more, so the trainer fails at that op",
               "the orphaned `sum` is removed (the push sends the table's gradient)"),
-    FaultKind("fleet-large-scale-adam", "fleet", "sync, async, half_async",
+    FaultKind(FLEET_LARGE_SCALE_ADAM, "fleet", "sync, async, half_async",
               "a large-scale table (is_distributed) trained with adam is updated by Paddle's "
               "fused lookup_sparse_table_fuse_adam, which corrects the bias with the next "
               "step's beta powers (it updates them in place first) and moves only the rows "
@@ -72,7 +83,7 @@ FAULT_KINDS = (
               "has a moment",
               "the table is served as row blocks of a sparse table (looked up and pushed "
               "like any remote table), each block trained by the program's adam"),
-    FaultKind("fleet-sync-step-counter", "fleet", "sync, with LR decay",
+    FaultKind(FLEET_SYNC_STEP_COUNTER, "fleet", "sync, with LR decay",
               "the trainers drop the step counter's increment and sync trainers never send "
               "it, so the pservers' @LR_DECAY_COUNTER@ keeps its startup value and the "
               "learning rate never follows the schedule",
@@ -158,22 +169,22 @@ def classic_table_fault(main, config) -> Optional[Fault]:
         why.append("sgd instead of %s" % opt)
     if unscaled:
         why.append("gradients summed, not averaged")
-    return fault("classic-dist-table-optimizer", "table %s (%s)" % (table, "; ".join(why)),
+    return fault(CLASSIC_DIST_TABLE_OPTIMIZER, "table %s (%s)" % (table, "; ".join(why)),
                  config.fix_faults)
 
 
 def classic_faults(main, config, plan) -> list:
     """The faults of the classic plan made for `config` (its fixes already applied when asked)."""
-    out = [fault("classic-local-table-fake-init", "table %s" % t, config.fix_faults)
+    out = [fault(CLASSIC_LOCAL_TABLE_FAKE_INIT, "table %s" % t, config.fix_faults)
            for t in plan.local_tables]
     ops = main.global_block.ops
     for p in plan.params:
         if p.sliced and any(s.slot == "MeanGrad" for s in p.states) and \
                 p.optimizer_type == "rmsprop":
-            out.append(fault("classic-rmsprop-mean-grad-shape", "parameter %s" % p.name, True))
+            out.append(fault(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, "parameter %s" % p.name, True))
         grad_in = ops[p.optimizer_op].input("Grad")[:1]
         if grad_in and grad_in[0] != p.grad:
-            out.append(fault("classic-unwired-grad-chain", "parameter %s (%s)"
+            out.append(fault(CLASSIC_UNWIRED_GRAD_CHAIN, "parameter %s (%s)"
                              % (p.name, grad_in[0]), True))
     return out
 
@@ -199,7 +210,7 @@ def fleet_table_fault(main, config) -> Optional[Fault]:
     tables = large_scale_adam_tables(main) if config.mode != "geo" else []
     if not tables:
         return None
-    return fault("fleet-large-scale-adam", "table%s %s" % ("s" * (len(tables) > 1),
+    return fault(FLEET_LARGE_SCALE_ADAM, "table%s %s" % ("s" * (len(tables) > 1),
                                                           ", ".join(tables)), config.fix_faults)
 
 
@@ -207,14 +218,14 @@ def fleet_faults(main, config, plan) -> list:
     """The faults of the fleet plan made for `config` (fixes already applied when asked)."""
     out = []
     for table in plan.orphan_sums:
-        out.append(fault("fleet-orphan-sparse-grad-sum", "table %s" % table,
+        out.append(fault(FLEET_ORPHAN_SPARSE_GRAD_SUM, "table %s" % table,
                          config.fix_faults))
     if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
         blocked = clip_fix_blocker(main, plan.clip_ops, plan.grad_slices)
-        out.append(fault("fleet-clip-before-merge", "%d clip op(s) on the trainer"
+        out.append(fault(FLEET_CLIP_BEFORE_MERGE, "%d clip op(s) on the trainer"
                          % len(plan.clip_ops), config.fix_faults, blocked))
     if plan.is_sync and plan.need_global_step:
-        out.append(fault("fleet-sync-step-counter", "the pservers' LR-decay block",
+        out.append(fault(FLEET_SYNC_STEP_COUNTER, "the pservers' LR-decay block",
                          config.fix_faults))
     return out
 

@@ -30,7 +30,9 @@ from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
-from .faults import clip_fix_blocker
+from .faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
+                     FLEET_SYNC_STEP_COUNTER, clip_fix_blocker)
+from .pairs import Pair
 from .modes import ModeQuestions
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
                       split_var, trainer_copy_name)
@@ -76,15 +78,6 @@ def orphan_sum_indices(ops: list[Op], grad_group: list[Op]) -> list[int]:
     outs = {o for op in grad_group for o in op.output("W@GRAD")}
     return [i for i, op in enumerate(ops)
             if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A parameter the optimizer updates and the grad it is updated with (op_role_var)."""
-    param: str
-    grad: str
-    sparse: bool = False          # an embedding table looked up with remote_prefetch
-    distributed: bool = False     # ... a large-scale (is_distributed) one
 
 
 @dataclass(frozen=True)
@@ -304,13 +297,13 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     # the Paddle faults (plan/faults.py) this split fixes, when the config asks for that
     fixes = set()
     if config.fix_faults and orphan_sums:
-        fixes.add("fleet-orphan-sparse-grad-sum")
+        fixes.add(FLEET_ORPHAN_SPARSE_GRAD_SUM)
     if config.fix_faults and config.mode == "sync":
         if need_global_step:
-            fixes.add("fleet-sync-step-counter")
+            fixes.add(FLEET_SYNC_STEP_COUNTER)
         if config.trainers > 1 and clip_ops and \
                 clip_fix_blocker(main, clip_ops, placed_grads) is None:
-            fixes.add("fleet-clip-before-merge")
+            fixes.add(FLEET_CLIP_BEFORE_MERGE)
 
     return FleetPlan(
         mode=config.mode, endpoints=endpoints, trainers=config.trainers,
@@ -322,7 +315,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         sparse_tables=tuple(sparse_tables), distributed_tables=tuple(dist_tables),
         table_ids=MappingProxyType(table_ids), update_ops=MappingProxyType(update_ops),
         pserver_lr_ops=tuple(i for i in lr_ops if not is_step_increment(ops[i])
-                             or "fleet-sync-step-counter" in fixes),
+                             or FLEET_SYNC_STEP_COUNTER in fixes),
         sparse_lookup_ops=sparse_lookup_ops, need_global_step=need_global_step,
         has_lr_scheduler=lr_scheduler, lr_var=lr_var, notes=tuple(notes),
         split_method="balanced" if config.split_method == "balanced" else "round_robin",

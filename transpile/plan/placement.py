@@ -19,18 +19,11 @@ from typing import Optional, Sequence
 
 from ..ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
                              is_optimizer_update, sliced_state_slots)
-from ..ir.program import DTYPE_BYTES, Block, Op, Program
+from ..ir.program import DTYPE_BYTES, Block, Op, Program, numel
 from .slicing import balanced_dispatch, block_name
 
 # Tables whose placement no split_method changes (plan.json's sparse_tables[].split).
 FIXED_TABLE_SPLITS = ("rows_evenly", "rows_per_pserver")
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape or ():
-        n *= int(d)
-    return n
 
 
 # --- what a block costs ----------------------------------------------------------------------
@@ -44,7 +37,7 @@ def accumulators(block: Block, op: Op, sliced_slots: Sequence[str],
             continue
         v = block.var(args[0])
         if v is not None:
-            out.append((slot in sliced_slots, _numel(v.shape), v.dtype))
+            out.append((slot in sliced_slots, numel(v.shape), v.dtype))
     return out
 
 
@@ -98,7 +91,7 @@ def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slic
         op = update.get(param)
         accs = [] if geo or op is None else accumulators(
             gb, op, FLEET_SLICED_STATE_SLOTS.get(op.type, ()), FLEET_UNSLICED_SLOTS)
-        return block_weights([_numel(b.shape) for b in blocks], blocks[0].dtype, accs)
+        return block_weights([numel(b.shape) for b in blocks], blocks[0].dtype, accs)
 
     n = len(endpoints)
     preload = [0] * n

@@ -24,25 +24,17 @@ from ..core.config import ClusterConfig
 from ..core.errors import RefusedError, UserError
 from ..ir import roles
 from ..ir.lr_schedule import SCHEDULER_LR_VAR
-from ..ir.program import Program
+from ..ir.program import Program, numel
 from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
+from .pairs import Pair
 from .modes import DISTRIBUTED_MODES, ModeQuestions
-from .ps_tables import OriginIndex, barrier_table, describe_table
+from .ps_tables import TableSources, barrier_table, describe_table
 
 # DistributedMode of Paddle's ps pipeline (ps/utils/public.py); half_async is not built on CPU
 MODES = {m: DISTRIBUTED_MODES[m] for m in ("sync", "async", "geo")}
 CLIP_NAME_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 # grads of data_norm's statistics: a table of their own (public.py DATA_NORM_GRAD_NAME)
 DATA_NORM_GRAD_SUFFIXES = (".batch_size@GRAD", ".batch_sum@GRAD", ".batch_square_sum@GRAD")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A parameter the optimizer updates and its grad (op_role_var)."""
-    param: str
-    grad: str
-    sparse: bool = False          # an embedding looked up with remote_prefetch
-    distributed: bool = False     # ... with is_distributed (sparse_embedding)
 
 
 @dataclass(frozen=True)
@@ -119,13 +111,6 @@ def startup_table_names(main: Program) -> list[str]:
     return tuple(sorted(names))
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape or ():
-        n *= int(d)
-    return n
-
-
 def _grad_var(main: Program, name: str, why: str):
     v = main.global_block.vars.get(name)
     if v is None:
@@ -151,11 +136,11 @@ def send_contexts(main: Program, sparse: list, dense: list) -> list:
         for kind, pairs in zip(("dense", "datanorm"), groups):
             if kind == "datanorm" and not pairs:
                 break
-            numel = sum(_numel(_grad_var(main, p.grad, "a gradient").shape) for p in pairs)
+            size = sum(numel(_grad_var(main, p.grad, "a gradient").shape) for p in pairs)
             prefix = "Dense@GRAD_" if kind == "dense" else "DataNorm@GRAD_"
             ctxs.append(SendCtx(prefix + str(len(ctxs)), kind, len(ctxs),
                                 tuple(p.grad for p in pairs), tuple(p.param for p in pairs),
-                                (numel,)))
+                                (size,)))
     return ctxs
 
 
@@ -195,7 +180,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                                % (SCHEDULER_LR_VAR, SCHEDULER_LR_VAR))
         check_table_inits(startup, startup_table_names(main))
 
-    index = OriginIndex(main, startup, opt)
+    index = TableSources(main, startup, opt)
     tables = [describe_table(c, main, index, config) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
 

@@ -118,7 +118,7 @@ def initializer_attr(op: Op) -> str:
     return "&".join([op.type] + [str(op.attr(a)) for a in INIT_ATTRS[op.type]])
 
 
-class OriginIndex:
+class TableSources:
     """What describe_table looks up in the original programs, indexed once (Paddle walks the
     programs for every table; a program with thousands of tables should not):
 
@@ -159,7 +159,7 @@ def _to_float(text: str) -> float:
         raise RefusedError(str(e)) from None
 
 
-def _rule_inputs(ctx, main: Program, index: OriginIndex, oop: Op, rule: str):
+def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
     """(params, param_dims, initializers, attrs) of parse_by_optimizer."""
     params, dims, inits = [], [], []
     gvars = main.global_block.vars
@@ -192,7 +192,7 @@ def _rule_inputs(ctx, main: Program, index: OriginIndex, oop: Op, rule: str):
     return tuple(params), tuple(dims), tuple(inits), attrs
 
 
-def describe_table(ctx, main: Program, index: OriginIndex, config) -> PsTable:
+def describe_table(ctx, main: Program, index: TableSources, config) -> PsTable:
     """The table of one send context, as PsDescBuilder describes it; RefusedError where it
     fails (the optimizer is neither sgd nor adam outside geo, ...)."""
     geo = config.mode == "geo"

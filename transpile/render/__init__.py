@@ -1,4 +1,3 @@
 """Formatting only, deciding nothing: a program listing and the split summary (show), report.md
-(report), the placement table of `pstranspile plan` (placement), the structural diff of two
-programs or split folders (diff, with diffops, diffresult, seqmatch) and its renderers
-(diff_render), JSON text of result objects (jsonfmt)."""
+(report, psreport), the placement table of `pstranspile plan` (placement), and the renderers of
+a diff (diff_render; the diff itself is computed by transpile/diff/)."""

@@ -1,9 +1,9 @@
-"""Rendering a diff (diff.py's ProgramDiff / TreeDiff) as text, markdown or JSON."""
+"""Rendering a diff (transpile/diff: ProgramDiff / TreeDiff) as text, markdown or JSON."""
 from __future__ import annotations
 
 from ..core.gcpause import paused_gc
-from .diffresult import OpChange, ProgramDiff, TreeDiff
-from .jsonfmt import dumps_indented
+from ..diff.result import OpChange, ProgramDiff, TreeDiff
+from ..core.jsonfmt import dumps_indented
 
 
 _MARK = {"insert": "+", "delete": "-", "change": "~"}

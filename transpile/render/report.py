@@ -15,7 +15,7 @@ from ..ir import roles
 from ..ir.program import Op, Program
 from ..plan.faults import KIND
 from ..plan.faults import summary as faults_summary
-from .diff import diff_programs_and_names
+from ..diff.programs import diff_programs_and_names
 from .show import balance_line, format_op, human_bytes
 
 CONTEXT = 2          # ops of context around each change in the trainer listing

@@ -11,9 +11,9 @@ from typing import Optional
 
 import numpy as np
 
+from ..ir.optimizers import trainable_params
 from .values import LazyTable, SparseTable, Unallocated, dense
 
-OPTIMIZER_SLOTS = ("Param", "Grad")
 # Differences are relative to the parameter's largest entry, but never to less than this: a
 # parameter that stays near 0 (a conv bias before batch_norm, whose gradient is rounding noise)
 # would otherwise turn that noise into a large relative difference.
@@ -30,12 +30,6 @@ class ParamDiff:
     note: str = ""
     trainable: bool = True           # an optimizer op of the original updates it
     changed: Optional[bool] = None   # did the original run move it (beyond rounding)?
-
-
-def trainable_params(main) -> set:
-    """The parameters an optimizer op of the original program updates."""
-    return {op.input("Param")[0] for _, _, op in main.ops()
-            if all(op.input(s) for s in OPTIMIZER_SLOTS)}
 
 
 class Blocks:

@@ -21,7 +21,7 @@ from ..ir import roles
 from .values import SelectedRows, dense
 
 
-def is_update_op(op) -> bool:
+def runs_once_per_step(op) -> bool:
     """An op of the once-a-step part: optimize or LR-schedule role, or an optimizer update."""
     r = roles.role(op)
     return bool(r & (roles.OPTIMIZE | roles.LRSCHED)) \
@@ -54,7 +54,7 @@ class ShardedStep:
         self.ex = ex
         self.trainers = max(1, trainers)
         ops = ex.program.global_block.ops
-        self.once = [i for i, op in enumerate(ops) if is_update_op(op)]
+        self.once = [i for i, op in enumerate(ops) if runs_once_per_step(op)]
         once = set(self.once)
         self.per_shard = [i for i in range(len(ops)) if i not in once]
         written = {n for i in self.per_shard for n in ops[i].output_names()}

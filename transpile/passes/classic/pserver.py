@@ -23,11 +23,11 @@ from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemp
                      make_op, new_block, require_held_inputs, tensor_like)
 
 
-# What append_update does with each input slot of an optimizer update (OriginIndex.slots).
+# What append_update does with each input slot of an optimizer update (ClassicPserverIndex.slots).
 _GRAD, _PARAM, _LR, _STATE = "grad", "param", "lr", "state"
 
 
-class OriginIndex:
+class ClassicPserverIndex:
     """What every endpoint's pass looks up in the origin program and the plan, made once per
     split (transpile_classic passes it to each endpoint's build_pserver_main) so that building
     one more pserver costs what it holds, not another walk over every optimize op and
@@ -81,12 +81,12 @@ class _PserverBuilder:
     """Builds one endpoint's main program; the mutable state of a single pass run."""
 
     def __init__(self, main: Program, plan: DistributionPlan, endpoint: str,
-                 trainer_id: int = 0, index: Optional[OriginIndex] = None):
+                 trainer_id: int = 0, index: Optional[ClassicPserverIndex] = None):
         self.origin = main
         self.ob = main.global_block
         self.plan = plan
         self.ep = endpoint
-        self.index = index or OriginIndex(main, plan, trainer_id)
+        self.index = index or ClassicPserverIndex(main, plan, trainer_id)
         self.prog = Program([Block(0, -1)], main.version, main.has_version,
                             None if main.op_version_map is None else list(main.op_version_map))
         self.gb = self.prog.global_block
@@ -386,11 +386,11 @@ class _PserverBuilder:
 
 
 def build_pserver_main(main: Program, plan: DistributionPlan, endpoint: str,
-                       trainer_id: int = 0, index: Optional[OriginIndex] = None):
+                       trainer_id: int = 0, index: Optional[ClassicPserverIndex] = None):
     """The pserver main program of `endpoint`, and the origin->pserver var aliases the
     startup pass needs. `trainer_id` is the trainer the split was asked for: Paddle's
     op_role_var on the pserver names that trainer's copy of an unsliced grad. `index`: the
-    OriginIndex(main, plan, trainer_id) shared by the endpoints of a split (made when not
+    ClassicPserverIndex(main, plan, trainer_id) shared by the endpoints of a split (made when not
     given)."""
     b = _PserverBuilder(main, plan, endpoint, trainer_id, index)
     prog = b.build()

@@ -18,6 +18,7 @@ from ...core.errors import UserError
 from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ...ir.program import Attr, Block, Op, Program, Var, tensor_type
 from ...ir.tables import is_distributed_lookup
+from ...plan.faults import FLEET_CLIP_BEFORE_MERGE
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
@@ -28,7 +29,7 @@ from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemp
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
 
 
-class OriginIndex:
+class FleetPserverIndex:
     """What every endpoint's pass looks up in the origin programs, indexed once per split so
     that building one more pserver costs what it holds, not another walk over the program."""
 
@@ -117,7 +118,7 @@ def _block_keys(name: str):
 class _Server:
     """The pserver main program of one endpoint while its blocks are being built."""
 
-    def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: OriginIndex):
+    def __init__(self, main: Program, plan: FleetPlan, endpoint: str, index: FleetPserverIndex):
         self.origin = main
         self.index = index
         self.plan = plan
@@ -297,7 +298,7 @@ def build_optimize_blocks(s: _Server) -> tuple:
         if merged is None:
             continue
         clip = s.index.clip_of.get(s.index.origin_name(merged.name))
-        if clip is not None and "fleet-clip-before-merge" in s.plan.fixes:
+        if clip is not None and FLEET_CLIP_BEFORE_MERGE in s.plan.fixes:
             # the clip the trainer no longer runs, on the averaged gradient
             block.ops.append(clip.copy({"X": [merged.name]}, {"Out": [merged.name]}))
         for op in group:
@@ -482,10 +483,10 @@ def build_startup(s: _Server, startup: Program, metas: list) -> Program:
 
 # --- entry point -----------------------------------------------------------------------------
 def pserver_programs(main: Program, startup: Program, plan: FleetPlan, endpoint: str,
-                     index: OriginIndex | None = None) -> tuple:
-    """(main, startup) of the pserver at `endpoint`. `index`: OriginIndex(main, startup, plan),
+                     index: FleetPserverIndex | None = None) -> tuple:
+    """(main, startup) of the pserver at `endpoint`. `index`: FleetPserverIndex(main, startup, plan),
     built once and shared when building every endpoint."""
-    s = _Server(main, plan, endpoint, index or OriginIndex(main, startup, plan))
+    s = _Server(main, plan, endpoint, index or FleetPserverIndex(main, startup, plan))
     las = _listen_and_serv(plan, endpoint)
     s.prog.global_block.ops.append(las)
     if plan.is_geo:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program, Var
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
+from ...plan.faults import FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM
 from ...plan.fleet import (FleetPlan, orphan_sum_indices, remote_lookup_groups,
                            trainer_send_queues)
 from ..build import OpOrder, make_op, new_control_var, role_attrs
@@ -27,7 +28,7 @@ def demote_clip_ops(main: Program, plan: FleetPlan) -> Program:
     prog = main.shallow_copy()
     ops = prog.global_block.ops
     for i in plan.clip_ops:
-        if "fleet-clip-before-merge" in plan.fixes:
+        if FLEET_CLIP_BEFORE_MERGE in plan.fixes:
             ops[i] = make_op("assign", {"X": ops[i].input("X")}, {"Out": ops[i].output("Out")},
                              role_attrs(BACKWARD))
             continue
@@ -114,7 +115,7 @@ def fuse_sparse_lookups(main: Program, plan: FleetPlan) -> Program:
     if pushes:
         show, clk = _show_click(block, next(iter(pushes.values()))[0])
         gone = {id(op) for group in pushes.values() for op in group}
-        if "fleet-orphan-sparse-grad-sum" in plan.fixes:
+        if FLEET_ORPHAN_SPARSE_GRAD_SUM in plan.fixes:
             ops = block.ops
             gone |= {id(ops[i]) for group in pushes.values()
                      for i in orphan_sum_indices(ops, group)}

@@ -1,11 +1,11 @@
-"""What a diff finds (diff.py): per block the op and var changes, per program and per split
+"""What a diff finds (programs.py): per block the op and var changes, per program and per split
 folder the lot; as_plain / to_dict give their JSON form."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .jsonfmt import as_plain
+from ..core.jsonfmt import as_plain
 
 
 @dataclass

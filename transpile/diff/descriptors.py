@@ -65,7 +65,3 @@ def desc_changes(a_path: str, b_path: str) -> list[str]:
     out: list = []
     _walk(as_dict(read_desc(a_path)), as_dict(read_desc(b_path)), "", out)
     return out
-
-
-def is_desc_file(path: str) -> bool:
-    return path.endswith("_desc.txt")

@@ -1,4 +1,4 @@
-"""Comparing the ops of two blocks, for diff.py (whose docstring gives the rules): each side
+"""Comparing the ops of two blocks, for programs.py (whose docstring gives the rules): each side
 normalised (control var names made independent of their random suffix, op keys interned),
 the ops aligned, and a changed op's attrs and slots compared."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
 from ..ir.program import Block, Op, Program
-from .diffresult import OpChange
+from .result import OpChange
 from .seqmatch import opcodes as _opcodes
 
 # where an op came from, not what it does (with_quant_attr: framework bookkeeping, always False)

@@ -1,5 +1,5 @@
 """Structural diff of two programs (and of two split folders); diff_render.py renders it.
-The ops are aligned and compared in diffops.py; the result types are in diffresult.py.
+The ops are aligned and compared in ops.py; the result types are in result.py.
 
 Blocks are compared by index. Within a block, ops are aligned by a longest common subsequence
 on (type, inputs, outputs): the common prefix and suffix are matched first, then difflib's
@@ -17,7 +17,7 @@ default fields and the vars' graph-building flags (is_parameter, stop_gradient,
 need_check_feed) are ignored unless `strict`; so is the order of the listen_and_serv maps Paddle
 fills from a set (grad_to_block_id, ...) and of runs of fake_init ops.
 `__control_var@<random>` names are compared by where they are used, not by their random
-suffix (see diffops.control_var_names), so two runs of the same transpilation compare equal.
+suffix (see ops.control_var_names), so two runs of the same transpilation compare equal.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Optional
 
 from ..core.gcpause import paused_gc
 from ..ir.program import Block, Program, Var
-from .diffops import Side, diff_ops, fmt_value
-from .diffresult import BlockDiff, FileDiff, ProgramDiff, TreeDiff, VarChange
+from .ops import Side, diff_ops, fmt_value
+from .result import BlockDiff, FileDiff, ProgramDiff, TreeDiff, VarChange
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,9 +169,6 @@ def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name
 # ---------------------------------------------------------------------------------------------
 # folders (splits)
 
-_PROGRAM_EXTS = (".pb", ".pdmodel", ".json")
-
-
 def _tree_files(root: str) -> dict:
     """{relative path: absolute path} of the program files, runtime.json and the ps
     descriptors (*_desc.txt) under root."""
@@ -246,7 +243,7 @@ def diff_trees(a_dir: str, b_dir: str, strict: bool = False, load=None,
             result.files.append(FileDiff(rel, "extra", details=["only in %s" % b_dir]))
             continue
         if rel.endswith("_desc.txt"):          # the ps style's descriptors
-            from .descdiff import desc_changes
+            from .descriptors import desc_changes
             ch = desc_changes(fa[rel], fb[rel])
             if ch:
                 result.files.append(FileDiff(rel, "changed", details=ch))
