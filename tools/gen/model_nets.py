@@ -96,3 +96,88 @@ _ps_model('ps_dist_table_sgd', 'is_distributed table: C1, C2 looked up in '
           'paddle.static.nn.sparse_embedding(size=[100000, 8], big_emb), concat with '
           'dense_input[13] -> 29, Linear 29->16 relu, Linear 16->2, cross_entropy + mean, '
           'SGD(0.01)', dist_table, 'sgd')
+
+
+# --- fleet family ---------------------------------------------------------------------------
+def fleet_mlp(paddle, width=1000, hidden=1000):
+    """x[width] -> fc hidden relu -> fc 1; square_error_cost against y[1], mean."""
+    x = paddle.static.data('x', [-1, width], 'float32')
+    y = paddle.static.data('y', [-1, 1], 'float32')
+    h = paddle.static.nn.fc(x, hidden, activation='relu')
+    pred = paddle.static.nn.fc(h, 1)
+    return paddle.mean(paddle.nn.functional.square_error_cost(pred, y))
+
+
+def fleet_ctr(paddle, distributed):
+    """dense_input[13], C1, C2 looked up in ONE table SparseFeatFactors (16 wide, Uniform(-1, 1)):
+    static.nn.embedding (10000 rows) or static.nn.sparse_embedding (100000 rows, is_distributed);
+    concat(dense, C1, C2) -> fc 64 relu -> fc 1; binary_cross_entropy_with_logits against a
+    float label, mean."""
+    dense = paddle.static.data('dense_input', [-1, 13], 'float32')
+    ids = [paddle.static.data(n, [-1, 1], 'int64') for n in ('C1', 'C2')]
+    label = paddle.static.data('label', [-1, 1], 'float32')
+    attr = paddle.ParamAttr(name='SparseFeatFactors', initializer=paddle.nn.initializer.Uniform())
+    embs = []
+    for i in ids:
+        if distributed:
+            e = paddle.static.nn.sparse_embedding(i, size=[100000, 16], param_attr=attr)
+        else:
+            e = paddle.static.nn.embedding(i, size=[10000, 16], is_sparse=True, param_attr=attr)
+        embs.append(paddle.reshape(e, [-1, 16]))
+    x = paddle.concat([dense] + embs, axis=1)
+    h = paddle.static.nn.fc(x, 64, activation='relu')
+    logit = paddle.static.nn.fc(h, 1)
+    return paddle.mean(paddle.nn.functional.binary_cross_entropy_with_logits(logit, label))
+
+
+@register('fleet_mlp_sgd', 'fc 1000->1000 (relu) -> fc 1, square_error_cost + mean, SGD(0.01)',
+          FLEET)
+def fleet_mlp_sgd(paddle):
+    return fleet_mlp(paddle), paddle.optimizer.SGD(learning_rate=0.01)
+
+
+@register('fleet_mlp_adam', 'fc 1000->1000 (relu) -> fc 1, square_error_cost + mean, '
+          'Adam(0.001)', FLEET)
+def fleet_mlp_adam(paddle):
+    return fleet_mlp(paddle), paddle.optimizer.Adam(learning_rate=0.001)
+
+
+@register('fleet_lrdecay_momentum', 'fleet_mlp with exponential_decay(0.1, decay_steps=1000, '
+          'decay_rate=0.9, staircase=True) on the @LR_DECAY_COUNTER@ global step, Momentum(0.9)',
+          FLEET)
+def fleet_lrdecay_momentum(paddle):
+    loss = fleet_mlp(paddle)
+    lr = paddle.optimizer.lr.exponential_decay(learning_rate=0.1, decay_steps=1000,
+                                               decay_rate=0.9, staircase=True)
+    return loss, with_lr_var(paddle, paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9), lr)
+
+
+def with_lr_var(paddle, opt, lr_var):
+    """Install a fluid-style LR variable (paddle.optimizer.lr.exponential_decay & co.) as the
+    optimizer's global learning rate of the current main program: 2.x optimizers take a float or
+    an LRScheduler only."""
+    opt._learning_rate_map[paddle.static.default_main_program()] = lr_var
+    return opt
+
+
+@register('fleet_l2decay_clip_unsplit', 'mlp_small (fc 64->32 relu -> fc 1: nothing reaches '
+          'min_block_size) with SGD(0.01, weight_decay=L2Decay(1e-4), '
+          'grad_clip=ClipGradByValue(1.0))', FLEET)
+def fleet_l2decay_clip_unsplit(paddle):
+    loss = fleet_mlp(paddle, width=64, hidden=32)
+    return loss, paddle.optimizer.SGD(learning_rate=0.01,
+                                      weight_decay=paddle.regularizer.L2Decay(1e-4),
+                                      grad_clip=paddle.nn.ClipGradByValue(1.0))
+
+
+@register('fleet_ctr_sparse_adam', 'CTR-like: dense_input[13] + C1, C2 looked up in ONE table '
+          'SparseFeatFactors [10000, 16] (paddle.static.nn.embedding is_sparse) -> concat -> fc 64 '
+          'relu -> fc 1, binary_cross_entropy_with_logits + mean, Adam(0.001)', FLEET)
+def fleet_ctr_sparse_adam(paddle):
+    return fleet_ctr(paddle, False), paddle.optimizer.Adam(learning_rate=0.001)
+
+
+@register('fleet_large_scale_adam', 'as fleet_ctr_sparse_adam, the table a large-scale one: '
+          'paddle.static.nn.sparse_embedding (is_distributed, [100000, 16]), Adam(0.001)', FLEET)
+def fleet_large_scale_adam(paddle):
+    return fleet_ctr(paddle, True), paddle.optimizer.Adam(learning_rate=0.001)

@@ -75,7 +75,7 @@ def _clean(case_dir):
     os.makedirs(case_dir)
 
 
-def run_case(paddle, spec, case_dir, info=None):
+def run_case(paddle, spec, case_dir, info=None, only_roles=None):
     """Drive every role of `spec` into case_dir; returns the case.json dict."""
     spec = specmod.check(spec)
     case_dir = os.path.abspath(case_dir)
@@ -86,6 +86,8 @@ def run_case(paddle, spec, case_dir, info=None):
         with open(spec_path, 'w') as f:
             json.dump(spec, f)
         for role in specmod.roles(spec):
+            if only_roles and role not in only_roles:
+                continue
             results[role] = run_role(paddle, spec_path, spec, role, case_dir, scratch)
             if role == 'trainer_0' and results[role]['status'] != 'ok' \
                     and results[role]['stage'] in ('import', 'model', 'process'):

@@ -26,6 +26,16 @@ for _case in ('bad_embedx_dim_async', 'bad_fea_dim_sync', 'ctr_common_async', 'c
 for _case, _model in _TABLES.items():
     REBUILD['ps-tables/' + _case] = _model
 
+_FLEET = {'mlp_sgd': ('sync', 'async', 'half_async', 'geo'),
+          'mlp_adam': ('sync', 'async', 'half_async'),
+          'lrdecay_momentum': ('sync', 'async', 'half_async'),
+          'l2decay_clip_unsplit': ('sync', 'async'),
+          'ctr_sparse_adam': ('sync', 'async', 'half_async', 'geo'),
+          'large_scale_adam': ('sync', 'async', 'half_async', 'geo')}
+for _case, _modes in _FLEET.items():
+    for _mode in _modes:
+        REBUILD['fleet/%s_%s' % (_case, _mode)] = 'fleet_' + _case
+
 _EXP_DECAY = {'type': 'sgd', 'learning_rate': {'scheduler': 'ExponentialDecay',
                                                'args': {'learning_rate': 0.1, 'gamma': 0.9}}}
 INPUT_OPTIMIZER = {'ps/lr_exp_sgd_%s' % m: _EXP_DECAY for m in ('sync', 'async', 'geo')}
