@@ -7,9 +7,16 @@ import os
 SHARED = ['/work/shared']
 FAMILIES = ('classic', 'paddlerec-classic', 'fleet', 'paddlerec-fleet', 'ps', 'ps-tables')
 
-REBUILD = {
-    'classic/basic': 'suite_basic',
-}
+REBUILD = {'classic/' + c: 'suite_' + m for c, m in (
+    ('basic', 'basic'), ('large_block_size', 'basic'), ('no_slice_var', 'basic'),
+    ('rmsprop', 'rmsprop'), ('load_slice_var', 'rmsprop'), ('decayed_adagrad', 'decayed_adagrad'),
+    ('empty_pserver_block', 'empty_pserver_block'), ('l2decay', 'l2decay'),
+    ('l2decay_piecewise', 'l2decay_piecewise'), ('lr_decay', 'lr_decay'),
+    ('lr_decay_conditional', 'lr_decay_conditional'), ('local_lookup_table', 'local_lookup_table'),
+    ('async_local_lookup_table', 'local_lookup_table'), ('dist_lookup_table', 'dist_lookup_table'),
+    ('remote_prefetch_lookup_table', 'remote_prefetch_lookup_table'), ('fake_init', 'fake_init'),
+    ('async_mlp_adam', 'mlp_adam'), ('half_async_mlp', 'mlp_adam'),
+    ('embedding_v2', 'embedding_v2'))}
 _PS = {'mlp_sgd': 'ps_mlp_sgd', 'mlp_adam': 'ps_mlp_adam', 'ctr_adam': 'ps_ctr_adam',
        'ctr_adagrad': 'ps_ctr_adagrad', 'ctr_momentum': 'ps_ctr_momentum',
        'lr_exp_sgd': 'ps_lr_exp_sgd', 'two_tables_sgd': 'ps_two_tables_sgd',
