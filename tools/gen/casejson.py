@@ -49,7 +49,7 @@ def _files(case_dir):
 
 def _error(results):
     for role, r in results.items():
-        if r['status'] != 'ok':
+        if r['status'] == 'error':
             who = role.replace('_', ' ', 1) if role.startswith('trainer_') else role
             return {'raised_by': who, 'stage': r['stage'], 'type': r['type'],
                     'message': r['message'], 'where': _short_where(r.get('where', ''))}
@@ -99,7 +99,11 @@ def make(spec, results, info, case_dir):
     case.update(sorted(per_role.items()))
     case['role_outcomes'] = {role: _outcome(r) for role, r in results.items()}
     err = _error(results)
-    if err:
+    late = [role for role, r in results.items() if r['status'] == 'timeout']
+    if late:
+        case['incomplete'] = 'no expected/: %s did not finish in time (GEN_ROLE_TIMEOUT)' % (
+            ', '.join(late))
+    elif err:
         case['expected_error'] = err
     case['files'] = _files(case_dir)
     return case

@@ -22,6 +22,7 @@ REMOVED_ENV_PREFIXES = ('FLAGS_communicator_', 'FLAGS_rpc_', 'PADDLE_', 'TRAININ
                         'POD_IP', 'CPU_NUM', 'FLAGS_LAUNCH_BARRIER', 'PSERVER_DEBUG',
                         'PYTHONPATH', 'PYTHONHASHSEED')
 KEEP_ENV = ('PATH', 'HOME', 'LANG', 'LC_ALL', 'TMPDIR', 'USER')
+ROLE_TIMEOUT = int(os.environ.get('GEN_ROLE_TIMEOUT', '1800'))
 
 
 class Paddle:
@@ -50,10 +51,11 @@ def run_role(paddle, spec_path, spec, role, case_dir, scratch):
     with open(log_path, 'w') as log:
         try:
             proc = subprocess.run(cmd, env=role_env(paddle, spec, role), stdout=log,
-                                  stderr=subprocess.STDOUT, cwd=scratch, timeout=900)
+                                  stderr=subprocess.STDOUT, cwd=scratch, timeout=ROLE_TIMEOUT)
             rc = proc.returncode
         except subprocess.TimeoutExpired:
-            rc = 'timeout'
+            return {'role': role, 'status': 'timeout', 'stage': 'process', 'type': 'Timeout',
+                    'message': 'did not finish in %d s' % ROLE_TIMEOUT, 'where': ''}
     if os.path.isfile(result_path):
         with open(result_path) as f:
             return json.load(f)
@@ -93,8 +95,11 @@ def run_case(paddle, spec, case_dir, info=None, only_roles=None):
                     and results[role]['stage'] in ('import', 'model', 'process'):
                 break       # no program to drive: the other roles would fail the same way
     _restore_input(spec, case_dir)
-    failed = [r for r in results.values() if r['status'] != 'ok']
-    if failed:
+    failed = [r for r in results.values() if r['status'] == 'error']
+    if any(r['status'] == 'timeout' for r in results.values()):
+        # not Paddle refusing the case: the case is incomplete (no expected/)
+        shutil.rmtree(os.path.join(case_dir, 'expected'), ignore_errors=True)
+    elif failed:
         shutil.rmtree(os.path.join(case_dir, 'expected'), ignore_errors=True)
         os.makedirs(os.path.join(case_dir, 'expected'))
         with open(os.path.join(case_dir, 'expected', 'error.txt'), 'w') as f:

@@ -27,12 +27,13 @@ def _base(style, mode):
 
 # --- zoo -----------------------------------------------------------------------------------
 def zoo_models(inputs):
+    """The zoo's models, smallest main.pb first (the biggest take Paddle minutes a role)."""
     out = []
     for name in sorted(os.listdir(inputs)):
         d = os.path.join(inputs, name)
         if all(os.path.isfile(os.path.join(d, f)) for f in ('main.pb', 'startup.pb', 'model.json')):
-            out.append(name)
-    return out
+            out.append((os.path.getsize(os.path.join(d, 'main.pb')), name))
+    return [name for _, name in sorted(out)]
 
 
 def _zoo_info(meta):
