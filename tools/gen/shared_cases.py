@@ -46,17 +46,29 @@ for _case, _modes in _FLEET.items():
 _EXP_DECAY = {'type': 'sgd', 'learning_rate': {'scheduler': 'ExponentialDecay',
                                                'args': {'learning_rate': 0.1, 'gamma': 0.9}}}
 INPUT_OPTIMIZER = {'ps/lr_exp_sgd_%s' % m: _EXP_DECAY for m in ('sync', 'async', 'geo')}
+INPUT_OPTIMIZER.update({   # the project's tests/corpus (families made by other generators)
+    'ps-gen/ctr_adam_expdecay_sync': {'type': 'adam', 'learning_rate': {
+        'scheduler': 'ExponentialDecay', 'args': {'learning_rate': 0.01, 'gamma': 0.95}}},
+    'ps-gen/ctr_sgd_piecewise_sync': {'type': 'sgd', 'learning_rate': {
+        'scheduler': 'PiecewiseDecay', 'args': {'boundaries': [100, 200],
+                                                'values': [0.1, 0.05, 0.01]}}},
+    'paddlerec-gen/fleet_deepfm_lrdecay_sync': {'type': 'adam', 'kwargs': {'lazy_mode': True},
+                                                'learning_rate': {
+        'scheduler': 'ExponentialDecay', 'args': {'learning_rate': 0.001, 'gamma': 0.9}}},
+})
+INPUT_OPTIMIZER['paddlerec-gen/fleet_deepfm_lrdecay_async'] = INPUT_OPTIMIZER[
+    'paddlerec-gen/fleet_deepfm_lrdecay_sync']
 
 
 def tool(name):
     return os.path.join(SHARED[0], 'tools', name)
 
 
-def cases(shared, families=None, names=None):
-    """(family, case dir) of the shared corpus, families in FAMILIES order, cases sorted."""
+def cases(corpus, families=None, names=None):
+    """(family, case dir) of a corpus root, families in FAMILIES order, cases sorted."""
     out = []
     for fam in families or FAMILIES:
-        for d in sorted(glob.glob(os.path.join(shared, 'corpus', fam, '*', 'case.json'))):
+        for d in sorted(glob.glob(os.path.join(corpus, fam, '*', 'case.json'))):
             d = os.path.dirname(d)
             if not names or os.path.basename(d) in names or '%s/%s' % (fam, os.path.basename(d)) in names:
                 out.append((fam, d))

@@ -30,15 +30,23 @@ import runner  # noqa: E402
 import shared_cases  # noqa: E402
 
 STYLE = {'classic': 'classic', 'paddlerec-classic': 'classic', 'fleet': 'fleet',
-         'paddlerec-fleet': 'fleet', 'ps': 'ps', 'ps-tables': 'ps', 'paddlerec-ps': 'ps'}
+         'paddlerec-fleet': 'fleet', 'ps': 'ps', 'ps-tables': 'ps', 'paddlerec-ps': 'ps',
+         'ps-gen': 'ps'}
+
+
+def style_of(family, name):
+    """The style of a case: by family, or (paddlerec-gen) by its name's prefix."""
+    if family in STYLE:
+        return STYLE[family]
+    return name.split('_', 1)[0]
 PS_KEYS = ('adam_d2sum', 'table_parameters', 'fs_client_param', 'fleet_desc_configs')
 
 
 def spec_for(case_dir, family, how):
     with open(os.path.join(case_dir, 'cluster.yaml')) as f:
         cfg = yaml.safe_load(f)
-    style = STYLE[family]
     name = os.path.basename(case_dir)
+    style = style_of(family, name)
     spec = {'name': name, 'style': style, 'mode': cfg.get('mode', 'sync'),
             'pservers': list(cfg['pservers']), 'trainers': cfg.get('trainers', 1)}
     tid = cfg.get('trainer_id', 0)
@@ -108,6 +116,8 @@ def validate_case(paddle, shared_dir, family, out, how, inputs_only=False):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--shared', default='/work/shared')
+    ap.add_argument('--corpus', help='a corpus root other than SHARED/corpus (e.g. the '
+                    'project\'s tests/corpus: families paddlerec-ps, paddlerec-gen, ps-gen)')
     ap.add_argument('--out', default='/tmp/gen-validate')
     ap.add_argument('--family', action='append')
     ap.add_argument('--case', action='append')
@@ -119,7 +129,8 @@ def main(argv=None):
     shared_cases.SHARED[0] = args.shared
     paddle = runner.default_paddle()
     tally, results = {}, {}
-    for family, case_dir in shared_cases.cases(args.shared, args.family, args.case):
+    root = args.corpus or os.path.join(args.shared, 'corpus')
+    for family, case_dir in shared_cases.cases(root, args.family, args.case):
         how, diffs = validate_case(paddle, case_dir, family, args.out, args.how,
                                    args.inputs_only)
         key = '%s/%s' % (family, os.path.basename(case_dir))
