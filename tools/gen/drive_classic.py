@@ -13,6 +13,7 @@ transpile(sync_mode=False)); half_async (as async plus half_async=True).
 import load
 import outputs
 import shim
+import spec as specmod
 
 PATCHES = [
     'shim.py: OpProtos for the RPC ops the CPU wheel lacks (recv, split_byref, split_selected_rows, '
@@ -96,13 +97,9 @@ def run(paddle, spec, role, case_dir, result):
             main = t.get_trainer_program(wait_port=False)
             startup = t.startup_program
         else:
-            ep = spec['pservers'][[outputs_role(e) for e in spec['pservers']].index(role)]
+            ep = spec['pservers'][[specmod.pserver_role(e) for e in spec['pservers']].index(role)]
             main = t.get_pserver_program(ep)
             startup = t.get_startup_program(ep, main)
     result['stage'] = 'write'
     outputs.write_program(case_dir, role, 'main', main)
     outputs.write_program(case_dir, role, 'startup', startup)
-
-
-def outputs_role(ep):
-    return 'pserver_' + ep.replace(':', '_')

@@ -11,6 +11,7 @@ import fleet20
 import load
 import outputs
 import shim
+import spec as specmod
 
 SHIM_PATCH = (
     'shim.py: OpProtos for the RPC / large-scale ops the CPU wheel lacks (no slots declared, '
@@ -37,16 +38,12 @@ def make_role_maker(spec, role):
     if role.startswith('trainer_'):
         kind, idx = Role.WORKER, int(role.split('_')[1])
     else:
-        kind, idx = Role.SERVER, [fleet20_role(e) for e in eps].index(role)
+        kind, idx = Role.SERVER, [specmod.pserver_role(e) for e in eps].index(role)
     rm = fleet20.RoleMaker(current_id=idx, role=kind, worker_num=spec['trainers'],
                            server_endpoints=eps)
     desc = {'role_maker': 'UserDefinedRoleMaker', 'role': str(kind), 'current_id': idx,
             'worker_num': spec['trainers'], 'server_endpoints': eps}
     return rm, desc
-
-
-def fleet20_role(ep):
-    return 'pserver_' + ep.replace(':', '_')
 
 
 def program_config(strategy):

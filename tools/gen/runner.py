@@ -65,12 +65,6 @@ def run_role(paddle, spec_path, spec, role, case_dir, scratch):
             'message': 'the role process died (exit %s): %s' % (rc, tail[0][:300]), 'where': ''}
 
 
-def outcome(r):
-    if r['status'] == 'ok':
-        return 'ok'
-    return 'error at %s: %s: %s' % (r['stage'], r['type'], r['message'])
-
-
 def _clean(case_dir):
     if os.path.isdir(case_dir):
         shutil.rmtree(case_dir)
