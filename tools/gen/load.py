@@ -18,6 +18,7 @@ import os
 
 import models
 import optimizers
+import outputs
 
 
 def find_loss(program):
@@ -100,4 +101,4 @@ class Model:
     def save_input(self, case_dir):
         for prog, name in ((self.main, 'main.pb'), (self.startup, 'startup.pb')):
             with open(os.path.join(case_dir, name), 'wb') as f:
-                f.write(prog.desc.serialize_to_string())
+                f.write(outputs.program_bytes(prog))

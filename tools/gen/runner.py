@@ -18,6 +18,7 @@ import tempfile
 import spec as specmod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 REMOVED_ENV_PREFIXES = ('FLAGS_communicator_', 'FLAGS_rpc_', 'PADDLE_', 'TRAINING_ROLE',
                         'POD_IP', 'CPU_NUM', 'FLAGS_LAUNCH_BARRIER', 'PSERVER_DEBUG',
                         'PYTHONPATH', 'PYTHONHASHSEED')
@@ -51,7 +52,7 @@ def run_role(paddle, spec_path, spec, role, case_dir, scratch):
     with open(log_path, 'w') as log:
         try:
             proc = subprocess.run(cmd, env=role_env(paddle, spec, role), stdout=log,
-                                  stderr=subprocess.STDOUT, cwd=scratch, timeout=ROLE_TIMEOUT)
+                                  stderr=subprocess.STDOUT, cwd=REPO, timeout=ROLE_TIMEOUT)
             rc = proc.returncode
         except subprocess.TimeoutExpired:
             return {'role': role, 'status': 'timeout', 'stage': 'process', 'type': 'Timeout',
