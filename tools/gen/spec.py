@@ -102,7 +102,10 @@ def _scalar(v):
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, float):
-        return repr(v)
+        text = repr(v)           # YAML 1.1 (PyYAML) reads 1e-07 as a string: write 1.0e-07
+        if 'e' in text and '.' not in text.split('e')[0]:
+            text = text.replace('e', '.0e', 1)
+        return text
     return str(v)
 
 
@@ -124,11 +127,12 @@ def _yaml(value, indent):
 
 def cluster_yaml(spec):
     """The project's cluster config for the case (README "Cluster config")."""
-    head = ['style: %s' % spec['style'], 'pservers:']
-    head += ['  - "%s"' % ep for ep in spec['pservers']]
     emit = spec['emit_trainers']
     tid = 'all' if emit == 'all' else trainer_ids(spec)[0]
-    top = {'trainers': spec['trainers'], 'trainer_id': tid, 'mode': spec['mode']}
+    head = ['style: %s' % spec['style'], 'pservers:']
+    head += ['  - "%s"' % ep for ep in spec['pservers']]
+    head += ['trainers: %d' % spec['trainers'], 'trainer_id: %s' % tid, 'mode: %s' % spec['mode']]
+    top = {}
     settings = dict(spec['settings'])
     if spec['style'] == 'ps' and spec['mode'] == 'geo':
         top['geo_push_nums'] = settings.pop('geo_push_nums', 400)
