@@ -25,8 +25,13 @@ def one_line(exc):
     """The reason of an exception on one line: its first non-empty line, or for Paddle's
     enforce errors (a banner, then the message) the first line after the banner."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
+    if not lines:                 # a bare assert: say where it failed
+        tb = traceback.extract_tb(exc.__traceback__)
+        if not tb:
+            return type(exc).__name__
+        f = tb[-1]
+        return '%s in %s (%s line %d)' % (type(exc).__name__, f.name,
+                                           os.path.basename(f.filename), f.lineno)
     for i, ln in enumerate(lines):
         if ln.startswith('----') or ln.startswith('Error Message Summary'):
             continue
