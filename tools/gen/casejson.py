@@ -100,7 +100,12 @@ def make(spec, results, info, case_dir):
     case['role_outcomes'] = {role: _outcome(r) for role, r in results.items()}
     err = _error(results)
     late = [role for role, r in results.items() if r['status'] == 'timeout']
-    if late:
+    if not os.path.isfile(os.path.join(case_dir, 'main.pb')):
+        case['unbuildable'] = ('Paddle cannot build the program (no main.pb, no expected/): %s'
+                               % (err['message'] if err else 'no trainer ran'))
+        if err:
+            case['build_error'] = err
+    elif late:
         case['incomplete'] = 'no expected/: %s did not finish in time (GEN_ROLE_TIMEOUT)' % (
             ', '.join(late))
     elif err:

@@ -118,6 +118,7 @@ def run_set(name, out_root, only=None, force=False, inputs=None):
         err = case.get('expected_error')
         what = 'refused: %s' % err['message'][:100] if err else 'ok'
         what = 'INCOMPLETE: %s' % case['incomplete'] if case.get('incomplete') else what
+        what = 'UNBUILDABLE: %s' % case['unbuildable'] if case.get('unbuildable') else what
         print('[%d/%d] %s: %s (%.0fs)' % (i + 1, len(cases), case_name, what, time.time() - t0),
               flush=True)
     return 0

@@ -53,6 +53,8 @@ def split(pst, case, out):
 
 
 def check_case(pst, check, case):
+    if not os.path.isdir(os.path.join(case, 'expected')):
+        return {'status': 'skipped', 'message': 'no expected/ (unbuildable or incomplete case)'}
     with tempfile.TemporaryDirectory(prefix='ours-') as tmp:
         out = os.path.join(tmp, 'split')
         rc, msg = split(pst, case, out)
