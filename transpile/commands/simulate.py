@@ -21,7 +21,8 @@ from .common import options
               help="The cluster config (YAML).")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
 @click.option("--batch", type=int, default=None,
-              help="Global batch size (divided among the trainers) [default: 8, or what the "
+              help="Global batch size (divided among the trainers) [default: 8 (a multiple of the "
+                   "trainers: 9 for 3), or what the "
                    "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
 @click.option("--rtol", type=float, default=None,
