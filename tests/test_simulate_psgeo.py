@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from test_simulate_ps import case, ours, paddles, param, run
+from test_simulate_ps import ours, paddles, param, run
 from transpile.simulate.executor import Scope
 from transpile.simulate.psgeo import GeoClient, dense_groups
 from transpile.simulate.pstables.server import build_server
@@ -170,4 +170,23 @@ def test_geo_table_refuses_a_short_param_row():
     from transpile.simulate.pstables import TableError
     with pytest.raises(TableError, match="1 floats"):
         t.pull([0])
-    assert case("ps/mlp_sgd_geo")[2].mode == "geo"
+
+
+def test_the_command_proves_paddles_geo_split_and_names_the_differences():
+    import json
+    import os
+
+    from click.testing import CliRunner
+
+    from cli import main
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "ps",
+                     "two_tables_sgd_geo")
+    r = CliRunner().invoke(main, [
+        "simulate", os.path.join(d, "main.pb"), "--startup", os.path.join(d, "startup.pb"),
+        "--cluster", os.path.join(d, "cluster.yaml"), "--steps", "3", "--expect-equal",
+        "--format", "json", os.path.join(d, "expected")])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["mode"] == "geo" and out["exit_code"] == 0
+    ids = {w["id"] for p in out["ps_reference_vs_original"]["params"] for w in p["why"]}
+    assert "ps-geo-float32" in ids
