@@ -190,3 +190,15 @@ def test_the_command_proves_paddles_geo_split_and_names_the_differences():
     assert out["mode"] == "geo" and out["exit_code"] == 0
     ids = {w["id"] for p in out["ps_reference_vs_original"]["params"] for w in p["why"]}
     assert "ps-geo-float32" in ids
+
+
+def test_a_geo_run_without_a_push_is_refused():
+    from test_simulate_ps import case
+
+    from transpile.core.errors import UserError
+    from transpile.simulate import simulate
+    main, startup, cfg = case("ps/mlp_sgd_geo")
+    progs, texts = paddles("ps/mlp_sgd_geo")
+    with pytest.raises(UserError, match="no push"):
+        simulate(main, startup, cfg, progs, {}, steps=1, batch=4, seed=0, push_every=10,
+                 expect_equal=True, ps_options=dict(texts=texts, why=False))

@@ -260,6 +260,11 @@ def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed
     from ..core.errors import UserError
     from .pstables import PserverRefuses, TableError
     schedule = run.schedule
+    if not any(schedule.pushes_after(s) for s in range(steps)):
+        raise UserError("geo: %d steps run no push (the trainers push after every %d steps): "
+                        "nothing the split sends would be compared; give --steps %d or more, "
+                        "or a smaller --push-every" % (steps, schedule.push_every,
+                                                       schedule.push_every))
     n = config.trainers
     per = batch // max(1, n)
     try:
