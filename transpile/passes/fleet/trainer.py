@@ -18,7 +18,8 @@ from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
 from ...plan.faults import FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM
 from ...plan.fleet import FleetPlan, orphan_sums, remote_lookup_groups, trainer_send_queues
 from .. import common
-from ..build import OpOrder, make_op, new_control_var, role_attrs
+from ..build import make_op, new_control_var, role_attrs
+from ..fuse import fuse_pulls
 from ..pipeline import PassEnv, Pipeline, named
 
 
@@ -66,10 +67,8 @@ def _table_id(plan: FleetPlan, table: str) -> int:
 def fuse_sparse_lookups(main: Program, env: PassEnv) -> Program:
     """One distributed_lookup_table per remote table, one distributed_push_sparse for its grads.
 
-    The fused lookup goes right after the last producer of its ids (or where the first lookup
-    was), provided every consumer of the looked-up rows comes later; otherwise each lookup is
-    replaced in place. (Paddle first tries to move ops to make room; that reordering is not
-    reproduced: such programs get one lookup per original op, which computes the same thing.)
+    The pull fusion is passes/fuse.py's (Paddle's _pull_sparse_fuse, its reordering included;
+    a table whose ids are not 2-D is refused there, as Paddle's InferShape refuses it).
     """
     plan = env.plan
     prog = main.shallow_copy()
@@ -77,15 +76,6 @@ def fuse_sparse_lookups(main: Program, env: PassEnv) -> Program:
     pulls, pushes = remote_lookup_groups(block.ops)
     if not pulls:
         return prog
-    emb_size = _fuse_pulls(block, pulls, plan)
-    if pushes:
-        _fuse_pushes(block, pushes, plan, emb_size)
-    return prog
-
-
-def _fuse_pulls(block, pulls: dict, plan: FleetPlan) -> dict:
-    """Each table's lookups replaced by distributed_lookup_table ops; {table: its emb size}."""
-    order = OpOrder(block.ops)
     emb_size = {}
     for table, group in pulls.items():
         w = block.vars.get(table)
@@ -93,27 +83,16 @@ def _fuse_pulls(block, pulls: dict, plan: FleetPlan) -> dict:
             raise UserError("embedding table %s is not declared in the program" % table,
                             op=group[0])
         emb_size[table] = int(w.shape[1]) if w.shape and len(w.shape) > 1 else 0
-        table_id = _table_id(plan, table)
-        ids = [op.input("Ids")[0] for op in group]
-        outs = [op.output("Out")[0] for op in group]
-        for op in group:
-            order.remove(op)
-        produced = order.keys(order.producers, ids)
-        consumed = order.keys(order.consumers, outs)
+        _table_id(plan, table)
 
-        def lookup(id_names, out_names, table=table, first=group[0], table_id=table_id):
-            return make_op("distributed_lookup_table", {"Ids": id_names, "W": [table]},
-                           {"Outputs": out_names}, _lookup_attrs(first, table_id))
+    def lookup(table: str, ids: list, outs: list) -> Op:
+        return make_op("distributed_lookup_table", {"Ids": ids, "W": [table]},
+                       {"Outputs": outs}, _lookup_attrs(pulls[table][0], plan.table_ids[table]))
 
-        if not produced or not consumed or min(consumed) > max(produced):
-            # right after the last producer of the ids, or where the first lookup was
-            at = order.key[id(group[0])] if not produced else order.after(max(produced))
-            order.add(lookup(ids, outs), at)
-        else:
-            for k, op in enumerate(group):
-                order.add(lookup([ids[k]], [outs[k]]), order.key[id(op)])
-    block.ops = order.ops()
-    return emb_size
+    block.ops = fuse_pulls(block, pulls, lookup, False, "Paddle's distributed_ops_pass")
+    if pushes:
+        _fuse_pushes(block, pushes, plan, emb_size)
+    return prog
 
 
 def _lookup_attrs(first: Op, table_id: int) -> dict:
