@@ -106,6 +106,10 @@ class FleetPserverIndex:
         return out
 
 
+# the suffix of the new grad var Paddle's regularizer makes for a sparse grad (kNewGradSuffix)
+NEW_GRAD_SUFFIX = "@NEWGRAD@"
+
+
 def _block_keys(name: str):
     """The names `name` is a block of (is_block_of): itself and each prefix before `.block`."""
     yield name
@@ -239,9 +243,15 @@ def _append_optimizer_op(s: ServerBuild, block: Block, op: Op, merged: VarBlock)
     gvars = s.gvars
     firsts, states = s.index.update_slots(s, op)
     inputs = {}
+    grad = merged
     for slot, v in firsts:
         if slot == "Grad":
-            inputs[slot] = [merged.name]
+            # a regularized sparse grad: Paddle's decay writes a new var (`<grad>@NEWGRAD@`,
+            # made by the pserver's copy of the chain), which the update reads when declared
+            g = op.input("Grad")[0]
+            if NEW_GRAD_SUFFIX in g and g in gvars:
+                grad = gvars[g]
+            inputs[slot] = [grad.name]
         elif slot == "Param":
             if p.name not in gvars:
                 gvars[p.name] = new_tensor(p.name, p.shape, p.dtype, persistable=True)
@@ -261,8 +271,8 @@ def _append_optimizer_op(s: ServerBuild, block: Block, op: Op, merged: VarBlock)
     outputs["ParamOut"] = [p.name]
     new = op.copy({k: inputs[k] for k in op.inputs if k in inputs}, outputs)
     block.ops.append(new)
-    if merged.kind == "SELECTED_ROWS":
-        s.sparse_grad_to_param.append("%s:%s" % (merged.name, p.name))
+    if grad.kind == "SELECTED_ROWS":
+        s.sparse_grad_to_param.append("%s:%s" % (grad.name, p.name))
 
 
 def _lr_decay_block(s: ServerBuild) -> int:

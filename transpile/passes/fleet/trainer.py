@@ -4,11 +4,12 @@ Passes `(program, env) -> program` (passes/pipeline.py), env.plan a FleetPlan; a
 is left as it was.
 
 Main (sync / async / half_async):
-  delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
+  demote_clip_ops -> delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
 Startup:
   fake_init_tables -> init_from_server -> delete_optimizer_state_inits
-Geo: the trainer keeps its optimizer; main gets one send per sparse table and one for the step
-counter, startup is unchanged.
+Geo: the trainer keeps its optimizer; its clip ops are backward ops as in the other modes
+(Paddle's CompileTimeStrategy re-labels them whatever the mode); main gets one send per sparse
+table and one for the step counter, startup is unchanged.
 """
 from __future__ import annotations
 
@@ -218,5 +219,5 @@ MAIN = Pipeline("trainer main", tuple(map(named, (
     demote_clip_ops, delete_optimizer_ops, fuse_sparse_lookups, append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     fake_init_tables, init_from_server, delete_optimizer_state_inits))))
-GEO_MAIN = Pipeline("trainer main", (named(append_sends),))
+GEO_MAIN = Pipeline("trainer main", tuple(map(named, (demote_clip_ops, append_sends))))
 GEO_STARTUP = Pipeline("trainer startup", ())
