@@ -16,7 +16,8 @@ from __future__ import annotations
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program, select
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
-from ...plan.faults import FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM
+from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
+                            FLEET_SPARSE_CLIP_DROPPED)
 from ...plan.fleet import FleetPlan, orphan_sums, remote_lookup_groups, trainer_send_queues
 from .. import common
 from ..build import make_op, new_control_var, role_attrs
@@ -31,7 +32,17 @@ def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     trainer sends: the pservers clip the averaged gradient (passes/fleet/pserver.py)."""
     plan = env.plan
     fix = FLEET_CLIP_BEFORE_MERGE in plan.fixes
-    return common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
+    prog = common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
+    if FLEET_SPARSE_CLIP_DROPPED in plan.fixes:
+        # fixing fleet-sparse-clip-dropped: the pservers clip the pushed table's gradient; the
+        # trainer's clip of it, whose result nothing sends, goes
+        grads = {p.grad for p in plan.sparse_pairs}
+        outs = {op.output("Out")[0] for op in select(env.main.global_block.ops, plan.clip_ops)
+                if op.input("X")[:1] and op.input("X")[0] in grads and op.output("Out")}
+        prog.global_block.ops = [op for op in prog.global_block.ops if not (
+            op.type in ("clip", "clip_by_norm", "assign") and op.output("Out")[:1]
+            and op.output("Out")[0] in outs)]
+    return prog
 
 
 def _unclipped(clip: Op) -> Op:
