@@ -44,22 +44,20 @@ def lookups_2d(main: Program, types=LOOKUP_TABLE_TYPES) -> Program:
     """Fix *-lookup-ids-not-2d: each remote lookup_table_v2 (of `types`, remote_prefetch)
     whose ids are not 2-D reads them made 2-D — `unsqueeze2` of [-1] to [-1, 1] or `reshape2`
     of [-1, a, b] to [-1, b], right after the op that makes the ids (first, for a feed) — and
-    writes a new var of the fused lookup's shape, made back into its own shape (`squeeze2` /
-    `reshape2`) right before its first reader; its grad ops name the same 2-D ids, which the
+    its rows, which then come with the fused lookup's shape, are made back into their own in
+    place (`squeeze2` / `reshape2`) right before their first reader, so that every rule of the
+    lookup's placement reads the same readers; its grad ops name the same 2-D ids, which the
     push then sends. `main` is not modified."""
     prog = main.copy()
     block = prog.global_block
     bad = ids_not_2d(block, [op for op in block.ops if is_remote_prefetch(op, types)])
-    if not bad:
-        return prog
     made: dict = {}             # ids name -> its 2-D var
     for op, ids, shape in bad:
         if ids not in made:
             made[ids] = _ids_2d(block, ids, shape)
         out = op.output("Out")[0]
-        rows = _rows_back(block, out, shape)
+        _rows_back(block, out, shape)
         op.inputs["Ids"] = [made[ids]]
-        op.outputs["Out"] = [rows]
         for g in block.ops:
             if g.type in LOOKUP_GRAD_TYPES and g.input("W") == op.input("W") and \
                     g.input("Ids") == [ids] and g.input("Out@GRAD") == [out + "@GRAD"]:
@@ -86,32 +84,22 @@ def _ids_2d(block, ids: str, shape: list) -> str:
     block.add_var(new_tensor(name, tuple(to), var.dtype, lod_level=0))
     block.add_var(new_tensor(name + "@XSHAPE", tuple([0] + list(shape)), var.dtype,
                              lod_level=0))
-    if len(shape) == 1:
-        op = make_op("unsqueeze2", {"X": [ids]}, {"Out": [name], "XShape": [name + "@XSHAPE"]},
-                     {"axes": Attr("INTS", [1]), **role_attrs(FORWARD)})
-    else:
-        op = make_op("reshape2", {"X": [ids]}, {"Out": [name], "XShape": [name + "@XSHAPE"]},
-                     {"shape": Attr("INTS", to), **role_attrs(FORWARD)})
-    _insert(block, op, after=ids)
+    kind, attrs = ("unsqueeze2", {"axes": Attr("INTS", [1])}) if len(shape) == 1 else \
+        ("reshape2", {"shape": Attr("INTS", to)})
+    _insert(block, make_op(kind, {"X": [ids]}, {"Out": [name], "XShape": [name + "@XSHAPE"]},
+                           {**attrs, **role_attrs(FORWARD)}), after=ids)
     return name
 
 
-def _rows_back(block, out: str, shape: list) -> str:
-    """The var the fused lookup writes instead of `out` (of ids of `shape`), made back into
-    `out` right before its first reader."""
+def _rows_back(block, out: str, shape: list) -> None:
+    """`out` (looked up by ids of `shape`, made 2-D) made back into its own shape, in place,
+    right before its first reader."""
     var = block.vars[out]
     width = int(var.shape[-1])
     lead = [-1, 1] if len(shape) == 1 else [-1, shape[-1]]
-    name = out + "@2D"
-    block.add_var(new_tensor(name, tuple(lead + [width]), var.dtype, lod_level=0))
-    block.add_var(new_tensor(name + "@XSHAPE", tuple([0] + lead + [width]), var.dtype,
-                             lod_level=0))
-    if len(shape) == 1:
-        op = make_op("squeeze2", {"X": [name]}, {"Out": [out], "XShape": [name + "@XSHAPE"]},
-                     {"axes": Attr("INTS", [1]), **role_attrs(FORWARD)})
-    else:
-        op = make_op("reshape2", {"X": [name]}, {"Out": [out], "XShape": [name + "@XSHAPE"]},
-                     {"shape": Attr("INTS", [-1] + [int(d) for d in shape[1:]] + [width]),
-                      **role_attrs(FORWARD)})
-    _insert(block, op, before=out)
-    return name
+    xshape = out + "@2D@XSHAPE"
+    block.add_var(new_tensor(xshape, tuple([0] + lead + [width]), var.dtype, lod_level=0))
+    kind, attrs = ("squeeze2", {"axes": Attr("INTS", [1])}) if len(shape) == 1 else \
+        ("reshape2", {"shape": Attr("INTS", [-1] + [int(d) for d in shape[1:]] + [width])})
+    _insert(block, make_op(kind, {"X": [out]}, {"Out": [out], "XShape": [xshape]},
+                           {**attrs, **role_attrs(FORWARD)}), before=out)
