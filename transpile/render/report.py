@@ -357,6 +357,7 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
                    "program.")
         out.append("")
         out += table_lines(plan)
+        out += _faults(plan.get("faults") or [])
     else:
         out.append("Contents: placement; each trainer program against the original; each "
                    "pserver program block by block.")
