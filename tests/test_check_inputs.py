@@ -101,8 +101,9 @@ def test_paddles_classic_clip_split_is_named():
     sends = [f for f in findings if f.check == "send" and "no op of the trainer writes"
              in f.message]
     reads = [f for f in findings if f.check == "optimize" and "neither receives" in f.message]
-    assert sends and reads
-    assert {f.fault for f in sends + reads} == {"classic-clip-on-pserver"}
+    undeclared = [f for f in findings if f.check == "structure" and "not declared" in f.message]
+    assert sends and reads and undeclared
+    assert {f.fault for f in sends + reads + undeclared} == {"classic-clip-on-pserver"}
 
 
 def test_paddles_fleet_decay_of_a_sliced_table_is_named():

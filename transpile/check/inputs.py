@@ -134,7 +134,7 @@ def _initialized(part, name: str) -> bool:
     return v is not None and (v.persistable or v.need_check_feed)
 
 
-def _has_clip(ctx) -> bool:
+def has_clip(ctx) -> bool:
     """The original has a Paddle 2.x gradient clip (plan/clip_faults.py)."""
     return bool(new_var_clips(ctx.main)) or any(
         op.type in GLOBAL_NORM_OPS and roles.is_clip_op(op, "gradient_clip")
@@ -201,7 +201,7 @@ def _sliced_tables(ctx) -> set:
 
 def _read_fault(ctx, op, name: str, sliced: set) -> str:
     style = ctx.config.style
-    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and _has_clip(ctx):
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and has_clip(ctx):
         return CLASSIC_CLIP_ON_PSERVER
     base = name.split("@GRAD")[0]
     if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and base in sliced:
