@@ -23,6 +23,7 @@ from transpile.format import programio
 from transpile.ir import roles
 from transpile.ir.program import Program, Var
 from transpile.output import outdir
+from transpile.output.runtime import runtime_bytes
 from transpile.passes.build import make_op
 from transpile.styles.compare import compare, placement, style_plan
 from transpile.plan.placed import placed_params
@@ -235,7 +236,7 @@ def test_balanced_split_checks_clean_and_trains_like_the_original(case, tmp_path
         main, startup, replace(cfg, split_method="round_robin"))
     result = split(main, startup, cfg)
     files = {k + ".pb": programio.to_bytes(p) for k, p in result.programs.items()}
-    files.update({k + "/runtime.json": outdir.json_bytes(rt) for k, rt in result.runtime.items()})
+    files.update({k + "/runtime.json": runtime_bytes(rt) for k, rt in result.runtime.items()})
     outdir.write_tree(str(tmp_path / "split"), files, False)
     report = check_mod.check_dir(main, startup, cfg, str(tmp_path / "split"))
     assert not report.findings, [f.line() for f in report.findings]

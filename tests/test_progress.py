@@ -4,6 +4,7 @@ import os
 
 from transpile import load, load_config, split
 from transpile.commands.progress import progress_bar
+from transpile.output.runtime import runtime_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,7 +60,7 @@ def test_check_reports_each_folder_read_and_each_group_of_checks(tmp_path):
     result = split(main, startup, cfg)
     out = str(tmp_path / "split")
     files = {k + ".pb": to_bytes(p) for k, p in result.programs.items()}
-    files.update({k + "/runtime.json": json_bytes(rt) for k, rt in result.runtime.items()})
+    files.update({k + "/runtime.json": runtime_bytes(rt) for k, rt in result.runtime.items()})
     write_tree(out, files, False)
     calls = []
     report = check_dir(main, startup, cfg, out, progress=lambda d, t: calls.append((d, t)))

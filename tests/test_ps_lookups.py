@@ -1,7 +1,9 @@
-"""The ps style's pull fuse (distributed_ops_pass) works on position keys rather than list
-indices, to cost what each table touches instead of a walk over the program per table. Here it
-is held against Paddle's algorithm as Paddle writes it (list indices, the lookups removed and
-the fused op inserted by index, dag_check_up_and_reorder on the list), on random programs."""
+"""The pull fuse of the ps and fleet styles (distributed_ops_pass, passes/fuse.py) works on
+position keys rather than list indices, to cost what each table touches instead of a walk over
+the program per table. Here it is held against Paddle's algorithm as Paddle writes it (list
+indices, the lookups removed and the fused op inserted by index, dag_check_up_and_reorder on
+the list), on random programs, with the ps pass's reorder and with Fleet 2.0's (which never
+stops at a producer that reads the rows)."""
 import random
 from types import SimpleNamespace
 
@@ -9,16 +11,26 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from transpile.ir.program import Attr, Op
-from transpile.passes.ps.lookups import fuse_pulls, lookup_groups, reorder
+from transpile.passes.fuse import fuse_pulls as fuse_block_pulls, reorder
+from transpile.passes.ps.lookups import lookup_groups
 
 
-def paddle_fuse_pulls(ops: list, pulls: dict) -> list:
+def fuse_pulls(ops: list, pulls: dict, stop_at_reader: bool = True) -> list:
+    """passes/fuse.py's fuse_pulls over a block of `ops` that declares no vars."""
+    block = SimpleNamespace(ops=list(ops), var=lambda name: None)
+
+    def make(w, ids, outs):
+        return Op("distributed_lookup_table", {"Ids": ids, "W": [w]}, {"Outputs": outs}, {})
+    return fuse_block_pulls(block, pulls, make, stop_at_reader, "test")
+
+
+def paddle_fuse_pulls(ops: list, pulls: dict, stop_at_reader: bool = True) -> list:
     """_pull_sparse_fuse as Paddle writes it (indices into the op list)."""
     ops = list(ops)
     for w, group in pulls.items():
         inputs = [op.input("Ids")[0] for op in group]
         outputs = [op.output("Out")[0] for op in group]
-        reorder(ops, inputs, outputs)
+        reorder(ops, inputs, outputs, stop_at_reader)
         op_idxs = [next(i for i, o in enumerate(ops) if o is op) for op in group]
         for i in sorted(op_idxs, reverse=True):
             del ops[i]
@@ -72,13 +84,12 @@ def _shape(ops):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 2 ** 32 - 1))
-def test_key_based_pull_fuse_equals_paddles_index_based_one(seed):
+@given(st.integers(0, 2 ** 32 - 1), st.booleans())
+def test_key_based_pull_fuse_equals_paddles_index_based_one(seed, stop_at_reader):
     ops = random_program(random.Random(seed))
     pulls, _, _ = lookup_groups(ops)
-    plan = SimpleNamespace(table_ids={w: i for i, w in enumerate(pulls)})
-    ours = fuse_pulls(ops, pulls, plan)
-    assert _shape(ours) == _shape(paddle_fuse_pulls(ops, pulls))
+    ours = fuse_pulls(ops, pulls, stop_at_reader)
+    assert _shape(ours) == _shape(paddle_fuse_pulls(ops, pulls, stop_at_reader))
 
 
 @pytest.mark.parametrize("ops,expected", [
@@ -89,7 +100,6 @@ def test_key_based_pull_fuse_equals_paddles_index_based_one(seed):
 ])
 def test_known_orders(ops, expected):
     pulls, _, _ = lookup_groups(ops)
-    plan = SimpleNamespace(table_ids={w: i for i, w in enumerate(pulls)})
     got = [op.type + (":" + op.input("W")[0] if op.input("W") else "")
-           for op in fuse_pulls(ops, pulls, plan)]
+           for op in fuse_pulls(ops, pulls)]
     assert got == expected

@@ -10,6 +10,7 @@ from cli import main
 from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.output import outdir
+from transpile.output.runtime import runtime_bytes
 from transpile.render.report import render_report
 from transpile.split import split
 
@@ -31,7 +32,7 @@ def test_written_split_equals_the_split_kept_in_memory(tmp_path, family, name):
     kept = split(main_prog, startup, config)
     assert kept.programs and not kept.sink
     expected = {k + ".pb": programio.to_bytes(p) for k, p in kept.programs.items()}
-    expected.update({k + "/runtime.json": outdir.json_bytes(rt) for k, rt in kept.runtime.items()})
+    expected.update({k + "/runtime.json": runtime_bytes(rt) for k, rt in kept.runtime.items()})
     expected["plan.json"] = outdir.json_bytes(kept.plan)
     expected["report.md"] = render_report(main_prog, kept.programs, kept.plan,
                                           title=os.path.join(case, "main.pb"),

@@ -23,6 +23,7 @@ from .ir.program import Program
 from .ir.roles import is_optimize_op
 from .ir.validate import validate_for_split
 from .output.result import Sink, SplitResult
+from .output.runtime import runtime_bytes
 from .passes.pipeline import AfterHook
 from .styles.base import Runner
 from .styles.registry import style_of
@@ -153,7 +154,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % dump_after)
             for key, rt in result.runtime.items():
-                stage.write(key + "/runtime.json", outdir.json_bytes(rt))
+                stage.write(key + "/runtime.json", runtime_bytes(rt))
             for rel, text in result.texts.items():
                 stage.write(rel, text.encode("utf-8"))
             stage.write("plan.json", outdir.json_chunks(result.plan))

@@ -132,9 +132,30 @@ def _sparse_table(tables, table_id):
     return t if t.type == TABLE_TYPES["PS_SPARSE_TABLE"] else None
 
 
+def ids_aliases(ops) -> dict:
+    """{2-D ids var `<ids>@2D`: the ids it reshapes} of the unsqueeze2 / reshape2 ops that make
+    a lookup's ids 2-D (the *-lookup-ids-not-2d fix): a lookup by those is the original's by
+    its ids (a reshape of the program's own is no alias)."""
+    fed = {n for op in ops if op.type in ("distributed_lookup_table", "distributed_push_sparse")
+           for n in op.input("Ids")}
+    pulled = {n for op in ops if op.type == "distributed_lookup_table"
+              for n in op.output("Outputs")}
+    out = {op.output("Out")[0]: op.input("X")[0] for op in ops
+           if op.type in ("unsqueeze2", "reshape2") and op.output("Out")[:1]
+           and op.output("Out")[0] in fed and op.input("X")[:1]
+           and op.output("Out")[0] == op.input("X")[0] + "@2D"}
+    # and {the fix's rows var `<out>@2D`: the original's rows var `<out>` made of it}
+    out.update({op.input("X")[0]: op.output("Out")[0] for op in ops
+                if op.type in ("squeeze2", "reshape2") and op.input("X")[:1]
+                and op.input("X")[0] in pulled and op.output("Out")[:1]
+                and op.input("X")[0] == op.output("Out")[0] + "@2D"})
+    return out
+
+
 def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
     gvars = main.prog.global_block.vars
     pulled, pushed = {}, {}
+    alias = ids_aliases(main.prog.global_block.ops)
     for j, op in enumerate(main.prog.global_block.ops):
         if op.type not in ("distributed_lookup_table", "distributed_push_sparse"):
             continue
@@ -152,7 +173,7 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
                 ctx.add("tables", main, 0, j, "%s is [.., %s], table %d has dim %d"
                         % (w, dim, tid, t.common.table_dim), "the same dim")
             for ids, out in zip(op.input("Ids"), op.output("Outputs")):
-                pulled.setdefault(w, set()).add((ids, out))
+                pulled.setdefault(w, set()).add((alias.get(ids, ids), alias.get(out, out)))
         else:
             if tables is not None and t is None:
                 ctx.add("tables", main, 0, j, "push to table %r" % tid,
@@ -163,7 +184,7 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
                         % (op.attr("size"), tid, t.common.table_dim), "the table's dim")
             name = t.common.table_name if t is not None else tid
             for ids, g in zip(op.input("Ids"), op.output("Outputs")):
-                pushed.setdefault(name, set()).add((ids, g))
+                pushed.setdefault(name, set()).add((alias.get(ids, ids), g))
     sparse = {p.param for p in expect.sparse}
     for op in expect.main.global_block.ops:
         if is_remote_prefetch(op) and op.input("W"):

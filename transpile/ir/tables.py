@@ -44,3 +44,29 @@ def is_distributed_lookup(op: Op) -> bool:
     """A lookup of a large-scale table (is_distributed)."""
     return op.type in LOOKUP_TABLE_TYPES + ("distributed_lookup_table",) and \
         op.attr("is_distributed") is True
+
+
+# Paddle's distributed_lookup_table (pscore/distributed_lookup_table_op.cc) checks in its
+# InferShape, run as the op is inserted, that every Ids var is 2-D: the fused lookup of a table
+# whose ids are a slice of one feed ([-1]) or a 3-D tensor can not be built.
+IDS_NOT_2D = "(InvalidArgument) The dimension of the 'Ids' tensor must be 2."
+
+
+def ids_not_2d(block, ops) -> list:
+    """[(op, ids name, shape)] of the lookups among `ops` whose Ids var (as `block` declares
+    it) is not 2-D; a var the block does not declare is left out."""
+    out = []
+    for op in ops:
+        ids = op.input("Ids")[:1]
+        var = block.var(ids[0]) if ids else None
+        if var is not None and var.shape is not None and len(var.shape) != 2:
+            out.append((op, ids[0], list(var.shape)))
+    return out
+
+
+def ids_refusal(table: str, bad: list, where: str) -> str:
+    """The one line of Paddle's refusal of the fused lookup of `table` (`bad`: ids_not_2d's)."""
+    _, name, shape = bad[0]
+    return "%s (%s, the distributed_lookup_table of %s: Ids %s has shape %s%s)" % (
+        IDS_NOT_2D, where, table, name, shape,
+        "" if len(bad) == 1 else ", and %d more" % (len(bad) - 1))

@@ -43,6 +43,11 @@ def validate_for_split(prog: Program, role: str = "program") -> None:
             seen.add(idx)
             chain.append(prog.blocks[idx].vars)
             idx = prog.blocks[idx].parent_idx
+        # a grad sub-block (a while_grad's) also reads the vars of its forward block: Paddle
+        # runs it in the forward block's step scopes
+        fwd = b.forward_block_idx
+        if fwd is not None and 0 <= fwd < len(prog.blocks) and fwd not in seen:
+            chain.append(prog.blocks[fwd].vars)
         scopes.append(chain)
     for b in prog.blocks:
         chain = scopes[b.idx]

@@ -191,7 +191,7 @@ def _compact_all(items) -> list:
 _BATCH = 512
 
 
-def _pretty(obj, depth: int, indent: str):
+def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: bool = False):
     """The pieces of obj's JSON text: indented down to `depth` levels, one compact line per
     item below that.
 
@@ -199,20 +199,21 @@ def _pretty(obj, depth: int, indent: str):
     parameters it cost more than the split. Items below `depth` (a parameter, a send context)
     are written by the C encoder on one line each, which also keeps them grep-able. The text
     comes in pieces (an item, or a batch of one-line items) so that a large plan is never held
-    as one string."""
+    as one string. The keys of a dict are sorted, except in the dicts that are the values of
+    the keys in `keep` (`as_is`), which keep their order."""
     if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
         yield _compact(obj)
         return
     inner = indent + " "
     sep = ",\n" + inner
     if isinstance(obj, dict):
-        keys = sorted(obj)
+        keys = list(obj) if as_is else sorted(obj)
         yield "{\n" + inner
         for n, k in enumerate(keys):
             if n:
                 yield sep
             yield _compact(str(k)) + ": "
-            yield from _pretty(obj[k], depth - 1, inner)
+            yield from _pretty(obj[k], depth - 1, inner, keep, k in keep)
         yield "\n" + indent + "}"
         return
     yield "[\n" + inner
@@ -223,17 +224,18 @@ def _pretty(obj, depth: int, indent: str):
         for n, x in enumerate(obj):
             if n:
                 yield sep
-            yield from _pretty(x, depth - 1, inner)
+            yield from _pretty(x, depth - 1, inner, keep)
     yield "\n" + indent + "]"
 
 
-def json_chunks(obj, depth: int = 3):
+def json_chunks(obj, depth: int = 3, keep: frozenset = frozenset()):
     """json_bytes's bytes in pieces, made as they are written (see _pretty)."""
-    for piece in _pretty(obj, depth, ""):
+    for piece in _pretty(obj, depth, "", frozenset(keep)):
         yield piece.encode("utf-8")
     yield b"\n"
 
 
-def json_bytes(obj, depth: int = 3) -> bytes:
-    """Deterministic JSON: sorted keys, the first `depth` levels indented, trailing newline."""
-    return b"".join(json_chunks(obj, depth))
+def json_bytes(obj, depth: int = 3, keep: frozenset = frozenset()) -> bytes:
+    """Deterministic JSON: sorted keys (but the dicts under the keys in `keep` in their own
+    order), the first `depth` levels indented, trailing newline."""
+    return b"".join(json_chunks(obj, depth, keep))

@@ -164,7 +164,7 @@ def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: Spl
     total = sum(held)
     mean = total / float(len(held)) if held else 0
     ops = main.global_block.ops
-    return {
+    out = {
         "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
         "config": config.to_dict(), "trainer_ids": list(trainer_ids),
         "tables": [table_dict(plan, t) for t in plan.tables],
@@ -182,6 +182,9 @@ def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: Spl
         "programs": _programs(result, main, startup),
         "notes": list(plan.notes),
     }
+    if result.faults:          # only where a split meets one (plan-json.md)
+        out["faults"] = [f.to_dict() for f in result.faults]
+    return out
 
 
 def plan_lr_var(plan: PsPlan, main: Program):

@@ -9,6 +9,18 @@ from ..ir.program import Program
 from ..passes.build import INITIALIZER_ATTRS, initializer_signature
 from ..plan.fleet import STEP_COUNTER, FleetPlan, delta_name
 
+# The dicts of runtime.json written in their own order, not sorted: Paddle's communicator gets
+# them in this order (dense grads, then the sparse tables in program order, then the step
+# counter), and a trainer's distributed_lookup_table / distributed_push_sparse names a sparse
+# table by its place among the sparse entries (every context's own table_id is -1).
+ORDERED_CONTEXTS = frozenset({"send_ctx", "recv_ctx"})
+
+
+def runtime_bytes(runtime: dict) -> bytes:
+    """The bytes of a runtime.json: keys sorted, but the contexts in their own order."""
+    from .outdir import json_bytes
+    return json_bytes(runtime, keep=ORDERED_CONTEXTS)
+
 # Communicator flags per mode: TrainerRuntimeConfig's defaults (CPU_NUM=1, no FLAGS_* set).
 _SYNC_ENVS = {"communicator_max_merge_var_num": "1", "communicator_send_wait_times": "5",
               "communicator_thread_pool_size": "5", "communicator_send_queue_size": "1"}

@@ -6,9 +6,9 @@ split_byref's INTS, ...), so a Paddle runtime reads the programs as it reads its
 from __future__ import annotations
 
 import itertools
-from typing import Optional
+from typing import Callable, Optional
 
-from ..ir.program import Attr, Block, Op, Program, Var, VarType
+from ..ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
 from ..core.errors import RefusedError
 from ..ir import roles
 
@@ -131,11 +131,43 @@ def clone_var(var: Var, name: Optional[str] = None, shape=None,
              or var.kind in ("STEP_SCOPES", "RAW")):
         return var
     v = var.copy() if shape is None else var.with_shape(shape)
+    if var.kind == "SELECTED_ROWS" and len(v.type.descs) > 1:
+        # create_var(type=SELECTED_ROWS, shape=...) declares the selected_rows desc alone
+        t, _ = v.type.descs["selected_rows"]
+        v.type = tensor_type("SELECTED_ROWS", t.dtype, t.dims, None)
     if name is not None:
         v.name = name
     if force_persistable and var.kind not in ("STEP_SCOPES", "RAW"):
         v.persistable = True
     return v
+
+
+# Ops whose InferShape gives Out the shape of one input (the slot named), or a fixed shape:
+# what Paddle's append_op sets on the output var of a clip / regularization op a pserver runs
+# (the var is re-declared with that shape even when it existed with another).
+OUT_SHAPE_OF = {"clip": "X", "clip_by_norm": "X", "merge_selected_rows": "X",
+                "get_tensor_from_selected_rows": "X", "scale": "X", "sqrt": "X", "sum": "X",
+                "sign": "X", "elementwise_add": "XY", "elementwise_sub": "XY",
+                "elementwise_mul": "XY", "elementwise_div": "XY", "elementwise_max": "XY",
+                "elementwise_min": "XY", "squared_l2_norm": (1,)}
+
+
+def inferred_out_shape(op: Op, shape_of: Callable) -> Optional[tuple]:
+    """The shape Paddle's InferShape gives `op`'s Out (OUT_SHAPE_OF), `shape_of(name)` giving
+    an input's declared shape (None when unknown); None for other ops."""
+    how = OUT_SHAPE_OF.get(op.type)
+    if how is None:
+        return None
+    if isinstance(how, tuple):
+        return how
+    x = op.input("X")[:1]
+    sx = shape_of(x[0]) if x else None
+    if how == "XY" and sx is not None:
+        y = op.input("Y")[:1]
+        sy = shape_of(y[0]) if y else None
+        if sy is not None and len(sy) > len(sx):
+            return tuple(sy)
+    return None if sx is None else tuple(sx)
 
 
 def persistable_copy(var: Var) -> Var:

@@ -231,6 +231,7 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
     if not pairs:
         raise RefusedError("no optimizer op names its (param, grad) in op_role_var")
     table = find_distributed_table(main)
+    _check_table_grad(table, dict(pairs))
     remote_ops = [op for op in block.ops
                   if is_remote_prefetch(op, CLASSIC_REMOTE_PREFETCH_TYPES)]
     remote_params = {a for op in remote_ops for a in op.input_names()}
@@ -259,6 +260,19 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         optimize_ops=uids(opt), lr_ops=uids(lr), fake_init_tables=tuple(sorted(fake)),
         local_tables=local, remote_prefetch_ops=uids(remote_ops),
         distributed_table=dist_table, clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)))
+
+
+def _check_table_grad(table: Optional[str], grads: dict) -> None:
+    """Paddle's _init_splited_vars takes the distributed table out of the params and
+    `<table>@GRAD` out of the grads: a table updated with another grad (a clip's output) leaves
+    one grad without its param, and its assertion that both lists slice into as many blocks
+    fails."""
+    if table is None or grads.get(table) in (None, table + "@GRAD"):
+        return
+    raise RefusedError("AssertionError (Paddle's _init_splited_vars, len(grad_blocks) == "
+                       "len(param_blocks): the distributed table %s is updated with %s, not "
+                       "%s@GRAD, which stays among the grads once the table leaves the params)"
+                       % (table, grads[table], table))
 
 
 def _updates(block, opt: list) -> tuple:

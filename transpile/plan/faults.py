@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core.styles import CLASSIC, FLEET
+from ..core.styles import CLASSIC, FLEET, PS
 from ..ir.program import indexed
 from ..ir.tables import LOOKUP_TABLE_TYPES
 
@@ -29,6 +29,14 @@ FLEET_CLIP_BEFORE_MERGE = "fleet-clip-before-merge"
 FLEET_ORPHAN_SPARSE_GRAD_SUM = "fleet-orphan-sparse-grad-sum"
 FLEET_LARGE_SCALE_ADAM = "fleet-large-scale-adam"
 FLEET_SYNC_STEP_COUNTER = "fleet-sync-step-counter"
+CLASSIC_LOOKUP_IDS_NOT_2D = "classic-lookup-ids-not-2d"
+FLEET_LOOKUP_IDS_NOT_2D = "fleet-lookup-ids-not-2d"
+PS_LOOKUP_IDS_NOT_2D = "ps-lookup-ids-not-2d"
+CLASSIC_CLIP_ON_PSERVER = "classic-clip-on-pserver"
+FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
+PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
+FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
+FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class FaultKind:
     paddle: str         # what happens in Paddle's split
     fix: str            # what `paddle_faults: fix` changes
     always_fixed: bool = False      # corrected in both settings (the corpus corrects it)
+    refused: bool = False           # Paddle refuses the program: `split` exits 2 unless fixed
 
 
 FAULT_KINDS = (
@@ -91,6 +100,60 @@ FAULT_KINDS = (
               "learning rate never follows the schedule",
               "the pservers' LR-decay block increments the counter once per step (the "
               "increment the original runs), as the classic transpiler does"),
+)
+_IDS_PADDLE = ("Paddle's distributed_lookup_table must be fed 2-D ids (its InferShape "
+               "checks every Ids var as the pass inserts the op): a remote table looked up "
+               "with ids of another rank ([-1], a slice of one feed tensor, or [-1, a, b]) is "
+               "refused: \"The dimension of the 'Ids' tensor must be 2.\"")
+_IDS_FIX = ("each such lookup reads its ids made 2-D (unsqueeze2 of [-1] to [-1, 1], reshape2 "
+            "of [-1, a, b] to [-1, b]) and its rows are made back into the shape the program "
+            "uses (squeeze2 / reshape2) before their first reader; the grads are pushed by the "
+            "same 2-D ids (a [-1, a, b] with more than one unknown dim can not be fixed)")
+FAULT_KINDS += (
+    FaultKind(CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC.name, "sync, async, half_async", _IDS_PADDLE,
+              _IDS_FIX, refused=True),
+    FaultKind(FLEET_LOOKUP_IDS_NOT_2D, FLEET.name, "sync, async, half_async", _IDS_PADDLE,
+              _IDS_FIX, refused=True),
+    FaultKind(PS_LOOKUP_IDS_NOT_2D, PS.name, "sync, async", _IDS_PADDLE, _IDS_FIX,
+              refused=True),
+    FaultKind(CLASSIC_CLIP_ON_PSERVER, CLASSIC.name, "every mode",
+              "the transpiler moves a Paddle 2.x gradient clip (ClipGradByValue, "
+              "ClipGradByNorm, ClipGradByGlobalNorm) to the pservers: the trainers send the "
+              "clip's output, which no op of theirs computes, and each pserver clips the raw "
+              "gradient, which it never receives, over the averaged one; a global-norm clip "
+              "needs the norms of gradients other pservers hold",
+              "the trainers send the raw gradient; each pserver averages it, clips the "
+              "average, and the update reads the clip's output; clip by value, and by norm of "
+              "an unsliced parameter (a global-norm clip, or a norm over a sliced parameter, "
+              "needs more than one pserver holds: not fixable in a split)"),
+    FaultKind(FLEET_SPARSE_CLIP_DROPPED, FLEET.name, "sync, async, half_async",
+              "a clipped remote table: distributed_push_sparse pushes the lookups' gradients "
+              "before the clip; the trainer clips the table's gradient and sends the result "
+              "nowhere, so the table is trained on unclipped gradients",
+              "the pserver clips the table's gradient block it receives (averaged first in "
+              "sync) before the update; clip by value, and by norm of an unsliced table (a "
+              "global-norm clip, or a norm over a sliced table, is not fixable in a split)"),
+    FaultKind(PS_SPARSE_CLIP_DROPPED, PS.name, "sync, async",
+              "a clipped remote table: distributed_push_sparse pushes the lookups' gradients "
+              "before the clip; the trainer clips the table's gradient and sends the result "
+              "nowhere, so the table is trained on unclipped gradients",
+              "not fixable in a split: the table's rule runs in Paddle's brpc server, which "
+              "has no clip"),
+    FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",
+              "a weight-decayed remote table sliced over the pservers: each pserver's decay "
+              "reads the whole table and its whole gradient (`scale(<table>)`, "
+              "`sum(<table>@GRAD, ...)`), vars it neither holds nor receives, and the update "
+              "reads that result: the pserver fails at its first step",
+              "the pserver's decay reads its block of the table and the block of the gradient "
+              "it receives, and writes a decayed gradient of the block's shape"),
+    FaultKind(FLEET_DECAY_WHOLE_PARAM, FLEET.name, "sync, async, half_async",
+              "a weight-decayed dense parameter sliced over the pservers: as "
+              "fleet-sparse-decay-whole-table, each pserver's decay reads the whole parameter "
+              "and its whole gradient, vars it neither holds nor receives (the pserver fails "
+              "at its first step), and the update reads the gradient block, not the decay's "
+              "result",
+              "the pserver's decay reads its block of the parameter and the averaged gradient "
+              "block it receives, writes the decayed gradient block, and the update reads it"),
 )
 KIND = {k.id: k for k in FAULT_KINDS}
 
@@ -175,8 +238,9 @@ def classic_table_fault(main, config) -> Optional[Fault]:
                  config.fix_faults)
 
 
-def classic_faults(main, config, plan) -> list:
-    """The faults of the classic plan made for `config` (its fixes already applied when asked)."""
+def classic_faults(main, config, plan, skip_chains: bool = False) -> list:
+    """The faults of the classic plan made for `config` (its fixes already applied when asked;
+    `skip_chains`: the clip chains are the classic-clip-on-pserver fix's, not a fault)."""
     out = [fault(CLASSIC_LOCAL_TABLE_FAKE_INIT, "table %s" % t, config.fix_faults)
            for t in plan.local_tables]
     op_of = {op.uid: op for op in main.global_block.ops}
@@ -185,7 +249,7 @@ def classic_faults(main, config, plan) -> list:
                 p.optimizer_type == "rmsprop":
             out.append(fault(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, "parameter %s" % p.name, True))
         grad_in = op_of[p.optimizer_op].input("Grad")[:1]
-        if grad_in and grad_in[0] != p.grad:
+        if grad_in and grad_in[0] != p.grad and not skip_chains:
             out.append(fault(CLASSIC_UNWIRED_GRAD_CHAIN, "parameter %s (%s)"
                              % (p.name, grad_in[0]), True))
     return out
@@ -217,7 +281,8 @@ def fleet_table_fault(main, config) -> Optional[Fault]:
 
 
 def fleet_faults(main, config, plan) -> list:
-    """The faults of the fleet plan made for `config` (fixes already applied when asked)."""
+    """The faults of the fleet plan made for `config` (fixes already applied when asked),
+    but those of clips and decay over sparse tables (clip_faults.fleet_table_faults)."""
     out = []
     for table in plan.orphan_sums:
         out.append(fault(FLEET_ORPHAN_SPARSE_GRAD_SUM, "table %s" % table,

@@ -31,6 +31,8 @@ from ..ir.program import Op, Program, Var, uids
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
 from .faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
+                     FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_CLIP_DROPPED,
+                     FLEET_SPARSE_DECAY_WHOLE_TABLE,
                      FLEET_SYNC_STEP_COUNTER, clip_fix_blocker)
 from .pairs import Pair
 from .placed import fleet_params
@@ -230,7 +232,8 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     # push leaves reading nothing (fault fleet-orphan-sparse-grad-sum)
     orphans = tuple(sorted(t for t, group in pushes.items()
                            if config.mode != "geo" and orphan_sums(ops, group)))
-    fixes = _fixes(main, config, orphans, need_global_step, clip_ops, placed_grads)
+    fixes = _fixes(main, config, orphans, need_global_step, clip_ops, placed_grads,
+                   [p.param for p in sparse], placed_params)
     return FleetPlan(
         mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
         dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
@@ -338,12 +341,31 @@ def _scheduler_lr_var(main: Program) -> str:
     return SCHEDULER_LR_VAR
 
 
+def sparse_table_fixes(main: Program, config: ClusterConfig, remote, param_slices) -> set:
+    """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table, when fixable."""
+    from .clip_faults import decayed_sliced, sparse_clip_fault
+    remote = set(remote)
+    sliced = {p for p, blocks in param_slices.items() if len(blocks) > 1}
+    out = set()
+    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
+    if clip is not None and clip.fixed:
+        out.add(FLEET_SPARSE_CLIP_DROPPED)
+    decayed = decayed_sliced(main, sliced)
+    if set(decayed) & remote:
+        out.add(FLEET_SPARSE_DECAY_WHOLE_TABLE)
+    if set(decayed) - remote:
+        out.add(FLEET_DECAY_WHOLE_PARAM)
+    return out
+
+
 def _fixes(main: Program, config: ClusterConfig, orphans: tuple, need_global_step: bool,
-           clip_ops: list, placed_grads: dict) -> set:
+           clip_ops: list, placed_grads: dict, remote=(), placed_params=None) -> set:
     """The Paddle faults (plan/faults.py) this split fixes, when the config asks for that."""
     fixes = set()
     if config.fix_faults and orphans:
         fixes.add(FLEET_ORPHAN_SPARSE_GRAD_SUM)
+    if config.fix_faults and config.mode != "geo":
+        fixes |= sparse_table_fixes(main, config, remote, placed_params)
     if config.fix_faults and config.mode == "sync":
         if need_global_step:
             fixes.add(FLEET_SYNC_STEP_COUNTER)

@@ -25,7 +25,8 @@ from ..core.errors import RefusedError, UserError
 from ..ir import roles
 from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.program import Op, Program, numel, uids
-from ..ir.tables import is_distributed_lookup, is_remote_prefetch, is_sparse_lookup, table_of
+from ..ir.tables import (ids_not_2d, ids_refusal, is_distributed_lookup, is_remote_prefetch,
+                         is_sparse_lookup, table_of)
 from .pairs import Pair
 from .modes import DISTRIBUTED_MODES, ModeQuestions
 from .ps_tables import TableSources, barrier_table, describe_table
@@ -174,6 +175,10 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                     "'%s': embedding %s is looked up with remote_prefetch but no optimizer op "
                     "updates it (Paddle's distributed_ops_pass fails on its grad name: "
                     "KeyError '%s')" % (w, w, w))
+            bad = ids_not_2d(main.global_block, [op for op in ops if is_remote_prefetch(op)
+                                                 and op.input("W")[:1] == [w]])
+            if bad:
+                raise RefusedError(ids_refusal(w, bad, "Paddle's distributed_ops_pass"))
         if lr_scheduler and main.global_block.var(SCHEDULER_LR_VAR) is None:
             raise RefusedError("'%s': the learning rate is set by an LR scheduler, but the "
                                "program has no var %s (Paddle's delete_optimizer_pass looks "
@@ -185,6 +190,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     entries = config.strategy_tables()
     tables = [describe_table(c, main, index, config, entries) for c in ctxs]
     tables.append(barrier_table(len(ctxs), config))
+    check_server_block_attrs(main)
 
     notes = settings_notes(config, entries, [c.params[0] for c in ctxs if c.is_sparse], tables)
     if lr_scheduler:
@@ -203,6 +209,24 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         lr_ops=uids(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
         notes=tuple(notes), fs_client_param=config.fs_client())
+
+
+def check_server_block_attrs(main: Program) -> None:
+    """A pserver's refusal, after every trainer got through: once the server's (one-block)
+    program has replaced the loss block's program, TheOnePSRuntime's _set_basic_info reads
+    every attr of every op of the original global block (get_param_grads), and an op whose
+    BLOCK attr names a sub-block (a `while`, a `conditional_block`) fails framework.py's
+    _block_attr assertion."""
+    for i, op in enumerate(main.global_block.ops):
+        if op.attr(roles.ROLE_ATTR) is None:
+            continue
+        sub = [b for b in op.block_refs() if b >= 1]
+        if sub:
+            raise RefusedError(
+                "AssertionError (every pserver: TheOnePSRuntime._set_basic_info -> "
+                "get_param_grads reads the attrs of op %d (%s), whose sub-block %d is no block "
+                "of the one-block server program; framework.py _block_attr asserts)"
+                % (i, op.type, sub[0]))
 
 
 def settings_notes(config, entries: list, sparse_tables: list, tables: list) -> list:

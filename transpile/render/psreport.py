@@ -2,6 +2,7 @@
 and the summary `split` prints. Formatting only."""
 from __future__ import annotations
 
+from ..plan.faults import summary as faults_summary
 from . import fold
 from .show import emit, human_bytes, load_bar
 
@@ -178,6 +179,9 @@ def summary_lines(plan: dict, out_dir: str):
         yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
     for note in plan.get("notes") or []:
         yield "", "  note: " + note
+    line = faults_summary(plan.get("faults") or [])
+    if line:
+        yield "yellow" if "reproduced" in line else "", "  " + line
 
 
 def plan_lines(plan: dict, source: str = ""):

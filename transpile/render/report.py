@@ -367,6 +367,7 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
         out.append("")
         out += diagram_lines(plan)
         out += table_lines(plan)
+        out += _faults(plan.get("faults") or [])
     else:
         out.append("Contents: who sends what to whom; placement; each trainer program against "
                    "the original; each pserver program block by block.")

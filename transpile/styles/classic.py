@@ -12,9 +12,11 @@ from ..output.planjson import classic_plan_json
 from ..passes.classic import pserver_passes, trainer
 from ..passes.classic.lr_counter import merge_lr_counter
 from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
-from ..passes.fixes import serve_table_by_rows
+from ..ir.tables import CLASSIC_REMOTE_PREFETCH_TYPES
+from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
 from ..plan.classic import find_distributed_table, make_plan
-from ..plan.faults import classic_faults, classic_table_fault
+from ..plan.clip_faults import classic_clip_fault, ids_fault, new_var_clips
+from ..plan.faults import CLASSIC_LOOKUP_IDS_NOT_2D, classic_faults, classic_table_fault
 from .base import Prepared, Style
 
 
@@ -25,22 +27,44 @@ class ClassicStyle(Style):
         return make_plan(main, config)
 
     def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
-        fixed = main
-        table_fault = classic_table_fault(main, config)
-        if table_fault is not None and table_fault.fixed:
-            fixed = serve_table_by_rows(main, find_distributed_table(main))
+        fixed, found = self._fix_inputs(main, config)
         plan = make_plan(fixed, config)
+        clip = classic_clip_fault(fixed, config, {p.name for p in plan.params if p.sliced})
+        if clip is not None:
+            found.append(clip)
+            if clip.fixed:
+                fixed = send_raw_grads(fixed, new_var_clips(fixed))
+                plan = make_plan(fixed, config)
         fixed, fixed_startup = merge_lr_counter(fixed, startup, plan)
-        faults = ([table_fault] if table_fault else []) + classic_faults(fixed, config, plan)
+        faults = found + classic_faults(fixed, config, plan,
+                                        skip_chains=clip is not None and clip.fixed)
         # the pservers name the first trainer asked for's copies (Paddle transpiles as one)
         index = ClassicPserverIndex(fixed, plan, trainer_ids[0] if trainer_ids else 0)
         return Prepared(config, main, startup, fixed, fixed_startup, plan, faults,
                         shared={"index": index, "writers": startup_writers(fixed_startup)})
 
+    @staticmethod
+    def _fix_inputs(main, config) -> tuple:
+        """(the program with the fixes made before planning, the faults they fix)."""
+        fixed, found = main, []
+        ids = ids_fault(main, config, CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC_REMOTE_PREFETCH_TYPES)
+        if ids is not None:
+            found.append(ids)
+            if ids.fixed:
+                fixed = lookups_2d(fixed, CLASSIC_REMOTE_PREFETCH_TYPES)
+        table_fault = classic_table_fault(fixed, config)
+        if table_fault is not None:
+            found.append(table_fault)
+            if table_fault.fixed:
+                fixed = serve_table_by_rows(fixed, find_distributed_table(fixed))
+        return fixed, found
+
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else make_plan(main, config)
         table = classic_table_fault(main, config)
-        return ([table] if table else []) + classic_faults(main, config, plan)
+        clip = classic_clip_fault(main, config, {p.name for p in plan.params if p.sliced})
+        return ([table] if table else []) + ([clip] if clip else []) + \
+            classic_faults(main, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         return {"trainer main": trainer.MAIN, "trainer startup": trainer.STARTUP,

@@ -10,10 +10,12 @@ from __future__ import annotations
 from ..core.styles import FLEET
 from ..output.planjson import fleet_plan_json
 from ..output.runtime import runtime_json
-from ..passes.fixes import serve_table_by_rows
+from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
 from ..passes.fleet import pserver_passes, trainer
 from ..passes.fleet.pserver import FleetPserverIndex
-from ..plan.faults import fleet_faults, fleet_table_fault, large_scale_adam_tables
+from ..plan.clip_faults import fleet_table_faults, ids_fault, new_var_clips
+from ..plan.faults import (FLEET_LOOKUP_IDS_NOT_2D, FLEET_SPARSE_CLIP_DROPPED, fleet_faults,
+                           fleet_table_fault, large_scale_adam_tables)
 from ..plan.fleet import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -25,20 +27,36 @@ class FleetStyle(Style):
         return plan_knowing_the_scheduler(make_plan, main, startup, config)
 
     def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
-        fixed = main
-        table_fault = fleet_table_fault(main, config)
-        if table_fault is not None and table_fault.fixed:
-            for table in large_scale_adam_tables(main):
-                fixed = serve_table_by_rows(fixed, table)
+        fixed, found = main, []
+        ids = ids_fault(main, config, FLEET_LOOKUP_IDS_NOT_2D)
+        if ids is not None:
+            found.append(ids)
+            if ids.fixed:
+                fixed = lookups_2d(fixed)
+        table_fault = fleet_table_fault(fixed, config)
+        if table_fault is not None:
+            found.append(table_fault)
+            if table_fault.fixed:
+                for table in large_scale_adam_tables(fixed):
+                    fixed = serve_table_by_rows(fixed, table)
         plan = self.make_plan(fixed, startup, config)
-        faults = ([table_fault] if table_fault else []) + fleet_faults(fixed, config, plan)
+        if FLEET_SPARSE_CLIP_DROPPED in plan.fixes:
+            # the clipped tables' contexts carry the raw grad the push sends; the pservers clip
+            sparse = {p.param for p in plan.sparse_pairs}
+            clips = {t: c for t, c in new_var_clips(fixed).items() if t in sparse}
+            if clips:
+                fixed = send_raw_grads(fixed, clips)
+                plan = self.make_plan(fixed, startup, config)
+        faults = found + fleet_faults(fixed, config, plan) + \
+            fleet_table_faults(fixed, config, plan)
         return Prepared(config, main, startup, fixed, startup, plan, faults,
                         shared={"index": FleetPserverIndex(fixed, startup, plan)})
 
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else self.make_plan(main, startup, config)
         table = fleet_table_fault(main, config)
-        return ([table] if table else []) + fleet_faults(main, config, plan)
+        return ([table] if table else []) + fleet_faults(main, config, plan) + \
+            fleet_table_faults(main, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         geo = mode == "geo"

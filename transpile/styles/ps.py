@@ -11,7 +11,10 @@ from ..core.styles import PS
 from ..output.planjson_ps import plan_json
 from ..output.psdesc import DescWriter
 from ..output.result import endpoint_dir
+from ..passes.fixes import lookups_2d
 from ..passes.ps import pserver, trainer
+from ..plan.clip_faults import ids_fault, sparse_clip_fault
+from ..plan.faults import PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED
 from ..plan.ps import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -23,9 +26,22 @@ class PsStyle(Style):
         return plan_knowing_the_scheduler(make_plan, main, startup, config)
 
     def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
-        plan = self.make_plan(main, startup, config)
-        return Prepared(config, main, startup, main, startup, plan,
+        fixed, found = main, []
+        ids = ids_fault(main, config, PS_LOOKUP_IDS_NOT_2D)
+        if ids is not None:
+            found.append(ids)
+            if ids.fixed:
+                fixed = lookups_2d(fixed)
+        plan = self.make_plan(fixed, startup, config)
+        faults = found + self.faults(fixed, startup, config, plan)
+        return Prepared(config, main, startup, fixed, startup, plan, faults,
                         shared={"descs": DescWriter(plan)})
+
+    def faults(self, main, startup, config, plan=None) -> list:
+        plan = plan if plan is not None else self.make_plan(main, startup, config)
+        clip = sparse_clip_fault(main, config, {p.param for p in plan.sparse_pairs}, set(),
+                                 PS_SPARSE_CLIP_DROPPED, fixable=False)
+        return [clip] if clip is not None else []
 
     def pipelines(self, mode: str) -> dict:
         geo = mode == "geo"

@@ -20,7 +20,7 @@ from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
 from ...plan.slicing import trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
-                     make_op, new_block, require_held_inputs, tensor_like)
+                     inferred_out_shape, make_op, new_block, require_held_inputs, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (ClassicPserverIndex.slots).
@@ -193,12 +193,26 @@ class PserverBuild:
         for slots in (new_op.inputs, new_op.outputs):
             for slot, args in slots.items():
                 slots[slot] = [self._pserver_var(a, block, rename, shape_map) for a in args]
+        self._infer_out_shape(new_op)
         for origin, name in rename.items():
             v = self.gb.var(name)
             if v is not None and origin not in self.local_params:
                 self._alias(origin, name, v.shape)
         block.ops.append(new_op)
         return new_op
+
+    def _infer_out_shape(self, op: Op) -> None:
+        """Paddle appends the op, whose InferShape re-declares its Out with the shape of its
+        input as the pserver declares it: a merged grad block written by a clip of the whole
+        grad gets the whole grad's shape."""
+        def shape_of(name):
+            v = self.gb.var(name)
+            return None if v is None or v.shape is None else v.shape
+        shape = inferred_out_shape(op, shape_of)
+        for name in op.output("Out") if shape is not None else ():
+            v = self.gb.var(name)
+            if v is not None and v.shape is not None and tuple(v.shape) != shape:
+                self.gb.vars[name] = v.with_shape(shape)
 
     def clone_sub_block(self, op: Op, parent: Block) -> None:
         """Clone the sub_block of an LR op (piecewise decay's conditional_block) under

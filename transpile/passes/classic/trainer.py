@@ -16,7 +16,7 @@ from ...core.errors import RefusedError
 from ...ir import roles
 from ...ir.program import Program, select
 from ...ir.roles import optimizer_only_vars
-from ...ir.tables import LOOKUP_TABLE_TYPES
+from ...ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, ids_refusal
 from ...plan.classic import DistributionPlan
 from .. import common
 from ..build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
@@ -294,8 +294,14 @@ def _insert_distributed_lookups(block, plan: DistributionPlan, remote_ops: list,
         defs = order.keys(order.producers, ids)
         uses = [order.keys(order.consumers, [name]) for name in outs]
         if not all(uses) or defs and min(max(u) for u in uses) <= max(defs):
-            raise RefusedError("cannot place the distributed lookup of %r: its ids are "
-                               "computed after its output is used" % p.name)
+            raise RefusedError("something wrong with distribute_transpiler, submit a issue is "
+                               "recommended (Paddle's _update_remote_sparse_update_op can not "
+                               "place the distributed lookup of %r: its ids are computed after "
+                               "its output is used)" % p.name)
+        bad = ids_not_2d(block, ops)
+        if bad:
+            raise RefusedError(ids_refusal(p.name, bad, "Paddle's "
+                                           "_update_remote_sparse_update_op inserting it"))
         order.add(make_op(
             "distributed_lookup_table", {"Ids": ids, "W": [p.name]}, {"Outputs": outs},
             {"table_names": [b.name for b in p.blocks],

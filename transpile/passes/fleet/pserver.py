@@ -18,7 +18,8 @@ from ...core.errors import UserError
 from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
 from ...ir.program import Attr, Block, Op, Program, Var, select, tensor_type
 from ...ir.tables import is_distributed_lookup
-from ...plan.faults import FLEET_CLIP_BEFORE_MERGE
+from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_SPARSE_CLIP_DROPPED,
+                              FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET_DECAY_WHOLE_PARAM)
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
@@ -49,6 +50,9 @@ class FleetPserverIndex:
         # the trainer's clip op of each clipped gradient (by the var it writes)
         self.clip_of = {op.output("Out")[0]: op for op in select(ops, plan.clip_ops)
                         if op.output("Out")}
+        # ... and by the gradient it reads (a remote table's, pushed unclipped)
+        self.clip_of_raw = {op.input("X")[0]: op for op in select(ops, plan.clip_ops)
+                            if op.type in ("clip", "clip_by_norm") and op.input("X")}
         # startup op indices by the first argument of each of their output slots
         self.startup_writers: dict[str, list[int]] = {}
         self.initializer: dict[str, Op] = {}
@@ -106,6 +110,10 @@ class FleetPserverIndex:
         return out
 
 
+# the suffix of the new grad var Paddle's regularizer makes for a sparse grad (kNewGradSuffix)
+NEW_GRAD_SUFFIX = "@NEWGRAD@"
+
+
 def _block_keys(name: str):
     """The names `name` is a block of (is_block_of): itself and each prefix before `.block`."""
     yield name
@@ -137,6 +145,7 @@ class ServerBuild:
                 self.param_block.setdefault(key, p)
                 if key != p.name:
                     self.sliced_block.setdefault(key, p)
+        self.sparse_params = {p.param for p in plan.sparse_pairs}
         self.grad_by_origin: dict[str, VarBlock] = {}
         for g in self.grads:
             self.grad_by_origin.setdefault(index.origin_name(g.name), g)
@@ -183,12 +192,44 @@ def listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
 
 
 # --- optimize blocks (sync / async / half_async) ---------------------------------------------
-def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op) -> None:
-    """Clip / regularization / LR ops run as they are, on origin-named vars made persistable."""
+def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op, rename: dict = None) -> None:
+    """Clip / regularization / LR ops run as they are, on origin-named vars made persistable
+    (fixing fleet-sparse-decay-whole-table, a sliced table's decay reads the pserver's block
+    of the table and of its grad: `rename`, from _decay_names)."""
+    if rename:
+        new = op.copy({k: [rename.get(a, a) for a in v] for k, v in op.inputs.items()},
+                      {k: [rename.get(a, a) for a in v] for k, v in op.outputs.items()})
+        whole, part = rename[_WHOLE]
+        for name in new.input_names() + new.output_names():
+            if name not in s.gvars and name not in rename.values():
+                v = s.origin_var(name)
+                s.gvars[name] = persistable_copy(v) if tuple(v.shape or ()) != whole else \
+                    persistable_copy(v).with_shape(part)
+        block.ops.append(new)
+        return
     new = op.copy()
     for name in op.input_names() + op.output_names():
         s.clone_origin(name)
     block.ops.append(new)
+
+
+_WHOLE = "@shapes"      # rename's entry holding (the table's shape, its block's shape)
+
+
+def _decay_names(s: ServerBuild, target: str, merged) -> dict:
+    """Fixing fleet-sparse-decay-whole-table / fleet-decay-whole-param for `target` (a sliced
+    remote table / dense parameter): {the param: its block here, its grad: the merged grad
+    block (which the update reads: the decay's sum writes it in place), _WHOLE: (whole shape,
+    block shape)}, or {} when nothing is renamed."""
+    fix = FLEET_SPARSE_DECAY_WHOLE_TABLE if target in s.sparse_params else \
+        FLEET_DECAY_WHOLE_PARAM
+    if fix not in s.plan.fixes:
+        return {}
+    p = _param_block(s, target)
+    if p is None or len(s.plan.param_slices.get(target, ())) < 2:
+        return {}
+    whole = tuple(s.origin.global_block.vars[target].shape)
+    return {target: p.name, target + "@GRAD": merged.name, _WHOLE: (whole, tuple(p.shape))}
 
 
 def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
@@ -239,9 +280,15 @@ def _append_optimizer_op(s: ServerBuild, block: Block, op: Op, merged: VarBlock)
     gvars = s.gvars
     firsts, states = s.index.update_slots(s, op)
     inputs = {}
+    grad = merged
     for slot, v in firsts:
         if slot == "Grad":
-            inputs[slot] = [merged.name]
+            # a regularized sparse grad: Paddle's decay writes a new var (`<grad>@NEWGRAD@`,
+            # made by the pserver's copy of the chain), which the update reads when declared
+            g = op.input("Grad")[0]
+            if NEW_GRAD_SUFFIX in g and g in gvars:
+                grad = gvars[g]
+            inputs[slot] = [grad.name]
         elif slot == "Param":
             if p.name not in gvars:
                 gvars[p.name] = new_tensor(p.name, p.shape, p.dtype, persistable=True)
@@ -261,8 +308,8 @@ def _append_optimizer_op(s: ServerBuild, block: Block, op: Op, merged: VarBlock)
     outputs["ParamOut"] = [p.name]
     new = op.copy({k: inputs[k] for k in op.inputs if k in inputs}, outputs)
     block.ops.append(new)
-    if merged.kind == "SELECTED_ROWS":
-        s.sparse_grad_to_param.append("%s:%s" % (merged.name, p.name))
+    if grad.kind == "SELECTED_ROWS":
+        s.sparse_grad_to_param.append("%s:%s" % (grad.name, p.name))
 
 
 def _lr_decay_block(s: ServerBuild) -> int:
@@ -298,15 +345,20 @@ def build_optimize_blocks(s: ServerBuild) -> tuple:
                 break
         if merged is None:
             continue
-        clip = s.index.clip_of.get(s.index.origin_name(merged.name))
-        if clip is not None and FLEET_CLIP_BEFORE_MERGE in s.plan.fixes:
+        origin = s.index.origin_name(merged.name)
+        clip = s.index.clip_of.get(origin) if FLEET_CLIP_BEFORE_MERGE in s.plan.fixes else None
+        if clip is None and FLEET_SPARSE_CLIP_DROPPED in s.plan.fixes and \
+                target in s.sparse_params:
+            clip = s.index.clip_of_raw.get(origin)     # the clip whose result is never pushed
+        if clip is not None:
             # the clip the trainer no longer runs, on the averaged gradient
             block.ops.append(clip.copy({"X": [merged.name]}, {"Out": [merged.name]}))
+        decay = _decay_names(s, target, merged)
         for op in group:
             if is_optimizer_update(op):
                 _append_optimizer_op(s, block, op, merged)
             else:
-                _clone_non_opt_op(s, block, op)
+                _clone_non_opt_op(s, block, op, decay)
     if not blocks:
         blocks.append(s.new_block(len(s.prog.blocks) - 1).idx)
     return blocks, lr_block

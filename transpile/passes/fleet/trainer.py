@@ -4,21 +4,24 @@ Passes `(program, env) -> program` (passes/pipeline.py), env.plan a FleetPlan; a
 is left as it was.
 
 Main (sync / async / half_async):
-  delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
+  demote_clip_ops -> delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
 Startup:
   fake_init_tables -> init_from_server -> delete_optimizer_state_inits
-Geo: the trainer keeps its optimizer; main gets one send per sparse table and one for the step
-counter, startup is unchanged.
+Geo: the trainer keeps its optimizer; its clip ops are backward ops as in the other modes
+(Paddle's CompileTimeStrategy re-labels them whatever the mode); main gets one send per sparse
+table and one for the step counter, startup is unchanged.
 """
 from __future__ import annotations
 
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program, select
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
-from ...plan.faults import FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM
+from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
+                            FLEET_SPARSE_CLIP_DROPPED)
 from ...plan.fleet import FleetPlan, orphan_sums, remote_lookup_groups, trainer_send_queues
 from .. import common
-from ..build import OpOrder, make_op, new_control_var, role_attrs
+from ..build import make_op, new_control_var, role_attrs
+from ..fuse import fuse_pulls
 from ..pipeline import PassEnv, Pipeline, named
 
 
@@ -29,7 +32,17 @@ def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     trainer sends: the pservers clip the averaged gradient (passes/fleet/pserver.py)."""
     plan = env.plan
     fix = FLEET_CLIP_BEFORE_MERGE in plan.fixes
-    return common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
+    prog = common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
+    if FLEET_SPARSE_CLIP_DROPPED in plan.fixes:
+        # fixing fleet-sparse-clip-dropped: the pservers clip the pushed table's gradient; the
+        # trainer's clip of it, whose result nothing sends, goes
+        grads = {p.grad for p in plan.sparse_pairs}
+        outs = {op.output("Out")[0] for op in select(env.main.global_block.ops, plan.clip_ops)
+                if op.input("X")[:1] and op.input("X")[0] in grads and op.output("Out")}
+        prog.global_block.ops = [op for op in prog.global_block.ops if not (
+            op.type in ("clip", "clip_by_norm", "assign") and op.output("Out")[:1]
+            and op.output("Out")[0] in outs)]
+    return prog
 
 
 def _unclipped(clip: Op) -> Op:
@@ -66,10 +79,8 @@ def _table_id(plan: FleetPlan, table: str) -> int:
 def fuse_sparse_lookups(main: Program, env: PassEnv) -> Program:
     """One distributed_lookup_table per remote table, one distributed_push_sparse for its grads.
 
-    The fused lookup goes right after the last producer of its ids (or where the first lookup
-    was), provided every consumer of the looked-up rows comes later; otherwise each lookup is
-    replaced in place. (Paddle first tries to move ops to make room; that reordering is not
-    reproduced: such programs get one lookup per original op, which computes the same thing.)
+    The pull fusion is passes/fuse.py's (Paddle's _pull_sparse_fuse, its reordering included;
+    a table whose ids are not 2-D is refused there, as Paddle's InferShape refuses it).
     """
     plan = env.plan
     prog = main.shallow_copy()
@@ -77,15 +88,6 @@ def fuse_sparse_lookups(main: Program, env: PassEnv) -> Program:
     pulls, pushes = remote_lookup_groups(block.ops)
     if not pulls:
         return prog
-    emb_size = _fuse_pulls(block, pulls, plan)
-    if pushes:
-        _fuse_pushes(block, pushes, plan, emb_size)
-    return prog
-
-
-def _fuse_pulls(block, pulls: dict, plan: FleetPlan) -> dict:
-    """Each table's lookups replaced by distributed_lookup_table ops; {table: its emb size}."""
-    order = OpOrder(block.ops)
     emb_size = {}
     for table, group in pulls.items():
         w = block.vars.get(table)
@@ -93,27 +95,16 @@ def _fuse_pulls(block, pulls: dict, plan: FleetPlan) -> dict:
             raise UserError("embedding table %s is not declared in the program" % table,
                             op=group[0])
         emb_size[table] = int(w.shape[1]) if w.shape and len(w.shape) > 1 else 0
-        table_id = _table_id(plan, table)
-        ids = [op.input("Ids")[0] for op in group]
-        outs = [op.output("Out")[0] for op in group]
-        for op in group:
-            order.remove(op)
-        produced = order.keys(order.producers, ids)
-        consumed = order.keys(order.consumers, outs)
+        _table_id(plan, table)
 
-        def lookup(id_names, out_names, table=table, first=group[0], table_id=table_id):
-            return make_op("distributed_lookup_table", {"Ids": id_names, "W": [table]},
-                           {"Outputs": out_names}, _lookup_attrs(first, table_id))
+    def lookup(table: str, ids: list, outs: list) -> Op:
+        return make_op("distributed_lookup_table", {"Ids": ids, "W": [table]},
+                       {"Outputs": outs}, _lookup_attrs(pulls[table][0], plan.table_ids[table]))
 
-        if not produced or not consumed or min(consumed) > max(produced):
-            # right after the last producer of the ids, or where the first lookup was
-            at = order.key[id(group[0])] if not produced else order.after(max(produced))
-            order.add(lookup(ids, outs), at)
-        else:
-            for k, op in enumerate(group):
-                order.add(lookup([ids[k]], [outs[k]]), order.key[id(op)])
-    block.ops = order.ops()
-    return emb_size
+    block.ops = fuse_pulls(block, pulls, lookup, False, "Paddle's distributed_ops_pass")
+    if pushes:
+        _fuse_pushes(block, pushes, plan, emb_size)
+    return prog
 
 
 def _lookup_attrs(first: Op, table_id: int) -> dict:
@@ -239,5 +230,5 @@ MAIN = Pipeline("trainer main", tuple(map(named, (
     demote_clip_ops, delete_optimizer_ops, fuse_sparse_lookups, append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     fake_init_tables, init_from_server, delete_optimizer_state_inits))))
-GEO_MAIN = Pipeline("trainer main", (named(append_sends),))
+GEO_MAIN = Pipeline("trainer main", tuple(map(named, (demote_clip_ops, append_sends))))
 GEO_STARTUP = Pipeline("trainer startup", ())

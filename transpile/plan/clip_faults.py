@@ -1,0 +1,162 @@
+"""Finding, in a program, the Paddle faults of gradient clips and weight decay over sparse
+tables and of lookups whose ids are not 2-D (the kinds are in faults.py).
+
+- classic-clip-on-pserver: a Paddle 2.x clip (a `clip` / `clip_by_norm` into a new var the
+  update reads, or a global-norm clip's `squared_l2_norm`s) in a classic program;
+- fleet- / ps-sparse-clip-dropped: a clip-scope op reading a remote table's gradient, which the
+  trainer pushes from the lookups' gradients instead;
+- fleet-sparse-decay-whole-table: a regularization op reading a remote table sliced over more
+  than one pserver;
+- *-lookup-ids-not-2d: a remote-prefetch lookup whose ids are not 2-D (found only under
+  `paddle_faults: fix`: Paddle refuses these programs, and so does `split` by default).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import roles
+from ..ir.program import Program
+from ..ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, is_remote_prefetch
+from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED,
+                     FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
+
+CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
+# per-gradient clips a pserver can run on the gradient (block) it holds
+ELEMENTWISE_CLIPS = ("clip",)
+PER_PARAM_CLIPS = ("clip_by_norm",)
+GLOBAL_NORM_OPS = ("squared_l2_norm",)
+
+
+def new_var_clips(main: Program) -> dict:
+    """{param: (its clip op, the raw grad it reads)} of the clips that give the update a new
+    var (Paddle 2.x's ClipGradByValue / ClipGradByNorm: `clip` / `clip_by_norm` of
+    `<param>@GRAD` into the var the update reads; op_role_var names that var)."""
+    out = {}
+    for op in main.global_block.ops:
+        rv = op.attr(roles.ROLE_VAR_ATTR) or []
+        if op.type in ELEMENTWISE_CLIPS + PER_PARAM_CLIPS and len(rv) == 2 and \
+                op.input("X") and op.output("Out") == [rv[1]] and \
+                op.input("X") != op.output("Out"):
+            out[rv[0]] = (op, op.input("X")[0])
+    return out
+
+
+def _clip_scope_ops(main: Program) -> list:
+    return [op for op in main.global_block.ops if roles.is_clip_op(op, CLIP_SCOPE)]
+
+
+def _blocker(ops: list, sliced: set) -> Optional[str]:
+    """Why the clip ops of these gradients can not run on the pservers (None: they can)."""
+    for op in ops:
+        if op.type in GLOBAL_NORM_OPS:
+            return "a global-norm clip needs every gradient at once"
+        if op.type in PER_PARAM_CLIPS and (op.attr(roles.ROLE_VAR_ATTR) or [""])[0] in sliced:
+            return "a norm clip of %s, which more than one pserver holds" % (
+                op.attr(roles.ROLE_VAR_ATTR)[0])
+    return None
+
+
+def classic_clip_fault(main: Program, config, sliced: set) -> Optional[Fault]:
+    """classic-clip-on-pserver (`sliced`: the params cut into more than one block)."""
+    clips = new_var_clips(main)
+    ops = _clip_scope_ops(main)
+    if not clips and not any(op.type in GLOBAL_NORM_OPS for op in ops):
+        return None
+    blocked = _blocker(ops, sliced)
+    kinds = sorted({op.type for op in ops if op.type in ELEMENTWISE_CLIPS + PER_PARAM_CLIPS
+                    + GLOBAL_NORM_OPS})
+    return fault(CLASSIC_CLIP_ON_PSERVER, "%s clip of %d parameter(s)" % (
+        "/".join(kinds), len({(op.attr(roles.ROLE_VAR_ATTR) or [""])[0] for op in ops})),
+        config.fix_faults, blocked)
+
+
+def sparse_clip_tables(main: Program, remote: set) -> dict:
+    """{remote table: [the clip-scope ops reading its gradient]}."""
+    out: dict = {}
+    for op in _clip_scope_ops(main):
+        for name in op.input_names():
+            table = name[:-len("@GRAD")] if name.endswith("@GRAD") else None
+            if table in remote:
+                out.setdefault(table, []).append(op)
+    return out
+
+
+def sparse_clip_fault(main: Program, config, remote: set, sliced: set,
+                      fault_id: str, fixable: bool = True) -> Optional[Fault]:
+    """fleet- / ps-sparse-clip-dropped: the remote tables (`remote`, pushed from their lookups'
+    gradients) whose gradient a clip reads; geo keeps the optimizer on the trainer."""
+    if config.mode == "geo":
+        return None
+    tables = sparse_clip_tables(main, remote)
+    if not tables:
+        return None
+    blocked = _blocker([op for ops in tables.values() for op in ops], sliced) if fixable \
+        else "the table's rule runs in Paddle's brpc server, which has no clip"
+    if blocked is None and any(op.type in GLOBAL_NORM_OPS for op in _clip_scope_ops(main)):
+        blocked = "a global-norm clip needs every gradient at once"
+    return fault(fault_id, "table%s %s" % ("s" * (len(tables) > 1), ", ".join(sorted(tables))),
+                 config.fix_faults, blocked)
+
+
+def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
+    """The remote tables sliced over the pservers that a regularization op reads (Paddle's
+    L2Decay on a sparse grad: `scale(<table>)`, `sum(<table>@GRAD, ...)`)."""
+    return [p for p in decayed_sliced(main, sliced) if p in remote]
+
+
+def decayed_sliced(main: Program, sliced: set) -> list:
+    """The params sliced over the pservers (remote tables or dense) that a regularization op
+    reads."""
+    out = set()
+    for op in main.global_block.ops:
+        if roles.role(op) != roles.OPTIMIZE or "regularization" not in str(
+                op.attr("op_namescope", "") or ""):
+            continue
+        for name in op.input_names():
+            base = name[:-len("@GRAD")] if name.endswith("@GRAD") else name
+            if base in sliced:
+                out.add(base)
+    return sorted(out)
+
+
+def ids_fault(main: Program, config, fault_id: str,
+              types=LOOKUP_TABLE_TYPES) -> Optional[Fault]:
+    """*-lookup-ids-not-2d under `paddle_faults: fix` (without it the split refuses, as
+    Paddle does): the remote lookups whose ids are not 2-D, when the fix can make them so."""
+    if not config.fix_faults or config.mode == "geo":
+        return None
+    block = main.global_block
+    bad = ids_not_2d(block, [op for op in block.ops if is_remote_prefetch(op, types)])
+    if not bad:
+        return None
+    blocked = None
+    for op, name, shape in bad:
+        if op.type != "lookup_table_v2":
+            blocked = "%s of %s: only lookup_table_v2's ids can be reshaped" % (op.type, name)
+        elif len(shape) > 2 and sum(1 for d in shape if d < 0) > 1:
+            blocked = "ids %s have shape %s: more than one unknown dim" % (name, shape)
+    tables = sorted({op.input("W")[0] for op, _, _ in bad})
+    return fault(fault_id, "%d lookup(s) of %s" % (len(bad), ", ".join(tables)), True, blocked)
+
+
+def fleet_table_faults(main, config, plan) -> list:
+    """fleet-sparse-clip-dropped, fleet-sparse-decay-whole-table and fleet-decay-whole-param
+    of the fleet plan."""
+    if plan.is_geo:
+        return []
+    remote = {p.param for p in plan.sparse_pairs}
+    sliced = {p for p, blocks in plan.param_slices.items() if len(blocks) > 1}
+    out = []
+    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
+    if clip is not None:
+        out.append(clip)
+    decayed = decayed_sliced(main, sliced)
+    tables = [p for p in decayed if p in remote]
+    if tables:
+        out.append(fault(FLEET_SPARSE_DECAY_WHOLE_TABLE, "table%s %s" % (
+            "s" * (len(tables) > 1), ", ".join(tables)), config.fix_faults))
+    dense = [p for p in decayed if p not in remote]
+    if dense:
+        out.append(fault(FLEET_DECAY_WHOLE_PARAM, "parameter%s %s" % (
+            "s" * (len(dense) > 1), ", ".join(dense)), config.fix_faults))
+    return out
