@@ -285,10 +285,16 @@ def write(args, main: Program, startup: Program, info: dict, t0: float) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     # millions of small, long-lived objects: the cyclic GC would rescan them again and again
+    # (paused only while generating: a caller in the same process gets its collector back)
+    was_enabled = gc.isenabled()
     gc.disable()
-    t = time.perf_counter()
-    main_prog, startup, info = generate(args)
-    info = write(args, main_prog, startup, info, t)
+    try:
+        t = time.perf_counter()
+        main_prog, startup, info = generate(args)
+        info = write(args, main_prog, startup, info, t)
+    finally:
+        if was_enabled:
+            gc.enable()
     seconds = time.perf_counter() - t
     print("%s: %s, %d ops (%d params), main %.1f MB, startup %.1f MB, %.1fs"
           % (args.out, args.kind, info["ops_main"], info["params"], info["bytes_main"] / 1e6,

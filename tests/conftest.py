@@ -15,3 +15,12 @@ for p in (ROOT, HERE):
 def pytest_configure(config):
     # `-m "not slow"` skips the corpus-wide sweeps (they run in `make test`)
     config.addinivalue_line("markers", "slow: a corpus-wide sweep (seconds, not milliseconds)")
+
+
+def pytest_runtest_teardown(item, nextitem):
+    # a test that leaves Python's cyclic collector off makes every later test keep its garbage
+    # (the whole suite once grew past 13 GB that way): fail the test that did it
+    import gc
+    if not gc.isenabled():
+        gc.enable()
+        raise AssertionError("%s left the cyclic garbage collector disabled" % item.nodeid)
