@@ -6,7 +6,12 @@ BIN := $(VENV)/bin
 SAMPLE := samples/mlp_sgd
 DEMO_OUT := demo-out
 
-.PHONY: demo test install install-test clean bench
+# mermaid's parser, for the test of report.md's diagrams (tests/test_report_diagram.py): the
+# npm package's self-contained browser bundle, unpacked into tests/.node (git ignores it)
+MERMAID_VERSION := $(shell cat tests/mermaid/version.txt)
+MERMAID_DIR := tests/.node/mermaid-$(MERMAID_VERSION)
+
+.PHONY: demo test install install-test mermaid clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +20,19 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 
-install-test: $(BIN)/python
+install-test: $(BIN)/python mermaid
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+mermaid:
+	@if [ -f $(MERMAID_DIR)/dist/mermaid.esm.min.mjs ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+		echo "npm pack mermaid@$(MERMAID_VERSION) -> $(MERMAID_DIR)"; \
+		rm -rf $(MERMAID_DIR) && mkdir -p $(MERMAID_DIR) && \
+		tgz=$$(cd $(MERMAID_DIR) && npm pack --silent mermaid@$(MERMAID_VERSION)) && \
+		tar -xzf $(MERMAID_DIR)/$$tgz -C $(MERMAID_DIR) --strip-components=1 \
+			package/package.json package/LICENSE package/dist/mermaid.esm.min.mjs \
+			package/dist/chunks/mermaid.esm.min && rm $(MERMAID_DIR)/$$tgz; \
+	else echo "npm not found: the test of report.md's diagrams needs node and mermaid"; fi
 
 demo: install
 	@echo "== 1. split samples/mlp_sgd (fc 1000->1000 relu -> fc 1, square error, SGD)"
@@ -42,4 +58,4 @@ bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) *.egg-info bench/out
+	rm -rf $(VENV) $(DEMO_OUT) *.egg-info bench/out tests/.node

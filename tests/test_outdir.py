@@ -80,3 +80,100 @@ def test_a_file_in_the_way_is_an_error(tmp_path):
     with pytest.raises(UserError, match="not a folder"):
         outdir.write_tree(str(f), FILES, force=True)
     assert f.read_text() == "x"
+
+
+# --- what a user finds on disk: modes, and what a killed split leaves behind ------------------
+
+def _mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o755), (0o027, 0o750), (0o002, 0o775)])
+def test_a_new_folder_follows_the_umask(tmp_path, umask, expected):
+    old = os.umask(umask)
+    try:
+        d = str(tmp_path / "out")
+        outdir.write_tree(d, FILES, force=False)
+        assert outdir.current_umask() == umask
+    finally:
+        os.umask(old)
+    assert _mode(d) == expected                      # mkdtemp's 0700 does not survive the rename
+    assert _mode(os.path.join(d, "trainer_0")) == expected
+    assert _mode(os.path.join(d, "plan.json")) == expected & 0o666
+
+
+def test_a_replaced_folder_keeps_its_mode(tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    (d / "plan.json").write_text("previous")
+    os.chmod(d, 0o711)
+    outdir.write_tree(str(d), FILES, force=True)
+    assert _mode(d) == 0o711
+
+
+def _gone_pid():
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_stale_staging_of_a_dead_process_is_removed(tmp_path):
+    import subprocess
+    import sys
+    dead = _gone_pid()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        host = outdir.staging_prefix("out").split("@", 1)[1].rstrip(".")
+        stale = tmp_path / (".out.tmp-%d@%s.abc_1234" % (dead, host))
+        busy = tmp_path / (".out.tmp-%d@%s.xyz_9876" % (live.pid, host))
+        elsewhere = tmp_path / (".out.tmp-%d@%s.other.qqqqqqqq" % (dead, host + "x"))
+        other_name = tmp_path / (".outx.tmp-%d@%s.abcdefgh" % (dead, host))
+        for d in (stale, busy, elsewhere, other_name):
+            (d / "trainer_0").mkdir(parents=True)
+            (d / "trainer_0" / "main.pb").write_bytes(b"partial")
+        outdir.write_tree(str(tmp_path / "out"), FILES, force=False)
+        left = sorted(os.listdir(tmp_path))
+        assert stale.name not in left                     # its process is gone: removed
+        assert busy.name in left                          # a live split's staging is kept
+        assert elsewhere.name in left                     # another host's: cannot tell
+        assert other_name.name in left                    # another folder's
+        assert listing(str(tmp_path / "out")) == FILES
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_split_killed_with_sigkill_publishes_nothing_and_is_cleaned_up(tmp_path):
+    """A real split process killed while staging: the target folder never appears, its staging
+    folder stays, and the next split to the same folder removes it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    ready = tmp_path / "ready"
+    code = ("import sys, time, os\n"
+            "from transpile.output import outdir\n"
+            "def hang():\n"
+            "    open(sys.argv[2], 'w').close()\n"
+            "    time.sleep(60)\n"
+            "outdir.write_tree(sys.argv[1], {'trainer_0/main.pb': b'x', 'plan.json': b'{}'},"
+            " force=False, before_commit=hang)\n")
+    target = tmp_path / "split"
+    p = subprocess.Popen([sys.executable, "-c", code, str(target), str(ready)],
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        for _ in range(300):
+            if ready.exists():
+                break
+            time.sleep(0.05)
+        assert ready.exists()
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    staging = [n for n in os.listdir(tmp_path) if n.startswith(".split.tmp-%d@" % p.pid)]
+    assert len(staging) == 1 and not target.exists()
+    outdir.write_tree(str(target), FILES, force=False)
+    assert sorted(os.listdir(tmp_path)) == ["ready", "split"]
+    assert listing(str(target)) == FILES

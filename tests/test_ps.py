@@ -1,5 +1,6 @@
 """Style ps: the plan's arithmetic (table ids, dense shards and dims, rules), the descriptor
 text printer, the config, simulate's refusal, and what `check` catches in a broken split."""
+import json
 import os
 import shutil
 
@@ -165,10 +166,20 @@ def _args(case, *more):
             "--cluster", os.path.join(case, "cluster.yaml")] + list(more)
 
 
-def test_simulate_says_in_one_line_it_does_not_support_ps():
-    r = CliRunner().invoke(cli_main, ["simulate"] + _args(os.path.join(PS, "ctr_adam_sync")))
-    assert r.exit_code == 2 and r.output.count("\n") == 1
-    assert "does not support the ps style" in r.output
+def test_simulate_runs_a_ps_split_and_names_its_differences():
+    case = os.path.join(PS, "two_tables_sgd_sync")
+    r = CliRunner().invoke(cli_main, ["simulate"] + _args(case, "--steps", "2", "--batch", "4",
+                                                          os.path.join(case, "expected")))
+    assert r.exit_code == 0, r.output
+    assert "result: all 6 parameters equal" in r.output
+    assert "the ps reference against the original as written" in r.output
+    assert "ps-sparse-init" in r.output and "ps-sparse-grad-batch-scale" in r.output
+    r = CliRunner().invoke(cli_main, ["simulate"] + _args(case, "--steps", "2", "--batch", "4",
+                                                          "--format", "json", "--no-why"))
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out["equal"]
+    names = {p["name"]: p for p in out["ps_reference_vs_original"]["params"]}
+    assert names["emb_a"]["max_abs"] > 0 and names["emb_a"]["why"] == []
 
 
 def test_plan_shows_tables_and_shards():

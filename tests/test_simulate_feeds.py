@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.ir.program import Attr, Block, Op, Program, Var
 from transpile.simulate.feeds import SEQ_LEN, Feeder, id_pool
@@ -112,11 +111,37 @@ def test_an_integer_cast_to_float_is_a_flag():
     assert arr.shape == (8, SEQ_LEN, 1) and set(arr.reshape(-1).tolist()) <= {0, 1}
 
 
-def test_an_unbounded_integer_feed_is_named():
+def test_an_unbounded_integer_feed_gets_the_stated_default():
     p = _program([("n", "INT64", [-1, 1]), ("x", "FP32", [-1, 1]), ("y", "FP32", [-1, 1])],
                  [("elementwise_add", {"X": ["x"], "Y": ["n"]}, {"Out": ["y"]}, None)])
-    with pytest.raises(UserError, match="feed var n is an integer input, but no use bounds"):
-        Feeder(p, 4, 0, np.float64)
+    f = Feeder(p, 4, 0, np.float64)
+    assert f.notes == ["feed n: an integer input no use bounds (no lookup, label, index, "
+                       "length or float cast): 0 or 1"]
+    arr, _ = f.feed(0)["n"]
+    assert set(arr.reshape(-1).tolist()) <= {0, 1}
+
+
+def test_lengths_are_bounded_by_what_they_measure():
+    """mind's seq_len, tiled and compared with positions 0..19; a sequence_mask's X with a
+    maxlen; a range's end with nothing to say: 1 .. DEFAULT_LENGTH."""
+    from transpile.simulate.feeduses import DEFAULT_LENGTH
+    p = _program([("len", "INT64", [-1, 1]), ("t", "INT64", [-1, 4]), ("u", "INT64", [-1, 4, 1]),
+                  ("pos", "INT64", [-1, 4, 20]), ("lt", "BOOL", [-1, 4, 20]),
+                  ("m", "INT64", [-1]), ("mask", "BOOL", [-1, 7]),
+                  ("e", "INT64", [1]), ("r", "INT64", [-1])],
+                 [("tile", {"X": ["len"]}, {"Out": ["t"]}, {"repeat_times": [1, 4]}),
+                  ("unsqueeze2", {"X": ["t"]}, {"Out": ["u"]}, {"axes": [-1]}),
+                  ("less_than", {"X": ["pos"], "Y": ["u"]}, {"Out": ["lt"]}, None),
+                  ("sequence_mask", {"X": ["m"]}, {"Y": ["mask"]}, {"maxlen": 7}),
+                  ("range", {"Start": ["e"], "End": ["e"], "Step": ["e"]}, {"Out": ["r"]},
+                   None)])
+    uses = feed_uses(p)
+    assert (uses["len"].kind, uses["len"].bound) == ("length", 20)
+    assert (uses["m"].kind, uses["m"].bound) == ("length", 7)
+    assert (uses["e"].kind, uses["e"].bound) == ("length", DEFAULT_LENGTH)
+    glob = Feeder(p, 8, 0, np.float64).feed(0)
+    assert 1 <= glob["len"][0].min() and glob["len"][0].max() <= 20
+    assert 1 <= glob["m"][0].min() and glob["m"][0].max() <= 7
 
 
 @pytest.mark.parametrize("case", ["paddlerec-classic/%s" % m for m in
@@ -130,3 +155,52 @@ def test_every_real_models_feeds_are_bounded(case):
         u = uses.get(name)
         if u is not None and arr.dtype.kind in "iu":
             assert 0 <= arr.min() and arr.max() < u.bound, name
+
+
+def test_columns_of_one_float_feed_take_their_own_uses():
+    """dmr packs its features in one float feed: a cast to int64, then column slices: 0:2 ids
+    of a 500-row table, 2:4 a mask compared with ones_like (0 / 1), 4:5 a float left as is."""
+    from transpile.simulate.feeduses import column_uses
+    p = _program([("f", "FP32", [-1, 5]), ("i", "INT64", [-1, 5]), ("a", "INT64", [-1, 2]),
+                  ("w", "FP32", [500, 4]), ("e", "FP32", [-1, 2, 4]), ("m", "INT64", [-1, 2]),
+                  ("one", "INT64", [-1, 2]), ("eq", "BOOL", [-1, 2]), ("x", "FP32", [-1, 1]),
+                  ("y", "FP32", [-1, 1])],
+                 [("cast", {"X": ["f"]}, {"Out": ["i"]}, {"in_dtype": 5, "out_dtype": 3}),
+                  ("slice", {"Input": ["i"]}, {"Out": ["a"]},
+                   {"axes": [1], "starts": [0], "ends": [2]}),
+                  ("lookup_table_v2", {"Ids": ["a"], "W": ["w"]}, {"Out": ["e"]}, None),
+                  ("slice", {"Input": ["i"]}, {"Out": ["m"]},
+                   {"axes": [1], "starts": [2], "ends": [4]}),
+                  ("fill_any_like", {"X": ["m"]}, {"Out": ["one"]}, {"value": 1.0, "dtype": 3}),
+                  ("equal", {"X": ["m"], "Y": ["one"]}, {"Out": ["eq"]}, None),
+                  ("slice", {"Input": ["f"]}, {"Out": ["x"]},
+                   {"axes": [1], "starts": [4], "ends": [5]}),
+                  ("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0})])
+    cols = column_uses(p)
+    assert sorted((a, lo, hi, u.kind, u.bound) for a, lo, hi, u in cols["f"]) == \
+        [(1, 0, 2, "ids", 500), (1, 2, 4, "flag", 2)]
+    arr, _ = Feeder(p, 8, 0, np.float64).feed(0)["f"]
+    ids, mask, rest = arr[:, 0:2], arr[:, 2:4], arr[:, 4]
+    assert (ids == np.round(ids)).all() and ids.min() >= 0 and ids.max() < 500 and ids.max() > 1
+    assert set(mask.reshape(-1).tolist()) == {0.0, 1.0}
+    assert (np.abs(rest) < 1).all() and (rest != np.round(rest)).any()
+
+
+def test_the_batch_a_program_fixes_in_its_ops():
+    """match_pyramid's pairwise loss: predictions sliced at rows [0, 64) and [64, 128), 1 -
+    pos + neg with a fill_constant of [64, 1]: a trainer's batch is 128."""
+    from transpile.simulate.batchsize import candidates
+    p = _program([("x", "FP32", [-1, 1]), ("s", "FP32", [-1, 1]),
+                  ("pos", "FP32", [64, 1]), ("neg", "FP32", [64, 1]), ("one", "FP32", [64, 1]),
+                  ("d", "FP32", [64, 1])],
+                 [("scale", {"X": ["x"]}, {"Out": ["s"]}, {"scale": 2.0}),
+                  ("slice", {"Input": ["s"]}, {"Out": ["pos"]},
+                   {"axes": [0, 1], "starts": [0, 0], "ends": [64, 1]}),
+                  ("slice", {"Input": ["s"]}, {"Out": ["neg"]},
+                   {"axes": [0, 1], "starts": [64, 0], "ends": [128, 1]}),
+                  ("fill_constant", {}, {"Out": ["one"]}, {"shape": [64, 1], "value": 1.0}),
+                  ("elementwise_sub", {"X": ["one"], "Y": ["pos"]}, {"Out": ["d"]}, None)])
+    assert candidates(p) == [128, 64]
+    feed = _program([("x", "FP32", [1, 50, 50]), ("y", "FP32", [1, 50, 50])],
+                    [("scale", {"X": ["x"]}, {"Out": ["y"]}, {"scale": 2.0})])
+    assert candidates(feed) == [1]

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
+from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.output import outdir
 from transpile.output.runtime import runtime_bytes
@@ -105,3 +106,54 @@ def test_a_write_failing_mid_split_keeps_the_previous_split(tmp_path, monkeypatc
     assert r.exit_code == 2
     assert tree_files(str(out)) == before
     assert os.listdir(tmp_path) == ["out"]
+
+
+@pytest.mark.parametrize("family,name", [("classic", "l2decay_piecewise"),
+                                         ("fleet", "ctr_sparse_adam_sync")])
+def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, name):
+    """Half the pservers built by a forked child (PSTRANSPILE_WORKERS=2, 4 pservers): the
+    folder is byte for byte the one process's."""
+    from transpile.core.config import load_config_text
+    case = os.path.join(CORPUS, family, name)
+    with open(os.path.join(case, "cluster.yaml")) as f:
+        text = f.read()
+    cfg = tmp_path / "c.yaml"
+    eps = ["127.0.0.1:%d" % (7000 + i) for i in range(4)]
+    cfg.write_text("\n".join(l for l in text.splitlines() if not l.startswith(("pservers",
+                                                                                "  -", "- ")))
+                   + "\npservers: [%s]\n" % ", ".join('"%s"' % e for e in eps))
+    assert load_config_text(cfg.read_text()).pservers == tuple(eps)
+    outs = []
+    for workers in ("1", "2"):
+        monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
+        out = str(tmp_path / ("out" + workers))
+        r = CliRunner().invoke(main, ["split", os.path.join(case, "main.pb"), "--startup",
+                                      os.path.join(case, "startup.pb"), "--cluster", str(cfg),
+                                      "--out", out, "--quiet"])
+        assert r.exit_code == 0, r.output
+        outs.append(tree_files(out))
+    assert sorted(outs[0]) == sorted(outs[1]) and len(outs[0]) > 10
+    for rel in outs[0]:
+        assert outs[0][rel] == outs[1][rel], rel
+
+
+def test_a_child_that_fails_leaves_nothing(tmp_path, monkeypatch):
+    """A refusal met by the forked child's pserver: exit 2, its one line, no folder."""
+    from transpile.core import forked
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "2")
+    real = forked.Forked.__init__
+
+    def failing(self, fn):
+        def boom():
+            raise UserError("pserver refused in the child")
+        real(self, boom)
+    monkeypatch.setattr(forked.Forked, "__init__", failing)
+    case = os.path.join(CORPUS, "fleet", "mlp_sgd_sync")
+    out = str(tmp_path / "out")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("pservers: [a:1, a:2, a:3, a:4]\ntrainers: 2\n")
+    r = CliRunner().invoke(main, ["split", os.path.join(case, "main.pb"), "--startup",
+                                  os.path.join(case, "startup.pb"), "--cluster", str(cfg),
+                                  "--out", out])
+    assert r.exit_code == 2 and "pserver refused in the child" in r.output
+    assert not os.path.exists(out) and os.listdir(tmp_path) == ["c.yaml"]

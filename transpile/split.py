@@ -17,6 +17,7 @@ from typing import Callable, Optional
 
 from .core.config import ClusterConfig
 from .core.errors import UserError
+from .core.forked import Forked, workers_available
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
@@ -32,15 +33,17 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
           trainer_ids: Optional[list[int]] = None, *,
           progress: Optional[Callable[[int, int], None]] = None,
           sink: Optional[Sink] = None, after: Optional[AfterHook] = None,
-          names: tuple = ("main program", "startup program")) -> SplitResult:
+          names: tuple = ("main program", "startup program"),
+          workers: int = 1) -> SplitResult:
     """Split a training program for a parameter-server cluster.
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
     (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
     programs are built. With a `sink`, each program and text file is handed to it when built
     instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
-    every program after every pass (`split --dump-after`). Raises UserError (RefusedError)
-    for programs that cannot be split.
+    every program after every pass (`split --dump-after`). `workers`: with 2 and a sink that
+    can be shared (split_to_folder's), a forked child builds half the pservers (the same
+    bytes). Raises UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()
@@ -58,16 +61,46 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         result.faults = list(prep.faults)
         endpoints = list(prep.plan.endpoints)
         total = len(ids) + len(endpoints)
-        for done, tid in enumerate(ids, 1):
-            style.build_trainer(prep, tid, result, run)
-            if progress:
-                progress(done, total)
-        for done, ep in enumerate(endpoints, len(ids) + 1):
-            style.build_pserver(prep, ep, result, run)
-            if progress:
-                progress(done, total)
+        child = None
+        if workers > 1 and len(endpoints) >= MIN_FORKED_PSERVERS and after is None and \
+                hasattr(sink, "sections"):
+            half = len(endpoints) // 2
+            endpoints, theirs = endpoints[:half], endpoints[half:]
+            child = Forked(lambda: _pservers(style, prep, theirs, run, sink))
+        try:
+            for done, tid in enumerate(ids, 1):
+                style.build_trainer(prep, tid, result, run)
+                if progress:
+                    progress(done, total)
+            for done, ep in enumerate(endpoints, len(ids) + 1):
+                style.build_pserver(prep, ep, result, run)
+                if progress:
+                    progress(done, total)
+            if child is not None:
+                summaries, texts, sections = child.result()
+                child = None
+                result.summaries.update(summaries)
+                result.texts.update(texts)
+                sink.sections.update(sections)
+        finally:
+            if child is not None:
+                child.abandon()
         result.plan = style.plan_json(prep, result, ids)
     return result
+
+
+# fewer pservers than this are built by one process (a fork costs more than they do)
+MIN_FORKED_PSERVERS = 4
+
+
+def _pservers(style, prep, endpoints: list, run, sink) -> tuple:
+    """In a forked child: build these pservers (their files written by the shared sink);
+    what the parent needs of them: (summaries, texts, report sections)."""
+    result = SplitResult(sink=sink)
+    sink.sections = {}
+    for ep in endpoints:
+        style.build_pserver(prep, ep, result, run)
+    return result.summaries, result.texts, sink.sections
 
 
 class _FolderSink:
@@ -115,7 +148,8 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                                 textform.dumps(prog).encode("utf-8"))
 
             result = split(main, startup, config, progress=progress, sink=sink,
-                           after=after if dump_after else None, names=names)
+                           after=after if dump_after else None, names=names,
+                           workers=workers_available())
             if dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % dump_after)

@@ -1,4 +1,5 @@
-"""`pstranspile config check C.yaml`: validate a cluster config, print it with its defaults."""
+"""`pstranspile config check C.yaml...`: validate cluster configs, print them with their
+defaults."""
 from __future__ import annotations
 
 import click
@@ -14,7 +15,8 @@ def register(main_group, handle_errors):
         """Cluster config files."""
 
     @config.command("check")
-    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.argument("files", metavar="FILE...", nargs=-1, required=True,
+                    type=click.Path(dir_okay=False))
     @click.option("--program", type=click.Path(dir_okay=False), default=None,
                   help="The main program (style ps): every table the settings name must be "
                        "one of its sparse tables, with an accessor that fits its width.")
@@ -23,8 +25,8 @@ def register(main_group, handle_errors):
                        "(without it, a warning).")
     @click.pass_obj
     @handle_errors
-    def config_check(obj, file, program, strict):
-        """Validate a cluster config and print it with every default filled in.
+    def config_check(obj, files, program, strict):
+        """Validate cluster configs and print each with every default filled in.
 
         \b
         Keys (defaults in brackets):
@@ -51,28 +53,52 @@ def register(main_group, handle_errors):
         table of the program, and dims Paddle would refuse. A setting Paddle reads and then
         drops (a rule's block its rule does not read, a value Paddle writes over, table
         settings in geo mode) is a warning on stderr, an error with --strict.
+        Several files (a pre-commit hook passes every changed one): each is checked, an
+        error names its file, the exit status is 2 if any failed; with --quiet only the
+        errors and warnings are printed.
         """
-        import yaml
-        from ..core.config import ConfigError, key_line, load_config_lines
-        from ..core.ps_lint import NoEffect, config_problems
-        cfg, data, lines = load_config_lines(file)
-        ps = cfg.traits.descriptors
-        problems = config_problems(cfg) if ps else []
-        if program and ps:
-            problems += program_problems(cfg, load_program(program))
+        from ..core.errors import UserError
+        main = load_program(program) if program else None
+        failed = 0
+        for file in files:
+            try:
+                text = _check_file(file, main, strict)
+            except UserError as e:
+                if len(files) == 1:
+                    raise
+                click.echo("pstranspile: error: %s" % str(e).replace("\n", " "), err=True)
+                failed += 1
+                continue
+            if not obj.quiet:
+                click.echo(("# %s\n" % file if len(files) > 1 else "") + text, nl=False)
+        if failed:
+            click.get_current_context().exit(2)
+    return config
 
-        def where(key):
-            line = key_line(data, lines, key)
-            return "%s: %s%s" % (file, key, " (line %d)" % line if line else "")
 
-        errors = [(k, p) for k, p in problems if strict or not isinstance(p, NoEffect)]
-        if errors:
-            key, problem = errors[0]
-            raise ConfigError("%s: %s" % (where(key), problem))
-        for key, problem in problems:
-            click.echo("pstranspile: warning: %s: %s" % (where(key), problem), err=True)
-        click.echo(yaml.safe_dump(cfg.to_dict(every_key=ps), sort_keys=False,
-                                  default_flow_style=None), nl=False)
+def _check_file(file: str, main, strict: bool) -> str:
+    """The config `file` with its defaults, as YAML text; its first error raised (ConfigError),
+    its warnings printed on stderr."""
+    import yaml
+    from ..core.config import ConfigError, key_line, load_config_lines
+    from ..core.ps_lint import NoEffect, config_problems
+    cfg, data, lines = load_config_lines(file)
+    ps = cfg.traits.descriptors
+    problems = config_problems(cfg) if ps else []
+    if main is not None and ps:
+        problems += program_problems(cfg, main)
+
+    def where(key):
+        line = key_line(data, lines, key)
+        return "%s: %s%s" % (file, key, " (line %d)" % line if line else "")
+
+    errors = [(k, p) for k, p in problems if strict or not isinstance(p, NoEffect)]
+    if errors:
+        key, problem = errors[0]
+        raise ConfigError("%s: %s" % (where(key), problem))
+    for key, problem in problems:
+        click.echo("pstranspile: warning: %s: %s" % (where(key), problem), err=True)
+    return yaml.safe_dump(cfg.to_dict(every_key=ps), sort_keys=False, default_flow_style=None)
     return config
 
 

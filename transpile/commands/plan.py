@@ -33,7 +33,7 @@ def register(main_group, handle_errors):
         it shows the tables, each server's dense shard and what each trainer sends, pulls
         and pushes (--format json: plan.json without the programs).
         Classic and fleet: then the Paddle faults a split of MAIN meets (`paddle_faults` in
-        the README), reproduced or fixed as the config's paddle_faults says.
+        docs/faults.md), reproduced or fixed as the config's paddle_faults says.
         Example:
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """

@@ -20,51 +20,104 @@ from .common import options
 @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
               help="The cluster config (YAML).")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
-@click.option("--batch", type=int, default=8, show_default=True,
-              help="Global batch size (divided among the trainers).")
+@click.option("--batch", type=int, default=None,
+              help="Global batch size (divided among the trainers) [default: 8, or what the "
+                   "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
 @click.option("--rtol", type=float, default=None,
               help="Largest accepted difference, relative to how far the original run "
                    "moved the parameter [default: 1e-6, 1e-3 with --float32].")
 @click.option("--expect-equal", is_flag=True,
-              help="Fail on differences in async / half-async mode too.")
+              help="Also fail (exit 1) when a trainable parameter did not move in the "
+                   "original run: its equality would prove nothing.")
+@click.option("--accept-unchanged", "accept_unchanged", multiple=True, metavar="NAME",
+              help="With --expect-equal: accept this parameter (a glob pattern) not moving "
+                   "(repeatable).")
+@click.option("--push-every", type=int, default=None,
+              help="geo: the trainers push and pull after every N steps [default: 2, at most "
+                   "geo_push_nums].")
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
+@click.option("--program-init", is_flag=True,
+              help="Style ps: new sparse rows start from the program's own initial rows "
+                   "instead of the table's rule (see what else differs).")
+@click.option("--no-why", is_flag=True,
+              help="Style ps: skip the reference runs that size each difference from the "
+                   "original.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
 def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
-             expect_equal, float32, fmt):
+             expect_equal, accept_unchanged, push_every, float32, program_init, no_why, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
-    (a) the original: startup once, then --steps steps of MAIN on random feeds (ids and
-        labels as their uses allow), trained data-parallel: forward and backward on each
-        trainer's shard of the batch, gradients averaged, the optimizer ops once;
+    (a) the reference: MAIN from its startup, --steps steps on random feeds (ids and
+        labels as their uses allow; more steps while a trainable parameter has not
+        moved), each trainer on its shard of every step's global batch, under the
+        mode's schedule:
+        sync: the shards' gradients averaged, the update ops once a step;
+        async, half_async: turns, trainer 0 first each step: a trainer computes its
+          gradients from the parameters it pulled at the end of its previous turn
+          (remote tables: as the pservers hold them), the update ops apply them
+          unaveraged, then it pulls; one step's gradients a send;
+        geo: every trainer trains MAIN locally; after every --push-every steps the
+          trainers, trainer 0 first, push (delta = (local - last pulled) / trainers,
+          added on the pservers; sparse tables only the rows their gradients touched)
+          and pull (local += pservers - last pulled; sparse: rows others pushed);
     (b) the split in SPLIT_DIR (trainer_<id>/ and pserver_<host>_<port>/ folders, as
-        `split --out` writes; without SPLIT_DIR the split is made here): every pserver's
-        startup and listen_and_serv optimize blocks and every trainer's startup and main,
-        with send / recv / barriers run in process, each trainer on its share of the
-        same global batch. Trainers the folder lacks are derived from trainer_0.
+        `split --out` writes; without SPLIT_DIR the split is made here), run by an
+        in-process message layer under the same schedule. Trainers the folder lacks
+        are derived from trainer_0.
+    A correct split equals the reference: each trainer's parameters and the pservers'.
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
-    Not for style ps (Paddle 2.1+'s brpc tables are not simulated): exits 2.
-    A trainable parameter the original run did not move is reported (its equality proves
-    nothing). Exit codes: 0 all parameters equal within --rtol; 1 a parameter differs or the
-    split fails to execute (async / half-async report differences without failing unless
-    --expect-equal); 2 bad input or an op with no kernel.
+    Style ps: pservers are Paddle 2.6.2's tables from each server_desc.txt; the split is
+    compared with the ps reference (the original under the tables our descriptors define),
+    and that with the original, each difference named (README, "simulate: style ps").
+    Exit codes: 0 all parameters equal within --rtol (with --expect-equal: and every
+    trainable parameter moved, or is accepted); 1 a parameter differs, the split fails
+    to execute, or (--expect-equal) a comparison proves nothing; 2 bad input or an op
+    with no kernel.
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ..core import config as config_mod
-    from ..format import programio
     from ..simulate import SimError, simulate as run
-
     ctx = click.get_current_context()
     quiet = options().is_quiet()
     for opt, v in (("--steps", steps), ("--batch", batch)):
-        if v < 1:
+        if v is not None and v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
+    cfg, main, start, programs, runtime, texts, result = _inputs(main_program, startup, cluster,
+                                                                 split_dir)
+    if batch is not None:
+        batch = _whole_shards(batch, cfg.trainers, quiet)
+    from .progress import progress_bar
+    try:
+        with progress_bar("simulate", quiet=quiet) as update:
+            res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
+                      rtol=rtol, float32=float32, expect_equal=expect_equal,
+                      accept_unchanged=accept_unchanged, push_every=push_every,
+                      progress=update, ps_options=dict(texts=texts, program_init=program_init,
+                                                       why=not no_why))
+    except SimError as e:   # pragma: no cover - simulate() reports these in the result
+        raise UserError(str(e)) from None
+    if not res.equal:
+        res.faults = _reproduced_faults(main, start, cfg, split_dir, result)
+    if fmt == "json":
+        import json
+        from ..simulate.render import to_json
+        click.echo(json.dumps(to_json(res, cfg), indent=1))
+        ctx.exit(res.exit_code)
+    _print_text(res, cfg, seed, float32, quiet)
+    ctx.exit(res.exit_code)
+
+
+def _inputs(main_program, startup, cluster, split_dir) -> tuple:
+    """(config, main, startup, split programs, runtime.json dicts, descriptor texts, the
+    SplitResult when the split is made here)."""
+    from ..core import config as config_mod
+    from ..format import programio
     cfg = config_mod.load_config(cluster)
     if not cfg.traits.simulated:
         raise UserError("simulate does not support the %s style (its tables live in Paddle's "
@@ -73,32 +126,22 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from ..simulate.loading import load_split_dir
+        from ..simulate.loading import load_descs, load_split_dir
         programs, runtime = load_split_dir(split_dir)
-    else:
-        from ..split import split as do_split
-        result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)))
-        programs, runtime = result.programs, result.runtime
-    from .progress import progress_bar
-    try:
-        with progress_bar("simulate", quiet=quiet) as update:
-            res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
-                      rtol=rtol, float32=float32, expect_equal=True if expect_equal else None,
-                      progress=update)
-    except SimError as e:   # pragma: no cover - simulate() reports these in the result
-        raise UserError(str(e)) from None
-    if not res.equal:
-        res.faults = _reproduced_faults(main, start, cfg, split_dir,
-                                        None if split_dir else result)
-    if fmt == "json":
-        import json
-        from ..simulate.render import to_json
-        click.echo(json.dumps(to_json(res, cfg), indent=1))
-        ctx.exit(res.exit_code)
+        return cfg, main, start, programs, runtime, load_descs(split_dir), None
+    from ..split import split as do_split
+    result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)),
+                      names=(main_program, startup or "startup program"))
+    return cfg, main, start, result.programs, result.runtime, result.texts, result
+
+
+def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:
     click.echo("simulate: %s mode, %d trainer%s, %d pserver%s, %d steps, global batch %d, "
                "seed %d, %s" % (cfg.mode, cfg.trainers, "s" if cfg.trainers != 1 else "",
                                 len(cfg.pservers), "s" if len(cfg.pservers) != 1 else "",
-                                res.steps, batch, seed, "float32" if float32 else "float64"))
+                                res.steps, res.batch, seed,
+                                "float32" if float32 else "float64"))
+    click.echo("reference: %s" % res.schedule)
     if not quiet:
         for n in res.notes:
             click.echo("note: %s" % n, err=True)
@@ -106,7 +149,16 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
     from ..simulate.render import render
     render(res, cfg, click.echo)
-    ctx.exit(res.exit_code)
+
+
+def _whole_shards(batch: int, trainers: int, quiet: bool) -> int:
+    """--batch rounded up to a multiple of the trainers (each trains on an equal shard)."""
+    if trainers > 1 and batch % trainers:
+        wanted, batch = batch, batch + trainers - batch % trainers
+        if not quiet:
+            click.echo("note: --batch %d rounded up to %d, a multiple of the %d trainers"
+                       % (wanted, batch, trainers), err=True)
+    return batch
 
 
 def _reproduced_faults(main, start, cfg, split_dir, result) -> list:

@@ -71,7 +71,7 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
     and prints a summary: per endpoint its blocks, bytes held and load, the imbalance, per
     program the ops removed and inserted, and the Paddle faults the split reproduces (the
     output equals Paddle's) or fixes (`paddle_faults: fix` in the cluster config: a split
-    that trains like the original; the README lists the faults).
+    that trains like the original; docs/faults.md lists the faults).
     \b
     Example:
       pstranspile split samples/mlp_sgd/main.pb --startup samples/mlp_sgd/startup.pb \\

@@ -42,7 +42,7 @@ PS = StyleTraits(
     name="ps", paddle="Paddle 2.1+'s PsProgramBuilder passes and TheOnePSRuntime",
     modes=("sync", "async", "geo"), runtime_json=False, descriptors=True,
     optimize_blocks=False, sparse_table_ids=True, sync_mode_from_flag=False,
-    sliced_by_config=False, simulated=False,
+    sliced_by_config=False, simulated=True,
     modes_note="Paddle 2.1+ has no CPU half_async")
 
 STYLES = {s.name: s for s in (FLEET, CLASSIC, PS)}     # the config's allowed values, in order

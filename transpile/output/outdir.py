@@ -1,7 +1,11 @@
 """Writing a split's output folder atomically.
 
 Everything is written to a temporary sibling folder first; only when all of it succeeded is it
-moved into place. A failure (or Ctrl-C) leaves the previous folder as it was.
+moved into place. A failure (or Ctrl-C) leaves the previous folder as it was. The folder gets
+the mode any folder the user makes gets (the umask's), or keeps the mode of the folder it
+replaces. A staging folder left by a process that was killed (SIGKILL, power loss) is named
+after its process and host (`.NAME.tmp-<pid>@<host>.<random>`), so the next split to NAME on
+that host removes it once that process is gone.
 """
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import json
 import os
 import re
 import shutil
+import socket
+import stat
 import tempfile
 from typing import Callable
 
@@ -33,6 +39,64 @@ def check_target(out_dir: str, force: bool) -> None:
     parent = os.path.dirname(os.path.abspath(out_dir))
     if not os.path.isdir(parent):
         raise UserError("%s: parent folder %s does not exist" % (out_dir, parent))
+
+
+def current_umask() -> int:
+    """The process's umask (Linux reads it without changing it; elsewhere it is set back)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname() or "localhost")
+
+
+def staging_prefix(base: str) -> str:
+    """The name a staging folder of the output folder `base` starts with (mkdtemp adds a
+    random tail): the process and host that own it are part of it."""
+    return ".%s.tmp-%d@%s." % (base, os.getpid(), _host())
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # another user's process: it exists
+        return True
+    return True
+
+
+def remove_stale_staging(parent: str, base: str) -> list:
+    """Remove the staging folders of `base` in `parent` whose process (on this host) is gone;
+    returns their names. Folders of live processes, of other hosts and of other names are
+    left alone."""
+    pattern = re.compile(r"^\.%s\.tmp-(\d+)@(.+)\.[a-z0-9_]+$" % re.escape(base))
+    host = _host()
+    removed = []
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.match(name)
+        if not m or m.group(2) != host or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(parent, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(name)
+    return removed
 
 
 class Staging:
@@ -64,8 +128,15 @@ def staged(out_dir: str, force: bool, before_commit: Callable[[], None] | None =
     out_abs = os.path.abspath(out_dir)
     parent = os.path.dirname(out_abs)
     base = os.path.basename(out_abs)
-    tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % base, dir=parent)
+    remove_stale_staging(parent, base)
+    tmp = tempfile.mkdtemp(prefix=staging_prefix(base), dir=parent)
     try:
+        # mkdtemp makes 0700; the folder is the user's output: mode as mkdir would give it
+        # (or the replaced folder's)
+        if os.path.isdir(out_abs):
+            os.chmod(tmp, stat.S_IMODE(os.stat(out_abs).st_mode))
+        else:
+            os.chmod(tmp, 0o777 & ~current_umask())
         yield Staging(tmp)
         if before_commit:
             before_commit()

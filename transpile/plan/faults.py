@@ -20,7 +20,7 @@ from ..ir.program import indexed
 from ..ir.tables import LOOKUP_TABLE_TYPES
 
 
-# The fault ids: stable, documented in the README; use these names, never the strings.
+# The fault ids: stable, documented in docs/faults.md; use these names, never the strings.
 CLASSIC_LOCAL_TABLE_FAKE_INIT = "classic-local-table-fake-init"
 CLASSIC_DIST_TABLE_OPTIMIZER = "classic-dist-table-optimizer"
 CLASSIC_RMSPROP_MEAN_GRAD_SHAPE = "classic-rmsprop-mean-grad-shape"

@@ -3,6 +3,7 @@ and the summary `split` prints. Formatting only."""
 from __future__ import annotations
 
 from ..plan.faults import summary as faults_summary
+from . import fold
 from .show import emit, human_bytes, load_bar
 
 
@@ -92,31 +93,34 @@ def table_lines(plan: dict) -> list[str]:
     out = ["## Tables", "",
            "What worker_desc.txt and server_desc.txt describe: each sparse table is sharded "
            "by feature id over every server; the dense parameters are merged into one table "
-           "whose elements the servers hold in contiguous shards.", "",
-           "| id | kind | class | name | size | rule | held by |", "|---|---|---|---|---|---|---|"]
+           "whose elements the servers hold in contiguous shards.", ""]
+    rows = []
     for t in plan.get("tables") or []:
         name = t.get("name")
         if t.get("kind") in ("dense", "datanorm"):
             name = "%s (%d params)" % (name, len(t.get("params") or []))
-        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        rows.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             t.get("id"), t.get("kind"), t.get("class"), name, _dims(t), _rule(t),
             "" if t.get("kind") == "barrier" else _where(t)))
-    out.append("")
+    out += fold.table(["| id | kind | class | name | size | rule | held by |",
+                       "|---|---|---|---|---|---|---|"], rows, "tables",
+                      "plan.json's `tables` lists them")
     for t in plan.get("tables") or []:
         if t.get("kind") in ("dense", "datanorm"):
-            out.append("Table %s merges: %s." % (t.get("id"), ", ".join(t.get("params") or [])))
-            out.append("")
+            inline, block = fold.names(t.get("params") or [], "parameters")
+            out += ["Table %s merges: %s." % (t.get("id"), inline), ""] + block
     sparse = [t for t in plan.get("tables") or [] if settings_rows(t)]
     if sparse:
         out += ["### Sparse table settings", "",
                 "The accessor and SGD rules of each sparse table as the descriptors give "
                 "them to the servers (the config's table_parameters / fleet_desc_configs, "
                 "then Paddle's defaults and the program's learning rate and initializers).",
-                "", "| id | table | setting | value |", "|---|---|---|---|"]
-        for t in sparse:
-            for what, text in settings_rows(t):
-                out.append("| %s | %s | %s | %s |" % (t.get("id"), t.get("name"), what, text))
-        out.append("")
+                ""]
+        rows = ["| %s | %s | %s | %s |" % (t.get("id"), t.get("name"), what, text)
+                for t in sparse for what, text in settings_rows(t)]
+        out += fold.table(["| id | table | setting | value |", "|---|---|---|---|"], rows,
+                          "settings of %d sparse tables" % len(sparse),
+                          "`pstranspile plan` prints every table's")
     eps = plan.get("endpoints") or {}
     if eps:
         top = max([h.get("bytes", 0) for h in eps.values()] or [0]) or 1
@@ -132,22 +136,31 @@ def table_lines(plan: dict) -> list[str]:
         out.append("")
     trainers = plan.get("trainers") or {}
     if trainers:
-        out += ["## What each trainer pulls, pushes and sends", "",
-                "| trainer | pulls | pushes | sends | barrier | dense dims |",
-                "|---|---|---|---|---|---|"]
+        out += ["## What each trainer pulls, pushes and sends", ""]
+        rows, folded, seen = [], [], set()
+
+        def short(text_and_block):
+            inline, block = text_and_block
+            if block and tuple(block) not in seen:      # every trainer has the same lists
+                seen.add(tuple(block))
+                folded.extend(block)
+            return inline
+
+        def ids(p):
+            return short(fold.names(p["ids"], "ids of table %s" % p["table_id"]))
         for tid, tr in trainers.items():
-            pulls = "; ".join("table %s (%s) by %s" % (p["table_id"], p["table"],
-                                                       ", ".join(p["ids"]))
-                              for p in tr.get("pull") or []) or "-"
-            pushes = "; ".join("table %s by %s" % (p["table_id"], ", ".join(p["ids"]))
-                               for p in tr.get("push") or []) or "-"
-            sends = "; ".join("%s to table %s (%d vars)" % (s["queue"], s["table_id"],
-                                                            len(s["vars"]))
-                              for s in tr.get("send") or []) or "-"
+            pulls = short(fold.names(["table %s (%s) by %s" % (p["table_id"], p["table"], ids(p))
+                                      for p in tr.get("pull") or []], "pulls", sep="; ")) or "-"
+            pushes = short(fold.names(["table %s by %s" % (p["table_id"], ids(p))
+                                       for p in tr.get("push") or []], "pushes", sep="; ")) or "-"
+            sends = short(fold.names(["%s to table %s (%d vars)" % (s["queue"], s["table_id"],
+                                                                    len(s["vars"]))
+                                      for s in tr.get("send") or []], "sends", sep="; ")) or "-"
             dims = ", ".join("table %s: %s" % kv for kv in (tr.get("dense_dims") or {}).items())
-            out.append("| %s | %s | %s | %s | %s | %s |" % (
+            rows.append("| %s | %s | %s | %s | %s | %s |" % (
                 tid, pulls, pushes, sends, "yes" if tr.get("barrier") else "no", dims or "-"))
-        out.append("")
+        out += fold.table(["| trainer | pulls | pushes | sends | barrier | dense dims |",
+                           "|---|---|---|---|---|---|"], rows, "trainers") + folded
     for note in plan.get("notes") or []:
         out.append("Note: %s." % note)
     if plan.get("notes"):

@@ -17,6 +17,8 @@ from ..ir.program import Op, Program
 from ..plan.faults import KIND
 from ..plan.faults import summary as faults_summary
 from ..diff.programs import diff_programs_and_names
+from . import fold
+from .diagram import diagram_lines
 from .show import balance_line, format_op, human_bytes
 
 CONTEXT = 2          # ops of context around each change in the trainer listing
@@ -74,6 +76,7 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
             groups.setdefault(removed_kind(a_ops[c.a_index]), []).append(a_ops[c.a_index])
         out.append("**Removed**")
         out.append("")
+        folded = []
         for kind in ("optimizer", "LR decay", "regularization / clip", "other"):
             ops = groups.get(kind)
             if not ops:
@@ -81,15 +84,17 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
             types = Counter(o.type for o in ops)
             what = ", ".join("%s x%d" % (t, n) for t, n in sorted(types.items()))
             params = [o.input("Param")[0] for o in ops if o.input("Param")]
-            extra = (" — parameters: " + ", ".join(params[:12])
-                     + (", ..." if len(params) > 12 else "")) if params else ""
-            out.append("- %s (%d): %s%s" % (kind, len(ops), what, extra))
+            inline, block = fold.names(params, "parameters")
+            folded += block
+            out.append("- %s (%d): %s%s" % (kind, len(ops), what,
+                                            " — parameters: " + inline if params else ""))
         out.append("")
+        out += folded
     if inserted or changed:
         out.append("**Inserted and changed, in place** (`+` inserted, `~` changed, "
                    "%d ops of context)" % CONTEXT)
         out.append("")
-        out.append("```")
+        lines = []
         marks = {}
         for c in inserted:
             marks[c.b_index] = "+"
@@ -102,13 +107,13 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         last = -1
         for j in sorted(shown):
             if j != last + 1:
-                out.append("     ...")
-            out.append("%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])))
+                lines.append("     ...")
+            lines.append("%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])))
             last = j
         if last != len(b_ops) - 1:
-            out.append("     ...")
-        out.append("```")
-        out.append("")
+            lines.append("     ...")
+        out += fold.listing(lines, "the ops inserted or changed, in place",
+                            "`pstranspile diff` of the original and %s lists them" % name)
     var_changes = b0.vars if b0 else []
     # the diff names control vars by the op that writes them; show the real names here
     real = {v: k for k, v in control.items()}
@@ -121,11 +126,14 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
                     if v.kind == "changed"]
         out.append("**Vars**")
         out.append("")
+        folded = []
         for label, names in (("added", added), ("removed", removed), ("changed", reshaped)):
             if names:
-                out.append("- %s (%d): %s" % (label, len(names), ", ".join(names[:20])
-                                              + (", ..." if len(names) > 20 else "")))
+                inline, block = fold.names(names, "vars " + label)
+                folded += block
+                out.append("- %s (%d): %s" % (label, len(names), inline))
         out.append("")
+        out += folded
     return out
 
 
@@ -135,16 +143,15 @@ def _startup_section(name: str, original: Optional[Program], prog: Program) -> l
     inits = [op for op in ops if op.output_names()]
     out.append("%d ops:" % len(ops))
     out.append("")
-    out.append("```")
+    lines = []
     for i, op in enumerate(ops):
         shape = op.attr("shape")
-        out.append("%4d  %s%s" % (i, _op_line(op) if op.type in ("recv", "fetch_barrier",
-                                                                 "concat", "fake_init")
-                                  else format_op(op),
-                                  "  shape=%s" % shape if shape and op.type not in (
-                                      "recv", "fetch_barrier", "concat") else ""))
-    out.append("```")
-    out.append("")
+        lines.append("%4d  %s%s" % (i, _op_line(op) if op.type in ("recv", "fetch_barrier",
+                                                                   "concat", "fake_init")
+                                    else format_op(op),
+                                    "  shape=%s" % shape if shape and op.type not in (
+                                        "recv", "fetch_barrier", "concat") else ""))
+    out += fold.listing(lines, "the startup ops", "`pstranspile show %s` lists them" % name)
     del inits, original
     return out
 
@@ -185,19 +192,22 @@ def _pserver_section(name: str, prog: Program) -> list[str]:
                    % (listen.attr("endpoint"), listen.attr("Fanin"),
                       listen.attr("optimize_blocks")))
         g2b = listen.attr("grad_to_block_id") or []
+        folded = []
         if g2b:
+            inline, folded = fold.names(["`%s`" % x for x in g2b], "entries")
             out.append("")
-            out.append("grad_to_block_id: " + ", ".join("`%s`" % x for x in g2b))
+            out.append("grad_to_block_id: " + inline)
         out.append("")
-    out.append("| block | serves | ops |")
-    out.append("|---|---|---|")
+        out += folded
+    rows = []
     parents = _sub_block_parents(prog)
     lr_block = listen.attr("lr_decay_block_id") if listen is not None else None
     for b in prog.blocks[1:]:
         ops = " → ".join(map(_op_type, b.ops)) or "—"
-        out.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents,
-                                                              lr_block), ops))
-    out.append("")
+        rows.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents,
+                                                               lr_block), ops))
+    out += fold.table(["| block | serves | ops |", "|---|---|---|"], rows, "blocks",
+                      "`pstranspile show %s` lists them" % name)
     return out
 
 
@@ -220,10 +230,10 @@ def _pserver_startup_section(name: str, prog: Program) -> list[str]:
                         text = shapes[shape] = str(list(shape))
                 rows.append("| %s | %s | %s |" % (v, t, text))
     if rows:
-        out += ["| var | init | shape |", "|---|---|---|"] + rows
+        out += fold.table(["| var | init | shape |", "|---|---|---|"], rows, "vars initialized",
+                          "`pstranspile show %s` lists them" % name)
     else:
-        out.append("(no init ops)")
-    out.append("")
+        out += ["(no init ops)", ""]
     return out
 
 
@@ -285,14 +295,13 @@ def _placement(plan: dict) -> list[str]:
                        "block and its optimizer accumulators.")
             out.append("")
     if blocks:
-        out += ["| parameter | block | shape | bytes | endpoint |", "|---|---|---|---|---|"]
-        for pname, blk in blocks:
-            out.append("| %s | %s | %s | %s | %s |" % (pname, blk.get("name"),
-                                                       blk.get("shape"),
-                                                       human_bytes(int(blk.get("bytes", 0)
-                                                                       or 0)),
-                                                       blk.get("endpoint")))
-        out.append("")
+        rows = ["| %s | %s | %s | %s | %s |" % (pname, blk.get("name"), blk.get("shape"),
+                                                human_bytes(int(blk.get("bytes", 0) or 0)),
+                                                blk.get("endpoint"))
+                for pname, blk in blocks]
+        out += fold.table(["| parameter | block | shape | bytes | endpoint |",
+                           "|---|---|---|---|---|"], rows, "parameter blocks",
+                          "plan.json's `params` lists them")
     return out
 
 
@@ -352,17 +361,19 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
         out.append("")
     if plan and traits(plan["style"]).descriptors:
         from .psreport import table_lines
-        out.append("Contents: the tables of the descriptors and what each trainer exchanges "
-                   "with them; each trainer program against the original; each pserver "
-                   "program.")
+        out.append("Contents: who sends what to whom; the tables of the descriptors and what "
+                   "each trainer exchanges with them; each trainer program against the "
+                   "original; each pserver program.")
         out.append("")
+        out += diagram_lines(plan)
         out += table_lines(plan)
         out += _faults(plan.get("faults") or [])
     else:
-        out.append("Contents: placement; each trainer program against the original; each "
-                   "pserver program block by block.")
+        out.append("Contents: who sends what to whom; placement; each trainer program against "
+                   "the original; each pserver program block by block.")
         out.append("")
         if plan:
+            out += diagram_lines(plan)
             out += _placement(plan)
             out += _faults(plan.get("faults") or [])
 

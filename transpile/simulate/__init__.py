@@ -1,15 +1,17 @@
 """`simulate`: train the original program and its split side by side with numpy, compare params.
 
-(a) the original: startup once, then N steps on a global batch, trained data-parallel
-(dataparallel.py: forward and backward on each trainer's shard, gradients averaged, the update
-ops once); (b) the split: pserver and trainer startups, then N steps of the trainers' mains with
-the pservers' optimize blocks run by an in-process message layer (cluster.py), each trainer on
+(a) the original: startup once, then steps on a global batch, trained under the mode's schedule
+(schedule.py; original.py: sync data-parallel, dataparallel.py; async and half_async turn by
+turn, turns.py; geo with local training and pushed deltas, georef.py); (b) the split: pserver
+and trainer startups, then as many steps of the trainers' mains with the pservers' optimize
+blocks run by an in-process message layer (cluster.py) under the same schedule, each trainer on
 its shard of the same global batch. Random initializers in (b) take the values (a) drew for the
 same parameter (or its row slice) (reference.py); random ops of a training step draw per sample
 (keyed.py), so a trainer's shard sees the original's draws for the same samples. Big tables are
 kept lazily (values.LazyTable): only the rows a run touches exist. Parameters are compared on
-each trainer, else assembled from the pservers (compare.py), and the trainable ones the original
-run did not move are reported: their equality proves nothing.
+each trainer and on the pservers (compare.py). The original run goes on past --steps while a
+trainable parameter has not moved; one that never does is reported (its equality proves
+nothing) and, with expect_equal, fails the comparison unless accepted by name.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Optional
 from ..core.errors import UserError
 from ..ir.program import Program
 from .compare import ParamDiff, compare_params
-from .reference import Reference, snapshot
+from .reference import Reference
 from .values import NoKernelError, SimError
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ __all__ = ["simulate", "SimResult", "ParamDiff", "SimError", "NoKernelError", "R
 # op, so in float64 they agree to rounding (most often exactly); float32 leaves more room.
 RTOL_FLOAT64 = 1e-6
 RTOL_FLOAT32 = 1e-3
+DEFAULT_BATCH = 8
 
 
 @dataclass
@@ -44,8 +47,10 @@ class SimResult:
     params: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     error: Optional[str] = None          # the split failed to execute
-    expect_equal: bool = True            # False: async / half-async report only
+    expect_equal: bool = False           # fail a comparison that proves nothing (unchanged)
     faults: list = field(default_factory=list)   # Paddle fault ids the split reproduces
+    accepted: tuple = ()                 # names (fnmatch patterns) accepted unchanged
+    schedule: str = ""                   # schedule.py: what the reference is
 
     @property
     def unchanged(self) -> list:
@@ -54,14 +59,28 @@ class SimResult:
         return [p.name for p in self.params if p.trainable and p.changed is False]
 
     @property
+    def partly_unchanged(self) -> list:
+        """"name (rows a:b)" of the pserver blocks of moved parameters that did not move:
+        the comparison proves nothing about the pserver that holds them."""
+        return ["%s (%s)" % (p.name, b) for p in self.params for b in p.still_blocks]
+
+    @property
+    def vacuous(self) -> list:
+        """The unchanged parameters and blocks not accepted by name."""
+        import fnmatch
+        names = self.unchanged + self.partly_unchanged
+        return [n for n in names
+                if not any(fnmatch.fnmatchcase(n.split(" ")[0], pat) for pat in self.accepted)]
+
+    @property
     def equal(self) -> bool:
         return self.error is None and all(p.ok for p in self.params)
 
     @property
     def exit_code(self) -> int:
-        if self.error is not None:
+        if not self.equal:
             return 1
-        if self.expect_equal and not self.equal:
+        if self.expect_equal and self.vacuous:
             return 1
         return 0
 
@@ -127,71 +146,86 @@ def split_programs_from(programs: dict, runtime: dict, config) -> "SplitPrograms
 
 
 def simulate(main: Program, startup: Optional[Program], config, split_programs: dict,
-             runtime: Optional[dict] = None, *, steps: int = 5, batch: int = 8, seed: int = 0,
+             runtime: Optional[dict] = None, *, steps: int = 5, batch: Optional[int] = None,
+             seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
-             expect_equal: Optional[bool] = None, progress=None) -> SimResult:
-    """Run the original and the split for `steps` steps; compare every parameter.
+             expect_equal: bool = False, accept_unchanged=(), push_every=None,
+             progress=None, ps_options: Optional[dict] = None) -> SimResult:
+    """Train the original under the mode's schedule (schedule.py) and run the split for as many
+    steps; compare every parameter.
 
-    SimError in the split becomes result.error (exit 1); NoKernelError and UserError propagate
-    (exit 2). `progress(done, total)` is called after each step of either run."""
+    At least `steps` steps; more (up to max_steps(steps)) while a trainable parameter has not
+    moved in the original run (and extra steps move others). `batch` is the global batch
+    (None: DEFAULT_BATCH, or, when the program fixes its batch in its own ops, that batch a
+    trainer: batchsize.py). The inputs are validated as `split` validates them. SimError in
+    the split becomes result.error (exit 1); NoKernelError and UserError propagate (exit 2).
+    `progress(done, total)` is called after each step of either run. Style ps: psrun.py
+    (`ps_options`: its descriptor texts, program_init, why)."""
     import numpy as np
 
-    from .cluster import Cluster
-    from .dataparallel import ShardedStep
-    from .executor import Executor
-    from .feeds import Feeder
+    from ..ir.validate import validate_for_split
+    from .schedule import make_schedule
 
-    if config.mode == "geo":
-        raise UserError("geo mode is not simulated (its trainers train locally and push deltas)")
+    validate_for_split(main, "main program")
+    if startup is not None:
+        validate_for_split(startup, "startup program")
+    schedule = make_schedule(config, push_every)
     if rtol is None:
         rtol = RTOL_FLOAT32 if float32 else RTOL_FLOAT64
-    if steps < 1 or batch < 1:
+    if steps < 1 or (batch is not None and batch < 1):
         raise UserError("--steps and --batch must be at least 1")
-    if expect_equal is None:
-        expect_equal = config.mode == "sync"
     startup = startup if startup is not None else Program.empty()
     progress = progress or (lambda done, total: None)
     fdt = np.float32 if float32 else np.float64
-    res = SimResult(config.mode, steps, batch, rtol, expect_equal=expect_equal)
+    res = SimResult(config.mode, steps, batch or DEFAULT_BATCH, rtol,
+                    expect_equal=bool(expect_equal), accepted=tuple(accept_unchanged or ()),
+                    schedule=schedule.describe())
 
     # (a) the original
     ref = Reference(main, startup)
-    feeder = Feeder(main, batch, seed, fdt, trainers=config.trainers)
-    orig = Executor("original startup", startup, float_dtype=fdt, seed=seed)
     try:
-        orig.run_block(0)
-        ref.init = {k: snapshot(v) for k, v in orig.scope.vars.items()
-                    if not hasattr(v, "rows")}
-        orig_main = Executor("original main", main, orig.scope, float_dtype=fdt, seed=seed)
-        orig_main.free_temporaries()
-        stepper = ShardedStep(orig_main, config.trainers)
-        per = batch // max(1, config.trainers)
-        for s in range(steps):
-            glob = feeder.feed(s)
-            stepper.run(s, [feeder.shard(glob, t, config.trainers)
-                            for t in range(config.trainers)], per)
-            progress(s + 1, 2 * steps)
+        feeder, run, res.batch = _start_original(main, startup, schedule, batch, seed, fdt, ref,
+                                                 res.notes)
+        res.notes.extend(feeder.notes)
+        res.steps = _train_original(run, feeder, steps, ref, progress)
     except SimError as e:
         raise UserError("the original program does not run: %s" % e) from None
+    if res.steps > steps:
+        res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
+                         "parameter had not moved" % (res.steps, steps))
+    batch = res.batch
 
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
+    if config.traits.descriptors:   # style ps: the ps reference and the split (psrun.py)
+        from .psrun import run_ps
+        return run_ps(res, main, startup, config, sp, ref, run.scope, feeder, res.steps, batch,
+                      seed, fdt, progress, **(ps_options or {}))
+    return _run_split(res, main, config, sp, ref, run, feeder, schedule,
+                      fdt=fdt, seed=seed, rtol=rtol, progress=progress)
+
+
+def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, rtol, progress):
+    """(b): the split's programs run under the schedule; `res` filled with the comparison."""
+    from .cluster import Cluster
+    batch = res.batch
     res.notes.extend(sp.notes)
     ref.build_slices([p["main"] for p in sp.pservers.values()]
                      + [p["startup"] for p in sp.pservers.values()]
                      + [p["main"] for p in sp.trainers.values()], res.notes)
     cluster = None
     try:
-        cluster = Cluster(sp, config, float_dtype=fdt, seed=seed, reference=ref)
+        cluster = Cluster(sp, config, float_dtype=fdt, seed=seed, reference=ref,
+                          schedule=schedule)
         per = batch // max(1, len(cluster.trainers))
         cluster.startup()
-        for s in range(steps):
+        for s in range(res.steps):
             for t in cluster.trainers:
                 t.ex.begin_step(s, per, t.tid * per)
             glob = feeder.feed(s)
             cluster.step([feeder.shard(glob, t.tid, len(cluster.trainers))
-                          for t in cluster.trainers])
-            progress(steps + s + 1, 2 * steps)
+                          for t in cluster.trainers], s)
+            progress(res.steps + s + 1, 2 * res.steps)
         cluster.check_blocks_run()
     except SimError as e:
         res.error = str(e)
@@ -199,18 +233,93 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
             res.notes.extend(n for n in cluster.notes if n not in res.notes)
         return res
     res.notes.extend(n for n in cluster.notes if n not in res.notes)
-    res.params = compare_params(main, orig.scope, cluster, ref, rtol)
-    res.notes.extend(_memory_notes(main, orig.scope, [orig_main, cluster.executors()]))
+    res.params = compare_params(main, run, cluster, ref, rtol)
+    res.notes.extend(_memory_notes(main, run, [run.executors(), cluster.executors()]))
     return res
 
 
-def _memory_notes(main, scope, executors) -> list:
+def original_run(main, startup, schedule, *, fdt, seed):
+    """The original program trained under `schedule` (original.py)."""
+    from .georef import GeoRun
+    from .original import SyncRun
+    from .turns import TurnRun
+    kind = TurnRun if schedule.turns else GeoRun if schedule.mode == "geo" else SyncRun
+    return kind(main, startup, schedule, fdt=fdt, seed=seed)
+
+
+def max_steps(steps: int) -> int:
+    """How far the original run goes on while a trainable parameter has not moved."""
+    return max(2 * steps, steps + 4)
+
+
+def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes):
+    """(feeder, run, global batch) with the original's startup and first step done. Without
+    a `batch`, DEFAULT_BATCH; when the program does not run on it, the per-trainer batch
+    sizes its own ops suggest (batchsize.py), first that runs."""
+    from .batchsize import candidates
+    from .feeds import Feeder
+    n = schedule.trainers
+    tries = [batch] if batch is not None else \
+        [DEFAULT_BATCH] + [b * n for b in candidates(main) if b * n != DEFAULT_BATCH]
+    first = None
+    for b in tries:
+        feeder = Feeder(main, b, seed, fdt, trainers=n)
+        run = original_run(main, startup, schedule, fdt=fdt, seed=seed)
+        ref.init = run.startup()
+        try:
+            glob = feeder.feed(0)
+            run.step(0, [feeder.shard(glob, t, n) for t in range(n)], b // n)
+        except SimError as e:
+            first = first or e
+            continue
+        if b != tries[0]:
+            notes.append("the program fixes its batch in its own ops: it runs on %d samples a "
+                         "trainer (global batch %d), not on %d" % (b // n, b, tries[0] // n))
+        return feeder, run, b
+    if batch is None and len(tries) == 1:
+        raise SimError("%s (nothing in the program fixes a batch size; if it needs one, give "
+                       "--batch N)" % first)
+    if batch is None:
+        raise SimError("%s (nor on the per-trainer batch sizes its ops suggest: %s)"
+                       % (first, ", ".join(str(b // n) for b in tries[1:])))
+    raise first
+
+
+def _train_original(run, feeder, steps, ref, progress) -> int:
+    """Steps of the original run after its first: up to `steps`, and more while a trainable
+    parameter has not moved beyond rounding (a table whose gradient is another table's rows,
+    which start at 0, moves once a later step reads rows an earlier one trained; geo pushes
+    every K steps), up to max_steps(steps), as long as each extra step (or K of them) moves
+    another parameter: one whose gradient is rounding noise (a bias batch_norm centres) never
+    moves, and more steps only let float64 rounding grow."""
+    trainers = run.schedule.trainers
+    per = feeder.batch // trainers
+    patience = run.schedule.push_every if run.schedule.mode == "geo" else 1
+    s, left, waited = 1, None, 0
+    progress(s, 2 * steps)
+    while True:
+        if s >= steps:
+            now = run.unmoved(ref.init)
+            if not now or s >= max_steps(steps):
+                return s
+            waited = 0 if left is None or len(now) < len(left) else waited + 1
+            if waited >= patience:
+                return s
+            left = now
+        glob = feeder.feed(s)
+        run.step(s, [feeder.shard(glob, t, trainers) for t in range(trainers)], per)
+        s += 1
+        progress(s, 2 * max(s, steps))
+
+
+def _memory_notes(main, run, executors) -> list:
     """Which tables were kept lazily (and how many rows the run touched), and which an op
     needed whole."""
     from .values import LazyTable
     out = []
     for p in main.parameters():
-        v = scope.get(p.name)
+        v = run.server(p.name)
+        v = run.scope.get(p.name) if v is None else v
         if isinstance(v, LazyTable):
             out.append("%s %s kept lazily: the original run touched %d of its rows"
                        % (p.name, list(v.shape), len(v.index)))

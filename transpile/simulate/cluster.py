@@ -28,8 +28,8 @@ from .executor import Executor
 from . import largescale, pscore
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
-from .values import (NoKernelError, SelectedRows, SimError, Unallocated, copy_value, dense,
-                     split_rows)
+from .values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
+                     copy_value, dense, split_rows)
 
 
 class Trainer:
@@ -38,6 +38,7 @@ class Trainer:
         self.cluster = cluster
         self.tid = tid
         self.runtime = runtime
+        self.geo = None              # geo mode: its communicator (geo.py)
         self.scope, self.ex_startup, self.ex = role_executors(
             self, cluster, "trainer_%d" % tid, main, startup)
         self.ex.free_temporaries()
@@ -70,9 +71,14 @@ class Trainer:
 
 
 class Cluster:
-    def __init__(self, split: SplitPrograms, config, *, float_dtype, seed, reference):
+    def __init__(self, split: SplitPrograms, config, *, float_dtype, seed, reference,
+                 schedule=None):
+        from .schedule import make_schedule
         self.config = config
+        self.schedule = schedule or make_schedule(config)
         self.sync = config.mode == "sync"
+        self.geo = config.mode == "geo"
+        self.geo_rows: dict = {}     # (endpoint, table block) -> rows pushed, per trainer
         self.float_dtype = float_dtype
         self.seed = seed
         self.reference = reference           # transpile/simulate/__init__.py: Reference
@@ -88,6 +94,26 @@ class Cluster:
         if self.sync and not self.trainers[0].barriers:
             raise SimError("sync mode, but trainer_0's main program has no send_barrier: the "
                            "pservers would never know when a step's grads are all in")
+        if self.geo:
+            from .geo import GeoCommunicator
+            for tr in self.trainers:
+                tr.geo = GeoCommunicator(self, tr)
+        elif not self.sync:
+            self._note_merging()
+
+    def _note_merging(self):
+        """The turn schedule sends each step's gradients alone; say so where a trainer's
+        communicator may merge more (Fleet's runtime sets 1)."""
+        for tr in self.trainers:
+            envs = (tr.runtime or {}).get("envs") or {}
+            try:
+                n = int(envs.get("communicator_max_merge_var_num", 1))
+            except (TypeError, ValueError):
+                continue
+            if n > 1:
+                self.note("%s's runtime.json lets its communicator merge up to %d queued "
+                          "gradients a send; the schedule sends each step's alone (one merge "
+                          "Paddle may also make)" % (tr.label, n))
 
     def executors(self) -> list:
         return [e for p in list(self.pservers.values()) + self.trainers
@@ -107,7 +133,7 @@ class Cluster:
 
     def random_hook(self, ex, name, value, op):
         var = ex.program.find_var(name)
-        if var is not None and var.kind == "SELECTED_ROWS":
+        if var is not None and var.kind == "SELECTED_ROWS" and not isinstance(value, LazyTable):
             return value        # an auto-grown table: aligned id by id (PServer._table_origin)
         return self.reference.align_random(ex.label, name, value, op, self.notes)
 
@@ -195,7 +221,10 @@ class Cluster:
         ctx_names = [n for n in op.attr("send_varnames", []) or [] if n]
         if ctx_names and tr.runtime is not None:
             for cn in ctx_names:
-                self.send_ctx(tr, cn, ex)
+                if self.geo:
+                    self._geo_send(tr, cn, names, ex)
+                else:
+                    self.send_ctx(tr, cn, ex)
             return
         eps = op.attr("epmap", []) or []
         sections = op.attr("sections", []) or []
@@ -210,6 +239,33 @@ class Cluster:
         for n, ep in zip(names, eps):
             v = ex.read(n)
             self.pserver(ep, tr.label).receive(n, copy_value(v), tr.scope.lods.get(n), tr.label)
+
+    def _geo_send(self, tr: Trainer, ctx_name: str, names: list, ex: Executor):
+        """GeoCommunicator::Send: a sparse table's gradient only leaves its rows behind."""
+        ctx = (tr.runtime.get("send_ctx") or {}).get(ctx_name)
+        if ctx is None:
+            raise SimError("send: runtime.json has no send_ctx %r" % ctx_name)
+        if ctx.get("is_tensor_table"):
+            return
+        if not names:
+            raise SimError("geo: the send of %s has no input" % ctx_name)
+        tr.geo.record(ctx_name, ex.read(names[0]))
+
+    def geo_record(self, ps: PServer, name: str, rows):
+        """A pserver got sparse rows of a table block: every trainer's next pull takes them."""
+        block = ps.target_of(name)
+        sets = self.geo_rows.setdefault((ps.endpoint, block),
+                                        [set() for _ in range(len(self.trainers))])
+        for s in sets:
+            s.update(int(r) for r in rows)
+
+    def geo_updated(self, ps: PServer, block: str, tid: int):
+        sets = self.geo_rows.get((ps.endpoint, block))
+        if not sets:
+            return np.zeros(0, dtype=np.int64)
+        rows = np.array(sorted(sets[tid]), dtype=np.int64)
+        sets[tid] = set()
+        return rows
 
     def send_ctx(self, tr: Trainer, ctx_name: str, ex: Executor):
         ctx = (tr.runtime.get("send_ctx") or {}).get(ctx_name)
@@ -295,8 +351,11 @@ class Cluster:
             ps.startup()
         for tr in self.trainers:
             tr.startup()
+        if self.geo:
+            for tr in self.trainers:
+                tr.geo.init()
 
-    def step(self, shards: list):
+    def step(self, shards: list, step: int = 0):
         for tr, feed in zip(self.trainers, shards):
             tr.feed(feed)
             tr.pos = 0
@@ -309,6 +368,12 @@ class Cluster:
             for tr in self.trainers:
                 tr.communicator_recv()
                 tr.run_until(None)
+        elif self.geo:
+            for tr in self.trainers:
+                tr.run_until(None)
+            if self.schedule.pushes_after(step):
+                for tr in self.trainers:
+                    tr.geo.push_pull()
         else:
             for tr in self.trainers:
                 tr.run_until(None)

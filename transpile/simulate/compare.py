@@ -30,6 +30,7 @@ class ParamDiff:
     note: str = ""
     trainable: bool = True           # an optimizer op of the original updates it
     changed: Optional[bool] = None   # did the original run move it (beyond rounding)?
+    still_blocks: tuple = ()         # "rows a:b" of a pserver block of it the run did not move
 
 
 class Blocks:
@@ -80,11 +81,28 @@ def _pair(a, b):
     return np.asarray(fa, dtype=np.float64), np.asarray(fb, dtype=np.float64)
 
 
-def compare_params(main, scope, cluster, ref, rtol) -> list:
-    """A ParamDiff per parameter of `main`: the original's final value (in `scope`) against
-    the split's. A trainable parameter is compared on each trainer that holds it (else as the
-    pservers hold it); one no optimizer updates (batch_norm's running statistics), which each
-    trainer keeps for itself from its own shard, against the trainers' mean.
+def _rows_pair(a, b, rows):
+    """Float64 arrays of rows r0:r1 of a and b (of a lazy table: the touched ones)."""
+    r0, r1 = rows
+    if isinstance(a, (LazyTable, Blocks)) or isinstance(b, (LazyTable, Blocks)):
+        ta, tb = _touched(a), _touched(b)
+        if ta is not None and tb is not None:
+            idx = np.unique(np.concatenate([ta, tb])).astype(np.int64)
+            idx = idx[(idx >= r0) & (idx < r1)]
+            return (np.asarray(a.get(idx), dtype=np.float64),
+                    np.asarray(b.get(idx), dtype=np.float64))
+    fa = a.to_dense() if isinstance(a, Blocks) else dense(a)
+    fb = b.to_dense() if isinstance(b, Blocks) else dense(b)
+    return (np.asarray(fa, dtype=np.float64)[r0:r1], np.asarray(fb, dtype=np.float64)[r0:r1])
+
+
+def compare_params(main, run, cluster, ref, rtol) -> list:
+    """A ParamDiff per parameter of `main`: the original's final values (`run`, original.py:
+    what the pservers and each trainer should hold) against the split's. Each trainer that
+    holds a parameter is compared with what that trainer holds in the reference (sync: the
+    pservers' value; state no optimizer updates, which each trainer keeps from its own shard,
+    as the trainers' mean); the pservers' value where no trainer holds it, and in async,
+    half_async and geo, where trainers and pservers hold different values, always.
 
     The difference is measured against how far the original run moved the parameter from its
     initial value: a split that never updates it differs by all of that (relative difference
@@ -94,14 +112,83 @@ def compare_params(main, scope, cluster, ref, rtol) -> list:
     f32 = np.dtype(getattr(cluster, "float_dtype", np.float64)) == np.float32
     out = []
     for var in main.parameters():
-        final = scope.get(var.name)
+        final = run.server(var.name)
+        if final is None:
+            final = run.trainer(var.name, 0)
         moved = movement(ref.init.get(var.name), final)
-        d = _compare(var, final, cluster, ref, rtol, var.name in train, moved, f32)
+        pairs = _pairs(var.name, run, cluster, ref, var.name in train)
+        d = compare_pairs(var, pairs, rtol, moved, f32)
         d.trainable = var.name in train
         if moved is not None:
-            d.changed = moved > noise(_scale(final), f32)
+            d.changed = moved > noise(scale_of(final), f32)
+        if d.trainable and d.changed:
+            d.still_blocks = tuple(
+                "rows %d:%d" % (r0, r1) for r0, r1 in _blocks_of(var.name, ref)
+                if (movement(ref.init.get(var.name), final, (r0, r1)) or 0.0)
+                <= noise(scale_of(final), f32))
         out.append(d)
     return out
+
+
+def _blocks_of(name, ref) -> list:
+    """The row ranges of the pserver blocks a parameter is cut into (reference.py's slices)."""
+    return sorted((r0, r1) for base, r0, r1 in ref.slices.values() if base == name)
+
+
+def _pairs(name, run, cluster, ref, trainable) -> list:
+    """[(who, reference value, split value)] to compare for parameter `name`."""
+    server = run.server(name)
+    held = []
+    for tr in cluster.trainers:
+        v = tr.scope.get(name)
+        if v is not None and not isinstance(v, Unallocated):
+            held.append((tr, v))
+    out = []
+    if held and run.local_mean and not trainable and len(held) > 1:
+        mean = sum(np.asarray(dense(v), dtype=np.float64) for _, v in held) / len(held)
+        out.append(("the trainers' mean", server, mean))
+    else:
+        for tr, v in held:
+            want = run.trainer(name, tr.tid)
+            out.append((tr.label, server if want is None else want, v))
+    if server is not None and (not held or not run.local_mean):
+        found = _server_value(name, cluster, ref)
+        if found is not None:
+            out.append((found[0], server, found[1]))
+        elif not held:
+            out.append(("no trainer or pserver of the split", server, None))
+    return out
+
+
+def _server_value(name, cluster, ref):
+    """(who, value) of parameter `name` as the pservers hold it (whole, a sparse table, or
+    assembled from row blocks), or None."""
+    tables = [(ep, ps.value(name)) for ep, ps in cluster.pservers.items()
+              if isinstance(ps.value(name), SparseTable)]
+    if tables and name in ref.init:
+        # auto-grown tables hold the ids they saw; the others keep their initial rows
+        out = np.array(dense(ref.init[name]), dtype=np.float64, copy=True)
+        for _, t in tables:
+            for key, i in t.index.items():
+                out[key] = t.value[i]
+        return ("pservers' sparse tables", out)
+    for ep, ps in cluster.pservers.items():
+        v = ps.value(name)
+        if v is not None and not hasattr(v, "rows") and not isinstance(v, Unallocated):
+            return ("pserver %s" % ep, v)
+    parts = sorted((r0, n) for n, (base, r0, _) in ref.slices.items() if base == name)
+    if parts:
+        got = []
+        for r0, n in parts:
+            v = next((ps.value(n) for ps in cluster.pservers.values()
+                      if ps.value(n) is not None), None)
+            if v is None:
+                return None
+            got.append((r0, v))
+        full = ref.init.get(name)
+        height = full.shape[0] if full is not None else sum(v.shape[0] for _, v in got)
+        return ("pservers", Blocks(got, height, got[0][1].shape[1:]))
+    return None
 
 
 # What rounding alone can move a parameter by in a few steps, relative to its largest entry and
@@ -118,7 +205,7 @@ def noise(scale: float, float32: bool = False) -> float:
     return (NOISE_FLOAT32 if float32 else NOISE) * max(scale, 1.0)
 
 
-def _scale(v) -> float:
+def scale_of(v) -> float:
     if v is None:
         return SCALE_FLOOR
     try:
@@ -129,15 +216,19 @@ def _scale(v) -> float:
     return max(float(np.nanmax(np.abs(x))) if x.size else 0.0, SCALE_FLOOR)
 
 
-def movement(a, b) -> Optional[float]:
-    """The largest change of any entry from `a` (initial) to `b` (final), or None when the
-    two cannot be compared (no initial value, another shape)."""
+def movement(a, b, rows=None) -> Optional[float]:
+    """The largest change of any entry from `a` (initial) to `b` (final) (of rows r0:r1 only,
+    given `rows`), or None when the two cannot be compared (no initial value, another
+    shape)."""
     if a is None or b is None:
         return None
     if tuple(np.shape(a) if not hasattr(a, "shape") else a.shape) != \
             tuple(np.shape(b) if not hasattr(b, "shape") else b.shape):
         return None
-    a, b = _pair(a, b)
+    if rows is not None:
+        a, b = _rows_pair(a, b, rows)
+    else:
+        a, b = _pair(a, b)
     if not a.size:
         return 0.0
     d = np.abs(a - b)
@@ -147,72 +238,33 @@ def movement(a, b) -> Optional[float]:
     return float(np.max(d))
 
 
-def _split_value(name, cluster, ref, trainable):
-    """The split's value of parameter `name`: [(who, value)] — each trainer's copy (or, for
-    trainer-local state, their mean), else assembled from the pservers."""
-    vals = []
-    for tr in cluster.trainers:
-        v = tr.scope.get(name)
-        if v is not None and not isinstance(v, Unallocated):
-            vals.append((tr.label, v))
-    if vals:
-        if not trainable and len(vals) > 1:
-            return [("the trainers' mean", sum(np.asarray(dense(v), dtype=np.float64)
-                                               for _, v in vals) / len(vals))]
-        return vals
-    tables = [(ep, ps.value(name)) for ep, ps in cluster.pservers.items()
-              if isinstance(ps.value(name), SparseTable)]
-    if tables and name in ref.init:
-        # auto-grown tables hold the ids they saw; the others keep their initial rows
-        out = np.array(dense(ref.init[name]), dtype=np.float64, copy=True)
-        for _, t in tables:
-            for key, i in t.index.items():
-                out[key] = t.value[i]
-        return [("pservers' sparse tables", out)]
-    for ep, ps in cluster.pservers.items():
-        v = ps.value(name)
-        if v is not None and not hasattr(v, "rows"):
-            return [("pserver %s" % ep, v)]
-    parts = sorted((r0, n) for n, (base, r0, _) in ref.slices.items() if base == name)
-    if parts:
-        got = []
-        for r0, n in parts:
-            v = next((ps.value(n) for ps in cluster.pservers.values()
-                      if ps.value(n) is not None), None)
-            if v is None:
-                return []
-            got.append((r0, v))
-        full = ref.init.get(name)
-        height = full.shape[0] if full is not None else sum(v.shape[0] for _, v in got)
-        return [("pservers", Blocks(got, height, got[0][1].shape[1:]))]
-    return []
-
-
-def _compare(var, a, cluster, ref, rtol, trainable, moved=None, f32=False) -> ParamDiff:
-    """`moved`: how far the original moved the parameter (None: unknown; the difference is
-    then taken relative to the parameter's largest entry)."""
+def compare_pairs(var, pairs, rtol, moved=None, f32=False) -> ParamDiff:
+    """The worst of `pairs` ([(who, reference value, split value)]). `moved`: how far the
+    original moved the parameter (None: unknown; the difference is then taken relative to the
+    parameter's largest entry)."""
     shape = tuple(var.shape or ())
-    if a is None:
-        return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
-                         "the original holds no value")
-    vals = _split_value(var.name, cluster, ref, trainable)
-    if not vals:
-        return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
-                         "no trainer or pserver of the split holds it")
+
+    def bad(note):
+        return ParamDiff(var.name, shape, float("nan"), float("nan"), False, note)
+
+    if not pairs:
+        return bad("no trainer or pserver of the split holds it")
     worst_abs, worst_rel, note = 0.0, 0.0, ""
-    a_shape = tuple(a.shape) if hasattr(a, "shape") else tuple(np.shape(a))
-    for who, b in vals:
+    for who, a, b in pairs:
+        if a is None:
+            return bad("the original holds no value")
+        if b is None:
+            return bad("%s holds it" % who)
+        a_shape = tuple(a.shape) if hasattr(a, "shape") else tuple(np.shape(a))
         b_shape = tuple(b.shape) if hasattr(b, "shape") else tuple(np.shape(b))
         if b_shape != a_shape:
-            return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
-                             "%s holds shape %s" % (who, list(b_shape)))
+            return bad("%s holds shape %s" % (who, list(b_shape)))
         x, y = _pair(a, b)
         scale = max(float(np.max(np.abs(x))) if x.size else 0.0, SCALE_FLOOR)
         both_nan = np.isnan(x) & np.isnan(y)
         d = np.where(both_nan, 0.0, np.abs(x - y))
         if np.isnan(d).any():
-            return ParamDiff(var.name, shape, float("nan"), float("nan"), False,
-                             "NaN in %s" % ("the original" if np.isnan(x).any() else who))
+            return bad("NaN in %s" % ("the original" if np.isnan(x).any() else who))
         m = float(d.max()) if d.size else 0.0
         base = scale if moved is None else max(moved, noise(scale, f32))
         rel = 0.0 if m <= noise(scale, f32) else m / base

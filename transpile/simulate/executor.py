@@ -32,7 +32,7 @@ LAZY_ROWS = 100_000
 LAZY_AWARE_OPS = frozenset({
     "lookup_table", "lookup_table_v2", "lookup_table_grad", "lookup_table_v2_grad",
     "sgd", "adam", "momentum", "adagrad", "decayed_adagrad", "rmsprop", "adamax",
-    "assign", "share_data", "memcpy"})
+    "assign", "share_data", "memcpy", "sum"})
 
 
 class Scope:
@@ -60,7 +60,11 @@ class Scope:
         self.lods.pop(name, None)
 
 
-def _compatible(declared, actual) -> bool:
+def _compatible(declared, actual, temporary=False) -> bool:
+    """Whether a value of shape `actual` may sit in a var declared `declared`. A temporary
+    (not persistable) takes any size where it is declared 1: Paddle infers a broadcast of a
+    batch dim (-1) against 1 as 1 (tisas: matmul_v2 of [-1, 50, 50] and [1, 50, 50] declared
+    [1, 50, 50]) and never holds a run to it."""
     if declared is None:
         return True
     declared, actual = tuple(declared), tuple(actual)
@@ -69,8 +73,10 @@ def _compatible(declared, actual) -> bool:
     if declared == (1,) and actual == ():
         return True
     if len(declared) != len(actual):
-        return False
-    return all(d < 0 or d == a for d, a in zip(declared, actual))
+        # a fully known shape holding as many values (a metric's [1, 1] stat var that a
+        # reduce_sum writes as [1]: Paddle does not hold a run to the declared shape)
+        return all(d > 0 for d in declared) and int(np.prod(declared)) == int(np.prod(actual))
+    return all(d < 0 or d == a or (temporary and d == 1) for d, a in zip(declared, actual))
 
 
 def default_lazy_policy(name, shape) -> bool:
@@ -94,6 +100,20 @@ class OpCtx:
 
     def wants(self, slot) -> bool:
         return any(n and n != "@EMPTY@" for n in self.op.output(slot))
+
+    def set_each(self, slot: str, values: list, lod_of: str = "") -> None:
+        """Set output `slot`'s i-th var to values[i], for each var the op names (with the LoD
+        of input `lod_of`'s i-th var, when given)."""
+        for i, name in enumerate(self.out_names(slot)):
+            if name and name != "@EMPTY@":
+                self.set(slot, values[i], idx=i, lod=self.lod(lod_of, i) if lod_of else None)
+
+    def set_wanted(self, values: dict) -> None:
+        """Set each {slot: value} whose output the op names (a grad op often asks only some
+        of its grads)."""
+        for slot, value in values.items():
+            if self.wants(slot):
+                self.set(slot, value)
 
     def out_names(self, slot):
         return self.op.output(slot)
@@ -265,7 +285,7 @@ class Executor:
             raise SimError("writes %s, which no block of the program declares" % name)
         shape = var.shape
         if var.kind in ("LOD_TENSOR", "SELECTED_ROWS") and shape is not None \
-                and not _compatible(shape, shape_of(value)):
+                and not _compatible(shape, shape_of(value), not var.is_persistable):
             raise SimError("%s gets shape %s but is declared %s"
                            % (name, list(shape_of(value)), list(shape)))
         if not isinstance(value, (SelectedRows, Unallocated, SparseTable, LazyTable)) \

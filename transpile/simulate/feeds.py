@@ -107,9 +107,10 @@ class Feeder:
     """
 
     def __init__(self, main: Program, batch: int, seed: int, float_dtype, trainers: int = 1):
-        from .feeduses import feed_uses
+        from .feeduses import Use, column_uses, feed_uses
         self.vars = feed_vars(main)
         self.uses = feed_uses(main)
+        self.columns = column_uses(main, self.uses)
         self.per_sample = _ids_per_sample(main)
         self.sequences = _sequence_feeds(main)
         self.batch = batch
@@ -117,12 +118,14 @@ class Feeder:
         self.seed = seed
         self.fdt = float_dtype
         self.pool_size = max(4, 2 * batch)
+        self.notes = []
         for v in self.vars:
             dt = np_dtype(v.dtype, float_dtype)
-            if np.issubdtype(dt, np.integer) and v.name not in self.uses:
-                raise UserError("feed var %s is an integer input, but no use bounds its values "
-                                "(it reaches no embedding lookup, label, index or float cast)"
-                                % v.name)
+            if np.issubdtype(dt, np.integer) and v.name not in self.uses \
+                    and v.name not in self.columns:
+                self.uses[v.name] = Use("default", 2, "no use bounds it")
+                self.notes.append("feed %s: an integer input no use bounds (no lookup, label, "
+                                  "index, length or float cast): 0 or 1" % v.name)
 
     def use(self, name):
         """How feed `name`'s values are chosen (feeduses.Use), or None for plain floats."""
@@ -142,6 +145,8 @@ class Feeder:
                 out[lo:lo + m] = rng.permutation(np.arange(m) % use.bound) \
                     if use.bound <= m else rng.choice(use.bound, m, replace=False)
             return out.reshape((rows,) + rest)
+        if use.kind == "length":
+            return rng.integers(1, use.bound + 1, size=(rows,) + rest)
         return rng.integers(0, use.bound, size=(rows,) + rest)
 
     def feed(self, step: int) -> dict:
@@ -175,8 +180,26 @@ class Feeder:
                 width = int(np.prod(rest)) if rest else 1
                 arr = (rng.uniform(-1.0, 1.0, size=(rows,) + rest)
                        * np.sqrt(3.0 / max(width, 1))).astype(dt)
+            for axis, lo, hi, cuse in self.columns.get(v.name, ()):
+                self._fill_columns(rng, arr, axis, lo, hi, cuse)
             out[v.name] = (arr, lod)
         return out
+
+    def _fill_columns(self, rng, arr, axis, lo, hi, use):
+        """Columns lo:hi along `axis` take the values their own use allows (ids in a float
+        feed that a slice and a cast make ids)."""
+        if not 0 < axis < arr.ndim:
+            return
+        n = arr.shape[axis]
+        lo = max(0, min(n, lo + n if lo < 0 else lo))
+        hi = max(lo, min(n, hi + n if hi < 0 else hi))
+        idx = [slice(None)] * arr.ndim
+        idx[axis] = slice(lo, hi)
+        part = arr[tuple(idx)]
+        if not part.size:
+            return
+        vals = self._ints(rng, None, part.shape[0], tuple(part.shape[1:]), use)
+        arr[tuple(idx)] = vals.astype(arr.dtype)
 
     def shard(self, feed: dict, trainer: int, trainers: int) -> dict:
         """Trainer `trainer`'s contiguous share of the global batch (whole sequences)."""

@@ -35,3 +35,18 @@ def load_split_dir(path: str):
     if not programs:
         raise UserError("%s: no trainer_<id>/ or pserver_<host>_<port>/ program folders" % path)
     return programs, runtime
+
+
+def load_descs(path: str) -> dict:
+    """The descriptors of a style-ps split folder: "trainer_0/worker_desc.txt" -> text."""
+    out = {}
+    for sub in sorted(os.listdir(path)):
+        for name in ("worker_desc.txt", "server_desc.txt"):
+            f = os.path.join(path, sub, name)
+            if os.path.isfile(f):
+                try:
+                    with open(f, encoding="utf-8") as fh:
+                        out["%s/%s" % (sub, name)] = fh.read()
+                except (OSError, UnicodeDecodeError) as e:
+                    raise UserError("%s: cannot read (%s)" % (f, e)) from None
+    return out

@@ -65,9 +65,35 @@ def _context(tr, op, table: str):
     name, ctx = ctxs[tid]
     origin = ctx.get("origin_varnames") or [name]
     if not any(_table_of(o) == table for o in origin):
+        own = _unordered(tr, ctxs, table)
+        if own is not None:
+            return own
         raise SimError("%s of %s has table_id %d, which is the send_ctx of %s in %s's "
                        "runtime.json, another table" % (op.type, table, tid, name, tr.label))
     return name, ctx
+
+
+def _unordered(tr, ctxs: dict, table: str):
+    """(name, ctx) of `table`'s own sparse context when the trainer's table ids are a
+    one-to-one assignment of the ids runtime.json's sparse contexts count to their tables, but
+    in another order: `split --out` writes runtime.json's keys sorted, so the order of its
+    contexts (what the positional ids count) is not the one the split numbered them in.
+    None where they are not (two tables on one id, a table without a context)."""
+    by_table = {}
+    for name, ctx in ctxs.values():
+        for o in ctx.get("origin_varnames") or [name]:
+            by_table[_table_of(o)] = (name, ctx)
+    ids = {}
+    for op in tr.main.global_block.ops:
+        if op.type in ("distributed_lookup_table", "distributed_push_sparse") \
+                and op.attr("table_id") is not None and op.input("W"):
+            t = _table_of(op.input("W")[0])
+            if ids.setdefault(t, int(op.attr("table_id"))) != int(op.attr("table_id")):
+                return None
+    if table not in by_table or set(ids) - set(by_table) \
+            or len(set(ids.values())) != len(ids) or set(ids.values()) - set(ctxs):
+        return None
+    return by_table[table]
 
 
 def _blocks(cluster, tr, op, table, name, ctx):

@@ -74,9 +74,16 @@ class PServer:
             self.ex.run_block(1)
 
     def _table_origin(self, name, pool):
-        """The original's initial table for this pserver's auto-grown table `name`."""
-        ref = self.cluster.reference.init.get(name)
-        if ref is None or ref.shape[1:] != pool.shape[1:]:
+        """The original's initial table for this pserver's auto-grown table `name` (of a row
+        block `P.blockN`: the block's rows of the original P)."""
+        reference = self.cluster.reference
+        ref = reference.init.get(name)
+        if ref is None and name in reference.slices:
+            base, r0, r1 = reference.slices[name]
+            full = reference.init.get(base)
+            if full is not None:
+                ref = full.view(r0, r1 - r0) if isinstance(full, LazyTable) else full[r0:r1]
+        if ref is None or tuple(ref.shape[1:]) != tuple(pool.shape[1:]):
             self.cluster.note("pserver %s: the sparse table %s %s has no original of the same "
                               "width; its new ids take rows of its own random block"
                               % (self.endpoint, name, list(pool.shape)))
@@ -84,7 +91,9 @@ class PServer:
         self.cluster.note("pserver %s: the sparse table %s %s grows by first lookup; a new id "
                           "k takes row k of the original's initial %s (Paddle: the next row of "
                           "the pserver's own random block)"
-                          % (self.endpoint, name, list(pool.shape), name))
+                          % (self.endpoint, name, list(pool.shape),
+                             "%s (its rows %d:%d)" % reference.slices[name]
+                             if name in reference.slices else name))
         return ref
 
     def prefetch(self, in_name, ids, out_name, sender):
@@ -135,6 +144,15 @@ class PServer:
                 return name
         name = grad.replace("@GRAD", "")
         return name if name in self.declared else None
+
+    def target_of(self, name: str) -> str:
+        """The var the block bound to a received `name` writes (geo: `sum(P, P.delta) -> P`)."""
+        blk = self.grad_to_block.get(TRAINER_SUFFIX.sub("", name), self.grad_to_block.get(name))
+        if blk is not None and 0 <= blk < len(self.main.blocks):
+            for op in self.main.blocks[blk].ops:
+                if name in op.input_names() and op.output_names():
+                    return op.output_names()[0]
+        return name[:-len(".delta")] if name.endswith(".delta") else name
 
     def notify_step(self, tid: int, batches: int, sender: str):
         """A trainer's @PS_STEP_COUNTER@: the global step is the sum of every trainer's count."""

@@ -32,34 +32,53 @@ def render(result, config, echo) -> None:
         echo("result: all %d parameters equal within rtol %g after %d steps"
              % (len(result.params), result.rtol, result.steps))
     else:
-        tail = "" if result.expect_equal else \
-            " (%s mode: reported, not failed; --expect-equal to fail)" % result.mode
-        echo("result: %d of %d parameters differ beyond rtol %g after %d steps%s"
-             % (n_bad, len(result.params), result.rtol, result.steps, tail))
+        echo("result: %d of %d parameters differ beyond rtol %g after %d steps"
+             % (n_bad, len(result.params), result.rtol, result.steps))
     if result.faults and not result.equal:
-        echo("why: the split reproduces Paddle fault%s %s (README, \"Paddle's faults\"); "
+        echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); "
              "`paddle_faults: fix` in the cluster config writes one that trains like the "
              "original" % ("s" * (len(result.faults) > 1), ", ".join(result.faults)))
+    if getattr(result, "ps", None) is not None:
+        from .psrender import render_ps
+        render_ps(result.ps, echo)
     still = result.unchanged
     if still and not result.error:
         echo("vacuous: %d of %d trainable parameters did not change in the original run "
              "(beyond rounding): %s; their equality proves nothing about the split"
              % (len(still), sum(1 for p in result.params if p.trainable), ", ".join(still)))
+    partly = result.partly_unchanged
+    if partly and not result.error:
+        echo("vacuous: pserver blocks of moved parameters that did not move in the original "
+             "run: %s; their equality proves nothing about the pservers holding them"
+             % ", ".join(partly))
+    if (still or partly) and not result.error:
+        if result.expect_equal and result.vacuous:
+            echo("fails --expect-equal: %s did not move (--accept-unchanged NAME accepts one)"
+                 % ", ".join(result.vacuous))
 
 
 def to_json(result, config) -> dict:
     """The result as a JSON-able dict (`simulate --format json`)."""
     def num(x):
         return None if x != x else x
-    return {
+    out = {
         "mode": result.mode, "trainers": config.trainers, "pservers": list(config.pservers),
         "steps": result.steps, "batch": result.batch, "rtol": result.rtol,
         "exit_code": result.exit_code, "equal": result.equal, "error": result.error,
         "expect_equal": result.expect_equal, "notes": list(result.notes),
         "paddle_faults": list(result.faults),
         "unchanged_in_original": result.unchanged,
+        "unchanged_blocks_in_original": result.partly_unchanged,
+        "accepted_unchanged": [n for n in result.unchanged + result.partly_unchanged
+                               if n not in result.vacuous],
+        "reference": result.schedule,
         "params": [{"name": p.name, "shape": list(p.shape), "max_abs": num(p.max_abs),
                     "max_rel": num(p.max_rel), "ok": p.ok, "note": p.note,
-                    "trainable": p.trainable, "changed_in_original": p.changed}
+                    "trainable": p.trainable, "changed_in_original": p.changed,
+                    "unchanged_blocks": list(p.still_blocks)}
                    for p in result.params],
     }
+    if getattr(result, "ps", None) is not None:
+        from .psrender import ps_json
+        out["ps_reference_vs_original"] = ps_json(result.ps)
+    return out

@@ -212,7 +212,8 @@ class SparseTable:
             raise SimError("the table is full: %d ids" % i)
         self.index[key] = i
         if self.origin is not None and 0 <= key < self.origin.shape[0]:
-            self.value[i] = self.origin[key]
+            self.value[i] = self.origin.get([key])[0] if isinstance(self.origin, LazyTable) \
+                else self.origin[key]
         return i
 
     def get(self, ids, grow=True):

@@ -92,6 +92,34 @@ def randint(ctx):
     ctx.set("Out", out.astype(np_dtype(ctx.attr("dtype", 3), ctx.fdt)))
 
 
+@kernel("multinomial")
+def multinomial(ctx):
+    """num_samples class indices per row of X (unnormalised probabilities, [C] or [N, C]),
+    by inverse CDF of keyed uniforms (OpCtx.keyed_uniform: a trainer's rows draw what the
+    original drew for them); without replacement a class drawn leaves the row's mass."""
+    p = np.asarray(dense(ctx.x("X")), dtype=np.float64)
+    rows = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 1)
+    k = int(ctx.attr("num_samples", 1) or 1)
+    replace = bool(ctx.attr("replacement", False))
+    if (rows < 0).any() or not np.isfinite(rows).all():
+        raise SimError("multinomial: X holds a negative or non-finite probability")
+    if not replace and k > int((rows > 0).sum(axis=1).min(initial=rows.shape[1])):
+        raise SimError("multinomial: %d samples without replacement from a row with fewer "
+                       "non-zero classes" % k)
+    u = ctx.keyed_uniform((rows.shape[0], k))
+    out = np.zeros((rows.shape[0], k), dtype=np.int64)
+    for i, row in enumerate(rows):
+        w = row.copy()
+        for j in range(k):
+            c = np.cumsum(w)
+            if c[-1] <= 0:
+                raise SimError("multinomial: a row of X sums to 0")
+            out[i, j] = min(int(np.searchsorted(c, u[i, j] * c[-1], side="right")), len(w) - 1)
+            if not replace:
+                w[out[i, j]] = 0.0
+    ctx.set("Out", out.reshape(p.shape[:-1] + (k,)) if p.ndim > 1 else out.reshape(k))
+
+
 # --- set_value ------------------------------------------------------------------------------
 def _set_value_index(ctx, shape):
     axes = [int(a) for a in ctx.attr("axes", [])]

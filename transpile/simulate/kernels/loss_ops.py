@@ -67,10 +67,7 @@ def huber_loss_grad(ctx):
     d = dense(ctx.x("Out@GRAD"))
     delta = ctx.attr("delta", 1.0)
     dr = d * np.where(np.abs(r) <= delta, r, delta * np.sign(r))
-    if ctx.wants("X@GRAD"):
-        ctx.set("X@GRAD", -dr)
-    if ctx.wants("Y@GRAD"):
-        ctx.set("Y@GRAD", dr)
+    ctx.set_wanted({"X@GRAD": -dr, "Y@GRAD": dr})
 
 
 def _sl1(ctx):
@@ -101,10 +98,7 @@ def smooth_l1_loss_grad(ctx):
     d = dense(ctx.x("Out@GRAD")).reshape((diff.shape[0],) + (1,) * (diff.ndim - 1))
     # Paddle's grad applies OutsideWeight and not InsideWeight
     g = d * ow * np.where(np.abs(diff) < 1.0 / s2, s2 * diff, np.sign(diff))
-    if ctx.wants("X@GRAD"):
-        ctx.set("X@GRAD", g)
-    if ctx.wants("Y@GRAD"):
-        ctx.set("Y@GRAD", -g)
+    ctx.set_wanted({"X@GRAD": g, "Y@GRAD": -g})
 
 
 @kernel("margin_rank_loss")
@@ -121,10 +115,7 @@ def margin_rank_loss_grad(ctx):
     lab = dense(ctx.x("Label"))
     act = dense(ctx.x("Activated"))
     d = dense(ctx.x("Out@GRAD"))
-    if ctx.wants("X1@GRAD"):
-        ctx.set("X1@GRAD", -lab * act * d)
-    if ctx.wants("X2@GRAD"):
-        ctx.set("X2@GRAD", lab * act * d)
+    ctx.set_wanted({"X1@GRAD": -lab * act * d, "X2@GRAD": lab * act * d})
 
 
 @kernel("rank_loss")
@@ -140,10 +131,7 @@ def rank_loss_grad(ctx):
     lab, l, r = dense(ctx.x("Label")), dense(ctx.x("Left")), dense(ctx.x("Right"))
     d = dense(ctx.x("Out@GRAD"))
     g = d * (_sigmoid(l - r) - lab)
-    if ctx.wants("Left@GRAD"):
-        ctx.set("Left@GRAD", g)
-    if ctx.wants("Right@GRAD"):
-        ctx.set("Right@GRAD", -g)
+    ctx.set_wanted({"Left@GRAD": g, "Right@GRAD": -g})
 
 
 @kernel("hinge_loss")
@@ -227,15 +215,19 @@ def kldiv_loss_grad(ctx):
     ctx.set("X@GRAD", g)
 
 
-@kernel("bpr_loss")
-def bpr_loss(ctx):
-    """Y[i] = -mean over j != label[i] of log(sigmoid(X[i, label] - X[i, j]))."""
+def _bpr_diffs(ctx):
+    """(X, its labels, rows, classes, X[i, label[i]] - X[i, j] for every i, j)."""
     x = dense(ctx.x("X"))
     lab = np.asarray(dense(ctx.x("Label"))).reshape(-1).astype(np.int64)
     n, c = x.shape[0], x.shape[-1]
     x2 = x.reshape(n, c)
-    pos = x2[np.arange(n), lab][:, None]
-    diff = pos - x2
+    return x, lab, n, c, x2[np.arange(n), lab][:, None] - x2
+
+
+@kernel("bpr_loss")
+def bpr_loss(ctx):
+    """Y[i] = -mean over j != label[i] of log(sigmoid(X[i, label] - X[i, j]))."""
+    x, lab, n, c, diff = _bpr_diffs(ctx)
     term = -(np.minimum(diff, 0) - np.log1p(np.exp(-np.abs(diff))))   # -log(sigmoid(diff))
     term[np.arange(n), lab] = 0
     ctx.set("Y", (term.sum(axis=1) / (c - 1)).reshape(n, 1))
@@ -243,14 +235,10 @@ def bpr_loss(ctx):
 
 @kernel("bpr_loss_grad")
 def bpr_loss_grad(ctx):
-    x = dense(ctx.x("X"))
-    lab = np.asarray(dense(ctx.x("Label"))).reshape(-1).astype(np.int64)
-    n, c = x.shape[0], x.shape[-1]
-    x2 = x.reshape(n, c)
+    x, lab, n, c, diff = _bpr_diffs(ctx)
     d = dense(ctx.x("Y@GRAD")).reshape(n, 1)
-    pos = x2[np.arange(n), lab][:, None]
     # d/d(diff) of -log(sigmoid(diff)) is -sigmoid(-diff)
-    s = _sigmoid(-(pos - x2)) / (c - 1) * d
+    s = _sigmoid(-diff) / (c - 1) * d
     s[np.arange(n), lab] = 0
     g = s.copy()
     g[np.arange(n), lab] = -s.sum(axis=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SelectedRows, SimError, dense, np_dtype
+from ..values import LazyTable, SelectedRows, SimError, dense, np_dtype
 from .registry import kernel
 
 
@@ -23,7 +23,8 @@ def bcast_y(x, y, axis):
         raise SimError("elementwise: cannot broadcast Y %s into X %s at axis %d"
                        % (y.shape, x.shape, axis))
     for i, d in enumerate(yshape):
-        if d not in (1, x.shape[axis + i]):
+        # either side may be 1 (Paddle broadcasts both ways: X (4,) and Y (4, 1) give (4, 4))
+        if d not in (1, x.shape[axis + i]) and x.shape[axis + i] != 1:
             raise SimError("elementwise: Y %s does not match X %s at axis %d"
                            % (y.shape, x.shape, axis))
     return y.reshape([1] * axis + yshape + [1] * (x.ndim - axis - len(yshape)))
@@ -67,6 +68,15 @@ _NO_GRAD = ("elementwise_mod", "elementwise_floordiv")
 
 @kernel(*_FWD)
 def elementwise(ctx):
+    sx = ctx.x("X")
+    if isinstance(sx, SelectedRows) and ctx.op.type == "elementwise_mul":
+        # a sparse gradient scaled (a global-norm clip): the rows stay rows
+        y = np.asarray(dense(ctx.x("Y")))
+        if y.size != 1:
+            raise SimError("elementwise_mul: X is SelectedRows and Y %s is not a scalar"
+                           % list(y.shape))
+        ctx.set("Out", SelectedRows(sx.rows, sx.value * y.reshape(()), sx.height))
+        return
     x, y = _operands(ctx)[:2]
     out = _FWD[ctx.op.type](x, y)
     if ctx.op.type == "elementwise_pow" and x.dtype.kind in "iu" and y.dtype.kind in "iu":
@@ -387,6 +397,18 @@ def reduce_minmax_grad(ctx):
 @kernel("sum")
 def sum_(ctx):
     xs = [v for v in ctx.xs("X")]
+    if any(isinstance(v, LazyTable) for v in xs):
+        if isinstance(xs[0], LazyTable) and all(isinstance(v, SelectedRows) for v in xs[1:]):
+            # a big table plus sparse rows (a geo pserver adding a delta): only those rows
+            m = SelectedRows(np.concatenate([v.rows for v in xs[1:]]),
+                             np.concatenate([v.value for v in xs[1:]]), xs[0].height).merged()
+            out = xs[0].copy()
+            out.set(m.rows, out.get(m.rows) + m.value.reshape((len(m.rows),) + out.row_shape))
+            ctx.set("Out", out)
+            return
+        names = ctx.op.input("X")
+        xs = [ctx.ex.densify(n, v, "sum") if isinstance(v, LazyTable) else v
+              for n, v in zip(names, xs)]
     if all(isinstance(v, SelectedRows) for v in xs):
         # Paddle's sum of SelectedRows is a MergeAdd: one row per id, sorted
         h = xs[0].height

@@ -348,3 +348,46 @@ def instance_norm_grad(ctx):
     x = dense(ctx.x("X"))
     _group_backward(ctx, x, x.shape[1], dense(ctx.x("SavedMean")),
                     dense(ctx.x("SavedVariance")))
+
+
+# --- l1_norm / squared_l2_norm ---------------------------------------------------------------
+def _total(ctx, value, like):
+    """A sum as the program declares it: 0-d, or [1] (Paddle's older shape)."""
+    var = ctx.ex.program.find_var(ctx.op.output("Out")[0], ctx.block_idx)
+    out = np.asarray(value, dtype=like.dtype)
+    return out.reshape(()) if var is not None and var.shape == () else out.reshape(1)
+
+
+def _dout_scalar(ctx) -> float:
+    return float(np.asarray(dense(ctx.x("Out@GRAD"))).reshape(-1)[0])
+
+
+@kernel("l1_norm")
+def l1_norm(ctx):
+    """Out = sum(|X|)."""
+    x = np.asarray(dense(ctx.x("X")))
+    ctx.set("Out", _total(ctx, np.abs(x).sum(), x))
+
+
+@kernel("l1_norm_grad")
+def l1_norm_grad(ctx):
+    x = np.asarray(dense(ctx.x("X")))
+    ctx.set("X@GRAD", np.sign(x) * _dout_scalar(ctx))
+
+
+@kernel("squared_l2_norm")
+def squared_l2_norm(ctx):
+    """Out = sum(X^2) (a SelectedRows X: of its rows as they are)."""
+    x = ctx.x("X")
+    x = np.asarray(x.value if isinstance(x, SelectedRows) else dense(x))
+    ctx.set("Out", _total(ctx, (x * x).sum(), x))
+
+
+@kernel("squared_l2_norm_grad")
+def squared_l2_norm_grad(ctx):
+    x = ctx.x("X")
+    d = 2.0 * _dout_scalar(ctx)
+    if isinstance(x, SelectedRows):
+        ctx.set("X@GRAD", SelectedRows(x.rows, x.value * d, x.height))
+        return
+    ctx.set("X@GRAD", np.asarray(dense(x)) * d)

@@ -9,6 +9,18 @@ from ..values import SimError, dense, np_dtype
 from .registry import kernel
 
 
+def _spans(off):
+    """(sequence i, its first row, the row after its last) of LoD offsets `off`."""
+    return ((i, a, b) for i, (a, b) in enumerate(zip(off[:-1], off[1:])))
+
+
+def _grad_of_x(ctx, lod_slot: str):
+    """(the offsets of `lod_slot`'s LoD, Out@GRAD, zeros like X in Out@GRAD's dtype): what a
+    grad that scatters Out@GRAD back over X's rows starts from."""
+    d = dense(ctx.x("Out@GRAD"))
+    return _offsets(ctx, lod_slot), d, np.zeros_like(dense(ctx.x("X")), dtype=d.dtype)
+
+
 def _offsets(ctx, slot, i=0):
     lod = ctx.lod(slot, i)
     if not lod:
@@ -80,9 +92,7 @@ def sequence_concat_grad(ctx):
             n = o[s + 1] - o[s]
             g[o[s]:o[s + 1]] = d[pos:pos + n]
             pos += n
-    for i, name in enumerate(ctx.out_names("X@GRAD")):
-        if name and name != "@EMPTY@":
-            ctx.set("X@GRAD", grads[i], idx=i, lod=ctx.lod("X", i))
+    ctx.set_each("X@GRAD", grads, lod_of="X")
 
 
 @kernel("sequence_expand_as")
@@ -99,11 +109,8 @@ def sequence_expand_as(ctx):
 
 @kernel("sequence_expand_as_grad")
 def sequence_expand_as_grad(ctx):
-    x = dense(ctx.x("X"))
-    off = _offsets(ctx, "Y")
-    d = dense(ctx.x("Out@GRAD"))
-    g = np.zeros_like(x, dtype=d.dtype)
-    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+    off, d, g = _grad_of_x(ctx, "Y")
+    for i, a, b in _spans(off):
         g[i] = d[a:b].sum(axis=0)
     ctx.set("X@GRAD", g)
 
@@ -242,7 +249,7 @@ def sequence_pad(ctx):
     pad = np.asarray(dense(ctx.x("PadValue")))
     out = np.empty((len(lens), plen) + x.shape[1:], dtype=x.dtype)
     out[...] = pad.reshape(pad.shape if pad.size > 1 else ())
-    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+    for i, a, b in _spans(off):
         out[i, :b - a] = x[a:b]
     ctx.set("Out", out)
     ctx.set("Length", lens.astype(np.int64))
@@ -250,11 +257,8 @@ def sequence_pad(ctx):
 
 @kernel("sequence_pad_grad")
 def sequence_pad_grad(ctx):
-    x = dense(ctx.x("X"))
-    off = _offsets(ctx, "X")
-    d = dense(ctx.x("Out@GRAD"))
-    g = np.zeros_like(x, dtype=d.dtype)
-    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+    off, d, g = _grad_of_x(ctx, "X")
+    for i, a, b in _spans(off):
         g[a:b] = d[i, :b - a]
     ctx.set("X@GRAD", g, lod=ctx.lod("X"))
 
@@ -285,3 +289,58 @@ def sequence_unpad_grad(ctx):
         g[i, :n] = d[pos:pos + n]
         pos += int(n)
     ctx.set("X@GRAD", g)
+
+
+# --- sequence_conv --------------------------------------------------------------------------
+def _context_index(ctx, off, rows):
+    """For each row t and context slot j: the row of X that lands there (-1: outside t's
+    sequence, a zero pad)."""
+    start = int(ctx.attr("contextStart", 0) or 0)
+    length = int(ctx.attr("contextLength", 1) or 1)
+    if int(ctx.attr("contextStride", 1) or 1) != 1:
+        raise SimError("sequence_conv: contextStride %s (Paddle supports 1 only)"
+                       % ctx.attr("contextStride"))
+    if ctx.attr("paddingTrainable", False):
+        raise SimError("sequence_conv: paddingTrainable (a trained PaddingData) is not "
+                       "simulated")
+    idx = np.full((rows, length), -1, dtype=np.int64)
+    for a, b in zip(off[:-1], off[1:]):
+        for t in range(a, b):
+            src = t + start + np.arange(length)
+            ok = (src >= a) & (src < b)
+            idx[t, ok] = src[ok]
+    return idx
+
+
+@kernel("sequence_conv")
+def sequence_conv(ctx):
+    """Out[t] = [X[t + contextStart + j] for j < contextLength] (rows outside t's sequence
+    are 0) @ Filter: X [T, D] with a LoD, Filter [contextLength * D, M]."""
+    x = dense(ctx.x("X"))
+    w = dense(ctx.x("Filter"))
+    off = _offsets(ctx, "X")
+    idx = _context_index(ctx, off, x.shape[0])
+    col = np.where((idx >= 0)[..., None], x[np.maximum(idx, 0)], 0.0)
+    col = col.reshape(x.shape[0], -1)
+    if col.shape[1] != w.shape[0]:
+        raise SimError("sequence_conv: contextLength x width %d but Filter has %d rows"
+                       % (col.shape[1], w.shape[0]))
+    ctx.set("Out", col @ w, lod=ctx.lod("X"))
+
+
+@kernel("sequence_conv_grad")
+def sequence_conv_grad(ctx):
+    x = dense(ctx.x("X"))
+    w = dense(ctx.x("Filter"))
+    d = dense(ctx.x("Out@GRAD"))
+    off = _offsets(ctx, "X")
+    idx = _context_index(ctx, off, x.shape[0])
+    if ctx.wants("Filter@GRAD"):
+        col = np.where((idx >= 0)[..., None], x[np.maximum(idx, 0)], 0.0)
+        ctx.set("Filter@GRAD", col.reshape(x.shape[0], -1).T @ d)
+    if ctx.wants("X@GRAD"):
+        dcol = (d @ w.T).reshape(idx.shape + x.shape[1:])
+        g = np.zeros_like(x, dtype=dcol.dtype)
+        ok = idx >= 0
+        np.add.at(g, idx[ok], dcol[ok])
+        ctx.set("X@GRAD", g, lod=ctx.lod("X"))

@@ -162,44 +162,40 @@ def reshape_back_grad_x(ctx):
 
 
 # --- stack / unstack ------------------------------------------------------------------------
+def _stacked(arrays: list, axis: int):
+    """np.stack along Paddle's axis (negative: counted from the new rank)."""
+    axis = axis + arrays[0].ndim + 1 if axis < 0 else axis
+    return np.stack(arrays, axis=axis)
+
+
+def _unstacked(ctx, x, axis: int, out: str) -> None:
+    """Set output `out`'s n vars to x's n slices along `axis` (stack's inverse)."""
+    axis = axis % x.ndim
+    n = len(ctx.out_names(out))
+    if x.shape[axis] != n:
+        raise SimError("%s: dim %d of %s is not %d" % (ctx.op.type, axis, x.shape, n))
+    for i in range(n):
+        ctx.set(out, np.take(x, i, axis=axis), idx=i)
+
+
 @kernel("stack")
 def stack(ctx):
-    xs = [dense(v) for v in ctx.xs("X")]
-    axis = ctx.attr("axis", 0)
-    axis = axis + xs[0].ndim + 1 if axis < 0 else axis
-    ctx.set("Y", np.stack(xs, axis=axis))
+    ctx.set("Y", _stacked([dense(v) for v in ctx.xs("X")], ctx.attr("axis", 0)))
 
 
 @kernel("stack_grad")
 def stack_grad(ctx):
-    d = dense(ctx.x("Y@GRAD"))
-    n = len(ctx.out_names("X@GRAD"))
-    axis = ctx.attr("axis", 0)
-    axis = axis % d.ndim
-    parts = [np.take(d, i, axis=axis) for i in range(d.shape[axis])]
-    if len(parts) != n:
-        raise SimError("stack_grad: %d slices for %d outputs" % (len(parts), n))
-    for i, p in enumerate(parts):
-        ctx.set("X@GRAD", p, idx=i)
+    _unstacked(ctx, dense(ctx.x("Y@GRAD")), ctx.attr("axis", 0), "X@GRAD")
 
 
 @kernel("unstack")
 def unstack(ctx):
-    x = dense(ctx.x("X"))
-    axis = ctx.attr("axis", 0) % x.ndim
-    n = len(ctx.out_names("Y"))
-    if x.shape[axis] != n:
-        raise SimError("unstack: dim %d of %s is not %d" % (axis, x.shape, n))
-    for i in range(n):
-        ctx.set("Y", np.take(x, i, axis=axis), idx=i)
+    _unstacked(ctx, dense(ctx.x("X")), ctx.attr("axis", 0), "Y")
 
 
 @kernel("unstack_grad")
 def unstack_grad(ctx):
-    ds = [dense(v) for v in ctx.xs("Y@GRAD")]
-    axis = ctx.attr("axis", 0)
-    axis = axis + ds[0].ndim + 1 if axis < 0 else axis
-    ctx.set("X@GRAD", np.stack(ds, axis=axis))
+    ctx.set("X@GRAD", _stacked([dense(v) for v in ctx.xs("Y@GRAD")], ctx.attr("axis", 0)))
 
 
 # --- expand / tile --------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Ops on a pserver's auto-grown sparse table (values.SparseTable): the prefetch block's
-lookup_sparse_table and sgd on the table with a SelectedRows grad."""
+lookup_sparse_table and sgd on the table with a SelectedRows grad; and ops on SelectedRows
+(merge_selected_rows, get_tensor_from_selected_rows: what a global-norm clip does to a sparse
+gradient)."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,3 +44,23 @@ def table_sgd(ctx, table: SparseTable):
     except SimError as e:
         raise SimError("sgd on %s: %s" % (ctx.op.input("Param")[0], e)) from None
     ctx.set("ParamOut", out)
+
+
+@kernel("merge_selected_rows")
+def merge_selected_rows(ctx):
+    """Repeated rows added up, rows sorted (MergeAdd); a dense X passes through."""
+    x = ctx.x("X")
+    if isinstance(x, SelectedRows):
+        ctx.set("Out", x.merged())
+    else:
+        ctx.set("Out", np.array(dense(x), copy=True), lod=ctx.lod("X"))
+
+
+@kernel("get_tensor_from_selected_rows")
+def get_tensor_from_selected_rows(ctx):
+    """The value block of a SelectedRows ([rows, ...]), as a tensor."""
+    x = ctx.x("X")
+    if not isinstance(x, SelectedRows):
+        raise SimError("get_tensor_from_selected_rows: X %s is not SelectedRows"
+                       % ctx.op.input("X")[0])
+    ctx.set("Out", np.array(x.value, copy=True))

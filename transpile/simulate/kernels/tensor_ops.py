@@ -149,6 +149,22 @@ def logical(ctx):
         ctx.set("Out", _LOGIC[ctx.op.type](x, dense(ctx.x("Y")).astype(bool)))
 
 
+_BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+            "bitwise_xor": np.bitwise_xor}
+
+
+@kernel(*_BITWISE, "bitwise_not")
+def bitwise(ctx):
+    """Bitwise ops on ints and bools (on bools: the logical ones), numpy broadcasting."""
+    x = np.asarray(dense(ctx.x("X")))
+    if x.dtype.kind not in "biu":
+        raise SimError("%s: X of dtype %s (ints or bools only)" % (ctx.op.type, x.dtype))
+    if ctx.op.type == "bitwise_not":
+        ctx.set("Out", np.invert(x))
+    else:
+        ctx.set("Out", _BITWISE[ctx.op.type](x, np.asarray(dense(ctx.x("Y")))))
+
+
 def _reshape_target(x, shape):
     shape = list(shape)
     out = []
@@ -165,9 +181,12 @@ def _reshape_target(x, shape):
 @kernel("reshape", "reshape2")
 def reshape(ctx):
     x = dense(ctx.x("X"))
-    shape = _shape_attr(ctx) if (ctx.has("ShapeTensor") or ctx.has("Shape")) else ctx.attr("shape")
+    shape = ctx.attr("shape")
+    if ctx.has("ShapeTensor"):
+        # reshape's ShapeTensor is a list of 1-element tensors, one a dim
+        shape = [int(np.asarray(dense(v)).reshape(-1)[0]) for v in ctx.xs("ShapeTensor")]
     if ctx.has("Shape"):
-        shape = [int(v) for v in np.asarray(ctx.x("Shape")).reshape(-1)]
+        shape = [int(v) for v in np.asarray(dense(ctx.x("Shape"))).reshape(-1)]
     ctx.set("Out", x.reshape(_reshape_target(x, shape)))
     if ctx.wants("XShape"):
         ctx.set("XShape", np.zeros((0,) + x.shape, dtype=x.dtype))
@@ -225,9 +244,7 @@ def concat_grad(ctx):
     d = dense(ctx.x("Out@GRAD"))
     cuts = np.cumsum([x.shape[axis] for x in xs])[:-1]
     parts = np.split(d, cuts, axis=axis)
-    for i, name in enumerate(ctx.out_names("X@GRAD")):
-        if name and name != "@EMPTY@":
-            ctx.set("X@GRAD", parts[i], idx=i, lod=ctx.lod("X", i))
+    ctx.set_each("X@GRAD", parts, lod_of="X")
 
 
 @kernel("split")

@@ -76,3 +76,15 @@ def merge_by_key(keys, values, accessor):
     width = values.shape[1] if values.ndim == 2 else 0
     return (np.asarray(out_keys, dtype=np.uint64),
             np.asarray(out_vals, dtype=F32).reshape(len(out_keys), width))
+
+
+def fit_push(values, accessor):
+    """The floats the brpc client copies per key: the accessor's update size
+    (`BrpcPsClient::PushSparse` copies `update_size` bytes of each value). A value built wider
+    (a CtrCommonAccessor table pushed without `use_cvm_op`: `[slot, show, click, g[emb]]` with
+    emb = 3 + X) loses its tail, and its gradient columns are read shifted (embed_g is the
+    gradient of the pulled show column). None when nothing is cut."""
+    values = np.asarray(values, dtype=F32)
+    if values.ndim == 2 and values.shape[1] > accessor.update_dim:
+        return values[:, :accessor.update_dim]
+    return None

@@ -1,0 +1,59 @@
+"""Folding what report.md holds too much of to read whole: long lists become a count with the
+first few items, the full list (up to a cap) under a `<details>` block that markdown viewers
+show closed; past the cap, a line says how many more there are and which command lists them.
+A report stays readable, and its size grows with the program only up to the caps."""
+from __future__ import annotations
+
+import html
+
+INLINE = 8          # a list of more names than this is folded
+SHOWN = 3           # names kept inline before the count of a folded list
+ROWS = 40           # table rows or listing lines shown open; more are folded
+CAP = 100           # rows, lines or names in a folded block; past it only their number
+
+
+def _more(n: int, where: str) -> str:
+    return "… and %d more%s" % (n, (": " + where) if where else "")
+
+
+def details(summary: str, lines: list, where: str = "", cap: int = CAP) -> list:
+    """`lines` (markdown: a table, a list, a fenced listing) in a closed `<details>` block;
+    past `cap` lines, one line says how many are left out and `where` to find them."""
+    out = ["<details><summary>%s</summary>" % html.escape(summary, quote=False), ""]
+    out += lines[:cap]
+    if len(lines) > cap:
+        fence = lines[0].startswith("```")
+        if fence:                               # keep the fence closed
+            out.append("```")
+        out += ["", _more(len(lines) - cap - (1 if fence else 0), where)]
+    out += ["", "</details>", ""]
+    return out
+
+
+def names(items: list, what: str, where: str = "", sep: str = ", ") -> tuple:
+    """(inline text, folded lines) of a list of names: short lists inline whole (no block);
+    long ones as `26 ids: C1, C2, C3, …` with the whole list in a block."""
+    items = list(items)
+    if len(items) <= INLINE:
+        return sep.join(items), []
+    inline = "%d %s: %s%s…" % (len(items), what, sep.join(items[:SHOWN]), sep)
+    body = [sep.join(items[:CAP])]
+    if len(items) > CAP:
+        body += ["", _more(len(items) - CAP, where)]
+    return inline, details("the %d %s" % (len(items), what), body, cap=len(body))
+
+
+def table(head: list, rows: list, what: str, where: str = "") -> list:
+    """A markdown table: open when it has at most ROWS rows, else folded (first CAP rows)."""
+    lines = head + rows
+    if len(rows) <= ROWS:
+        return lines + [""]
+    return details("%d %s" % (len(rows), what), lines, where, cap=CAP + len(head))
+
+
+def listing(lines: list, what: str, where: str = "") -> list:
+    """A fenced listing: open when short, else folded (first CAP lines)."""
+    fenced = ["```"] + lines + ["```"]
+    if len(lines) <= ROWS:
+        return fenced + [""]
+    return details("%d lines: %s" % (len(lines), what), fenced, where, cap=CAP + 1)

@@ -1,0 +1,120 @@
+"""geo: the original program trained with geo-SGD (schedule.py, geo.py).
+
+Every trainer is a whole copy of the original (its own parameters, optimizer state, learning
+rate) that trains on its shards. After every K-th step the trainers take turns, trainer 0
+first, to push (per trainable parameter: delta = (local - last pulled) / trainers added to the
+pservers' value; a sparse table only for the rows its gradients touched since the last push)
+and pull (local += pserver - last pulled; a sparse table for the rows any trainer pushed since
+this trainer's last pull). The pservers' value of a parameter starts as its initial value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .executor import Executor, Scope
+from .geo import delta_of, pulled, rows_of, with_rows
+from .original import OriginalRun
+from .reference import snapshot
+from .values import SelectedRows
+
+
+class GeoRun(OriginalRun):
+
+    def begin(self):
+        n = self.schedule.trainers
+        self.exs = []
+        for t in range(n):
+            scope = Scope()
+            for name, v in self.scope.vars.items():
+                scope.put(name, v if hasattr(v, "rows") else snapshot(v),
+                          self.scope.lods.get(name))
+            ex = Executor("original trainer_%d" % t, self.main, scope, float_dtype=self.fdt,
+                          seed=self.seed)
+            ex.free_temporaries()
+            self.exs.append(ex)
+        params = sorted(p for p in self.trainable if self.scope.get(p) is not None)
+        self.values = {p: snapshot(self.scope.get(p)) for p in params}
+        self.old = [{p: snapshot(self.scope.get(p)) for p in params} for _ in range(n)]
+        self.sparse: set = set()
+        self.touched = [{} for _ in range(n)]
+        self.updated: dict = {}          # sparse table -> [rows pushed since trainer t pulled]
+        self.updates = [(i, op.input("Param")[0], op.input("Grad")[0])
+                        for i, op in enumerate(self.main.global_block.ops)
+                        if op.input("Param") and op.input("Grad")]
+
+    def step(self, step, shards, per):
+        for t, feed in enumerate(shards):
+            self._local(step, t, feed, per)
+        if self.schedule.pushes_after(step):
+            for t in range(len(self.exs)):
+                pushed = self._push(t)
+                self._pull(t, pushed)
+        self.steps_run = step + 1
+
+    def _local(self, step, t, feed, per):
+        ex = self.exs[t]
+        for name, (arr, lod) in feed.items():
+            ex.scope.put(name, arr, lod)
+        ex.begin_step(step, per, t * per)
+        grads = {i: g for i, _, g in self.updates}
+        params = {i: p for i, p, _ in self.updates}
+        for i, op in enumerate(self.main.global_block.ops):
+            if i in grads:
+                g = ex.scope.get(grads[i])
+                if isinstance(g, SelectedRows):
+                    self.sparse.add(params[i])
+                    self.touched[t].setdefault(params[i], set()).update(int(r) for r in g.rows)
+            ex.run_op(0, i, op)
+
+    def _push(self, t) -> set:
+        """Trainer t's push; the sparse tables it sent rows of."""
+        n = len(self.exs)
+        scope, old = self.exs[t].scope, self.old[t]
+        pushed = set()
+        for p in self.values:
+            latest = scope.get(p)
+            if p in self.sparse:
+                ids = np.array(sorted(self.touched[t].pop(p, ())), dtype=np.int64)
+                if not ids.size:
+                    continue
+                lo = rows_of(old[p], ids)
+                delta = delta_of(rows_of(latest, ids), lo, n)
+                old[p] = with_rows(old[p], ids, lo + delta)
+                self.values[p] = with_rows(self.values[p], ids,
+                                           rows_of(self.values[p], ids) + delta)
+                for rows in self.updated.setdefault(p, [set() for _ in range(n)]):
+                    rows.update(ids.tolist())
+                pushed.add(p)
+                continue
+            delta = delta_of(latest, old[p], n)
+            old[p] = np.asarray(old[p]) + delta
+            self.values[p] = np.asarray(self.values[p]) + delta
+        return pushed
+
+    def _pull(self, t, pushed):
+        scope, old = self.exs[t].scope, self.old[t]
+        for p in self.values:
+            if p in self.sparse:
+                if p not in pushed:
+                    continue
+                ids = np.array(sorted(self.updated[p][t]), dtype=np.int64)
+                self.updated[p][t] = set()
+                if not ids.size:
+                    continue
+                vals = rows_of(self.values[p], ids)
+                scope.put(p, with_rows(scope.get(p), ids,
+                                       pulled(rows_of(scope.get(p), ids), rows_of(old[p], ids),
+                                              vals)))
+                old[p] = with_rows(old[p], ids, vals)
+                continue
+            scope.put(p, pulled(scope.get(p), old[p], self.values[p]))
+            old[p] = np.array(self.values[p], copy=True)
+
+    def server(self, name):
+        return self.values.get(name)
+
+    def trainer(self, name, tid):
+        return self.exs[tid].scope.get(name)
+
+    def executors(self):
+        return [self.ex_startup] + self.exs

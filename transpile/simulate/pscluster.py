@@ -1,0 +1,359 @@
+"""Style ps in process: the split's trainer programs against Paddle 2.6.2's brpc tables
+(pstables/), each pserver built from its own `server_desc.txt`, each trainer's client from
+its `worker_desc.txt`.
+
+What a trainer's ops do (docs/ps-runtime.md, section 5):
+- `distributed_lookup_table` (table_id): each id (padding ids aside: zeros) is pulled from the
+  pserver its key routes to (the client's `shard_num`), the accessor's pull layout;
+- `distributed_push_sparse`: per id occurrence `[slot, show, click, g * batch]`
+  (pstables/client.py), merged by key per pserver, pushed (rows created at their first push);
+  the gradient is scaled in place in the trainer's scope, as Paddle's op does;
+- `send` of dense grads (`is_sparse` 0, `table_id`): the grads in X order, flattened,
+  concatenated, cut into the pservers' slices of the merged dense table and pushed;
+- `send_barrier` (sync): the trainer arrives at every pserver's BarrierTable; when all have
+  arrived the tables pour (a sync dense table averages its pushes and runs its rule once);
+- `fake_init`: the table var gets a shape and no memory.
+
+Start (`TheOnePSRuntime._init_worker`): every trainer runs its startup; trainer 0 pushes the
+values of the dense params its sends name (`push_dense_params`), then every trainer pulls the
+dense tables. After a step every trainer pulls the dense tables its sends name: in sync once
+all have reached the barrier (the workable sync run of tools/engine: a flush, the barrier
+table, a pull per step), in async at the end of its own turn.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..format import psdesc
+from .executor import Executor, Scope
+from .pstables import TableError, TableOptions
+from .pstables.client import batch_size, fit_push, merge_by_key, push_values
+from .pstables.server import PsServer, sparse_server, split_dense
+from .values import SimError, Unallocated, dense
+
+RPC_IGNORED = ("listen_and_serv", "checkpoint_notify", "recv_save", "fetch_barrier")
+
+
+def _pad(op) -> int:
+    pad = op.attr("padding_idx", -1)
+    return -1 if pad is None else int(pad)
+
+
+def grad_param(grad: str) -> str:
+    """The parameter a dense grad of a send belongs to (`w@GRAD` -> `w`)."""
+    return grad[:-len("@GRAD")] if grad.endswith("@GRAD") else grad
+
+
+class PsTrainer:
+    """One trainer: its programs, its scope, its client (worker_desc.txt)."""
+
+    def __init__(self, cluster: "PsCluster", tid: int, main, startup, worker_text: str):
+        self.cluster, self.tid, self.main = cluster, tid, main
+        self.scope = Scope()
+        kw = dict(float_dtype=cluster.float_dtype, seed=cluster.seed, rpc=cluster.rpc,
+                  random_hook=cluster.random_hook)
+        self.ex_startup = Executor(self.label + " startup", startup, self.scope, **kw)
+        self.ex = Executor(self.label + " main", main, self.scope, **kw)
+        self.ex.owner = self.ex_startup.owner = self
+        if cluster.reference is not None:
+            self.ex.lazy_policy = self.ex_startup.lazy_policy = cluster.reference.lazy_policy
+        self.ex.free_temporaries()
+        self.client = _client_tables(worker_text, "%s/worker_desc.txt" % self.label)
+        self.dense = dense_tables(main)
+        self.at_barrier = False
+        self.orphans = orphan_ops(main)
+
+    def run_main(self):
+        """Block 0 of the main program; an orphan op (orphan_ops) whose unwritten input holds
+        no value is skipped, as Paddle's executor runs it to no effect."""
+        ops = self.main.global_block.ops
+        for i, op in enumerate(ops):
+            missing = [n for n in self.orphans.get(i, ()) if self.scope.get(n) is None]
+            if missing:
+                self.cluster.note("%s: op %d (%s) reads %s, which no op writes; nothing reads "
+                                  "its output, so it is skipped (Paddle's executor runs it on "
+                                  "an empty input)" % (self.label, i, op.type,
+                                                       ", ".join(missing)))
+                continue
+            self.ex.run_op(0, i, op)
+
+    @property
+    def label(self):
+        return "trainer_%d" % self.tid
+
+    def feed(self, feeds: dict):
+        for name, (arr, lod) in feeds.items():
+            self.scope.put(name, arr, lod)
+
+
+def _client_tables(text, source) -> dict:
+    """table id -> TableParameter of a worker_desc.txt (the client's view)."""
+    if text is None:
+        raise SimError("%s: the split has no such file (the trainer's client reads its tables "
+                       "from it)" % source)
+    desc = psdesc.parse_text(text, source)
+    return {int(t.table_id): t for t in desc.worker_param.downpour_worker_param
+            .downpour_table_param}
+
+
+def orphan_ops(main) -> dict:
+    """{op index: inputs no op writes} of block 0's ops whose outputs no other op reads: the
+    ps passes remove a table's lookup grads but leave the `sum` of their outputs."""
+    from .executor import RPC_OPS
+    from .feeds import feed_vars
+    ops = main.global_block.ops
+    written = {n for op in ops for n in op.output_names()} | {v.name for v in feed_vars(main)}
+    out = {}
+    for i, op in enumerate(ops):
+        if op.type in RPC_OPS:
+            continue
+        unwritten = [n for n in op.input_names() if n not in written
+                     and not (main.find_var(n) is not None and main.find_var(n).is_persistable)]
+        if not unwritten:
+            continue
+        outs = set(op.output_names())
+        if not any(n in outs for j, o in enumerate(ops) if j != i for n in o.input_names()):
+            out[i] = unwritten
+    return out
+
+
+def dense_tables(main) -> dict:
+    """table id -> the dense params (in send order) of a trainer program's dense sends."""
+    out: dict = {}
+    for _, _, op in main.ops():
+        if op.type == "send" and not op.attr("is_sparse", 0) and op.attr("table_id") is not None:
+            out.setdefault(int(op.attr("table_id")), []).extend(
+                grad_param(g) for g in op.input("X"))
+    return out
+
+
+class PsCluster:
+    """Trainers and pservers of a style-ps split (`sp`: splitprograms.SplitPrograms;
+    `descs`: "trainer_0/worker_desc.txt" / "pserver_<host>_<port>/server_desc.txt" -> text)."""
+
+    def __init__(self, sp, descs: dict, config, *, float_dtype, seed, reference=None,
+                 options: TableOptions = TableOptions()):
+        from ..output.result import endpoint_dir
+        self.config, self.float_dtype, self.seed = config, float_dtype, seed
+        self.reference = reference
+        self.sync = config.mode == "sync"
+        self.notes = list(sp.notes)
+        n = len(config.pservers)
+        self.servers = []
+        for i, ep in enumerate(config.pservers):
+            src = "%s/server_desc.txt" % endpoint_dir(ep)
+            text = descs.get(src)
+            if text is None:
+                raise SimError("%s: the split has no such file (pserver %s builds its tables "
+                               "from it)" % (src, ep))
+            self.servers.append(PsServer(psdesc.parse_text(text, src), i, n, options, src))
+        self.trainers = []
+        for tid, p in sorted(sp.trainers.items()):
+            text = descs.get("trainer_%d/worker_desc.txt" % tid)
+            if text is None and tid != min(sp.trainers):
+                text = descs.get("trainer_%d/worker_desc.txt" % min(sp.trainers))
+            self.trainers.append(PsTrainer(self, tid, p["main"], p["startup"], text))
+
+    def note(self, msg):
+        if msg not in self.notes:
+            self.notes.append(msg)
+
+    def random_hook(self, ex, name, value, op):
+        if self.reference is None:
+            return value
+        return self.reference.align_random(ex.label, name, value, op, self.notes)
+
+    # --- the trainer's ops ----------------------------------------------------------------
+    def rpc(self, ex: Executor, block_idx: int, op):
+        tr = getattr(ex, "owner", None)
+        t = op.type
+        try:
+            if t in RPC_IGNORED:
+                return None
+            if t == "fake_init":
+                for n in op.output("Out"):
+                    ex.write(block_idx, n, Unallocated(op.attr("shape", []) or [],
+                                                       "%s's fake_init" % ex.label))
+                return None
+            if t == "distributed_lookup_table":
+                return self.lookup(tr, ex, block_idx, op)
+            if t == "distributed_push_sparse":
+                return self.push_sparse(tr, ex, block_idx, op)
+            if t == "send" and not op.attr("is_sparse", 0):
+                return self.send_dense(tr, ex, op)
+            if t == "send_barrier":
+                tr.at_barrier = True
+                return None
+        except TableError as e:
+            raise SimError(str(e)) from None
+        from .values import NoKernelError
+        raise NoKernelError("%s: %s is not simulated in style ps" % (ex.label, t))
+
+    def _table(self, tr, op, what):
+        tid = op.attr("table_id")
+        if tid is None or int(tid) not in tr.client:
+            raise SimError("%s of %s: table_id %s is no table of %s/worker_desc.txt (it has %s)"
+                           % (op.type, what, tid, tr.label, sorted(tr.client)))
+        return int(tid), tr.client[int(tid)]
+
+    def _route(self, param, keys):
+        return sparse_server(keys, int(param.shard_num) or 1, len(self.servers))
+
+    def lookup(self, tr, ex, block_idx, op):
+        w = (op.input("W") or ["?"])[0]
+        tid, param = self._table(tr, op, w)
+        v2 = op.attr("lookup_table_version", "lookup_table") == "lookup_table_v2"
+        pad = _pad(op)
+        for ids_name, out_name in zip(op.input("Ids"), op.output("Outputs")):
+            ids = np.asarray(ex.read(ids_name)).astype(np.int64)
+            flat = ids.reshape(-1)
+            rows = None
+            where = self._route(param, flat)
+            for s, server in enumerate(self.servers):
+                m = (where == s) & (flat != pad)
+                if not m.any():
+                    continue
+                got = server.table(tid).pull(flat[m])
+                if rows is None:
+                    rows = np.zeros((flat.size, got.shape[1]), dtype=np.float32)
+                rows[m] = got
+            if rows is None:
+                width = self.servers[0].table(tid).accessor.select_dim
+                rows = np.zeros((flat.size, width), dtype=np.float32)
+            lead = ids.shape if v2 else ids.shape[:-1]
+            ex.write(block_idx, out_name, rows.reshape(tuple(lead) + rows.shape[1:]),
+                     tr.scope.lods.get(ids_name))
+            self.on_lookup(tr, w, flat[flat != pad])
+
+    def on_lookup(self, tr, table, keys):
+        """A hook: the keys a trainer looked up (the reference records them)."""
+
+    def push_sparse(self, tr, ex, block_idx, op):
+        w = (op.input("W") or op.input("Ids") or ["?"])[0]
+        tid, param = self._table(tr, op, w)
+        ids_names, grads = op.input("Ids"), op.input("Outputs") or op.output("Outputs")
+        if len(ids_names) != len(grads):
+            raise SimError("%s: %d Ids for %d gradients" % (op.type, len(ids_names), len(grads)))
+        shows = np.asarray(dense(ex.read(op.input("Shows")[0]))) if op.input("Shows") else None
+        clicks = np.asarray(dense(ex.read(op.input("Clicks")[0]))) if op.input("Clicks") \
+            else None
+        ids_list = [np.asarray(ex.read(n)) for n in ids_names]
+        lods = [(tr.scope.lods.get(n) or [None])[0] for n in ids_names]
+        batch = batch_size(ids_list, lods)
+        slots = list(op.attr("slots", []) or [])
+        emb = int(op.attr("size", 0) or 0)
+        keys, vals = [], []
+        for k, (ids, g_name) in enumerate(zip(ids_list, grads)):
+            g = np.asarray(dense(ex.read(g_name)))
+            width = emb or (g.size // max(ids.size, 1))
+            kk, vv = push_values(ids, g, width, batch, slot=slots[k] if k < len(slots) else 0,
+                                 shows=shows, clicks=clicks,
+                                 padding_idx=_pad(op),
+                                 use_cvm_op=bool(op.attr("use_cvm_op", False)), lod=lods[k])
+            keys.append(kk)
+            vals.append(vv)
+            if batch is not None:        # Paddle scales the gradient tensor in place
+                scaled = g.astype(np.float32) * np.float32(batch)
+                ex.write(block_idx, g_name, scaled.astype(g.dtype), tr.scope.lods.get(g_name))
+        self.push_rows(tid, param, np.concatenate(keys), np.concatenate(vals))
+
+    def push_rows(self, tid, param, keys, values):
+        """The client's sparse push: keys routed, merged by key per pserver, pushed."""
+        where = self._route(param, keys)
+        for s, server in enumerate(self.servers):
+            m = where == s
+            if not m.any():
+                continue
+            table = server.table(tid)
+            cut = fit_push(values[m], table.accessor)
+            if cut is not None:
+                self.note("table %d: pushed values of %d floats, the %s takes %d: the client "
+                          "sends the first %d (the gradient columns shifted: ps-cvm-push-layout)"
+                          % (tid, values.shape[1], table.accessor.name,
+                             table.accessor.update_dim, table.accessor.update_dim))
+            k, v = merge_by_key(keys[m], values[m] if cut is None else cut, table.accessor)
+            table.push(k, v)
+
+    def send_dense(self, tr, ex, op):
+        tid = op.attr("table_id")
+        if tid is None:
+            raise SimError("send of %s has no table_id" % op.input("X"))
+        flat = [np.asarray(dense(ex.read(g)), dtype=np.float32).reshape(-1)
+                for g in op.input("X")]
+        self.push_dense(int(tid), np.concatenate(flat) if flat else np.zeros(0, np.float32))
+
+    def push_dense(self, tid, values):
+        for server, part in zip(self.servers, split_dense(values, len(self.servers))):
+            server.table(tid).push(part)
+
+    # --- start, steps, pulls ------------------------------------------------------------
+    def dense_values(self, tr, tid):
+        names = tr.dense[tid]
+        return np.concatenate([np.asarray(dense(tr.ex.read(n)), dtype=np.float32).reshape(-1)
+                               for n in names])
+
+    def pull_dense(self, tr):
+        """The trainer pulls every dense table its sends name into its params."""
+        for tid, names in sorted(tr.dense.items()):
+            try:
+                got = np.concatenate([s.table(tid).pull() for s in self.servers])
+            except TableError as e:
+                raise SimError("%s pulls dense table %d: %s" % (tr.label, tid, e)) from None
+            at = 0
+            for n in names:
+                var = tr.main.find_var(n)
+                shape = tuple(np.shape(dense(tr.scope.get(n)))) if tr.scope.get(n) is not None \
+                    and not isinstance(tr.scope.get(n), Unallocated) else tuple(var.shape or ())
+                size = int(np.prod(shape)) if shape else 1
+                if at + size > len(got):
+                    raise SimError("%s pulls dense table %d: %d values for params %s"
+                                   % (tr.label, tid, len(got), names))
+                tr.scope.put(n, got[at:at + size].reshape(shape).astype(self.float_dtype))
+                at += size
+
+    def startup(self):
+        for tr in self.trainers:
+            tr.ex_startup.run_block(0)
+        self.init_worker()
+
+    def init_worker(self):
+        """Trainer 0 pushes its dense params, every trainer pulls them."""
+        first = self.trainers[0]
+        try:
+            for tid in sorted(first.dense):
+                values = self.dense_values(first, tid)
+                for server, part in zip(self.servers, split_dense(values, len(self.servers))):
+                    server.table(tid).push_param(part)
+        except TableError as e:
+            raise SimError("trainer_0 pushes its dense params: %s" % e) from None
+        for tr in self.trainers:
+            self.pull_dense(tr)
+
+    def step(self, shards: list, step: int, per: int):
+        for tr, feed in zip(self.trainers, shards):
+            tr.feed(feed)
+        for tr in self.trainers:
+            tr.ex.begin_step(step, per, tr.tid * per)
+            tr.at_barrier = False
+            tr.run_main()
+            if not self.sync:
+                self.pull_dense(tr)
+        if not self.sync:
+            return
+        if not all(tr.at_barrier for tr in self.trainers):
+            self.note("sync mode, but %s reached no send_barrier: the pservers never pour "
+                      "the dense pushes" % ", ".join(t.label for t in self.trainers
+                                                     if not t.at_barrier))
+        for tr in self.trainers:
+            if tr.at_barrier:
+                for server in self.servers:
+                    self._barrier(server, tr)
+        for tr in self.trainers:
+            self.pull_dense(tr)
+
+    def _barrier(self, server, tr):
+        try:
+            server.barrier(tr.tid)
+        except TableError as e:
+            raise SimError("%s at the barrier of pserver %d: %s"
+                           % (tr.label, server.index, e)) from None

@@ -1,0 +1,116 @@
+"""`simulate` for style ps: the split (pscluster.py) against the ps reference (psref.py), and the
+ps reference against the original as written (pswhy.py).
+
+Both runs start from the original's initial values (random initializers of the split aligned
+with the original's draws, reference.py), see the same feeds, and keep their sparse rows in
+pstables' tables (float32, Paddle's layouts); new rows draw from the same keyed generators, so
+a correctly wired split equals the reference exactly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.errors import UserError
+from .pscompare import compare_split
+from .pstables import PserverRefuses, TableError, TableOptions
+from .values import SimError
+
+
+@dataclass
+class PsReport:
+    """What `simulate` says about a ps split beyond the comparison with the ps reference."""
+    original: list = field(default_factory=list)     # ParamDiff: ps reference vs original
+    why: dict = field(default_factory=dict)          # param -> [Why]
+    program_init: bool = False
+
+
+def reference_descs(main, startup, config) -> tuple:
+    """(plan, {endpoint: server_desc.txt text}) our split writes for the original."""
+    from ..styles.registry import style_of
+    prep = style_of(config).prepare(main, startup, config)
+    descs = prep.shared["descs"]
+    return prep.plan, {ep: descs.server_desc(ep) for ep in config.pservers}
+
+
+def table_options(seed, init, program_init) -> TableOptions:
+    from .psref import program_rows
+    # an empty dense initializer: Paddle's pserver throws at start; here zeros and a note (the
+    # Param it concerns is overwritten by trainer 0's push)
+    return TableOptions(seed=seed, program_init=program_rows(init) if program_init else None,
+                        lenient_initializers=True)
+
+
+def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, seed, fdt,
+                    options, variant=frozenset(), progress=None):
+    """The ps reference trained `steps` steps (psref.PsReference)."""
+    from .psref import PsReference
+    ref = PsReference(main, init, plan, config, texts, fdt=fdt, seed=seed, options=options,
+                      variant=variant)
+    n = config.trainers
+    per = batch // max(1, n)
+    ref.startup()
+    for s in range(steps):
+        glob = feeder.feed(s)
+        ref.step([feeder.shard(glob, t, n) for t in range(n)], s, per)
+        if progress:
+            progress(s)
+    return ref
+
+
+def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch, seed, fdt,
+           progress, texts=None, program_init=False, why=True):
+    """Fill `res` (a SimResult): params = the split (`sp`: its SplitPrograms) against the ps
+    reference; res.ps = the reference against the original."""
+    from .pscluster import PsCluster
+    if config.mode == "geo":
+        raise UserError("style ps: geo mode is not simulated yet")
+    texts = texts or {}
+    plan, ref_texts = reference_descs(main, startup, config)
+    options = table_options(seed, ref.init, program_init)
+    res.notes.extend(sp.notes)
+    try:
+        psref = train_reference(main, ref.init, plan, config, ref_texts, feeder, steps=steps,
+                                batch=batch, seed=seed, fdt=fdt, options=options,
+                                progress=lambda s: progress(steps + s + 1, 3 * steps))
+    except (SimError, TableError) as e:
+        raise UserError("the ps reference (the original under its descriptors) does not run: "
+                        "%s" % e) from None
+    cluster = None
+    try:
+        cluster = PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, reference=ref,
+                            options=options)
+        n = len(cluster.trainers)
+        if n != config.trainers:
+            raise SimError("the split has %d trainers, the config %d" % (n, config.trainers))
+        per = batch // max(1, n)
+        cluster.startup()
+        for s in range(steps):
+            glob = feeder.feed(s)
+            cluster.step([feeder.shard(glob, t.tid, n) for t in cluster.trainers], s, per)
+            progress(2 * steps + s + 1, 3 * steps)
+    except (SimError, PserverRefuses) as e:
+        res.error = str(e)
+        if cluster is not None:
+            res.notes.extend(x for x in cluster.notes if x not in res.notes)
+        return res
+    except TableError as e:
+        res.error = str(e)
+        return res
+    res.notes.extend(x for x in cluster.notes if x not in res.notes)
+    for server in cluster.servers:
+        for t in server.tables.values():
+            res.notes.extend(x for x in getattr(t, "notes", ()) if x not in res.notes)
+    f32 = np.dtype(fdt) == np.float32
+    res.params = compare_split(main, plan, psref, cluster, ref.init, res.rtol, f32)
+    from .pswhy import explain
+    res.ps = PsReport(program_init=program_init)
+    res.ps.original, res.ps.why = explain(
+        main, plan, psref, orig_scope, ref.init, res.rtol, f32, why=why,
+        rerun=lambda variant, texts, init_rows: train_reference(
+            main, ref.init, plan, config, texts or ref_texts, feeder, steps=steps,
+            batch=batch, seed=seed, fdt=fdt, variant=variant,
+            options=table_options(seed, ref.init, init_rows or program_init)),
+        texts=ref_texts, config=config)
+    return res
