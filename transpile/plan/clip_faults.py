@@ -5,8 +5,9 @@ tables and of lookups whose ids are not 2-D (the kinds are in faults.py).
   update reads, or a global-norm clip's `squared_l2_norm`s) in a classic program;
 - fleet- / ps-sparse-clip-dropped: a clip-scope op reading a remote table's gradient, which the
   trainer pushes from the lookups' gradients instead;
-- fleet-sparse-decay-whole-table: a regularization op reading a remote table sliced over more
-  than one pserver;
+- fleet-sparse-decay-whole-table: a regularization op reading a parameter sliced over more
+  than one pserver (a remote table, or a dense parameter: Paddle's pserver pass renames
+  neither to the pserver's block);
 - *-lookup-ids-not-2d: a remote-prefetch lookup whose ids are not 2-D (found only under
   `paddle_faults: fix`: Paddle refuses these programs, and so does `split` by default).
 """
@@ -99,8 +100,10 @@ def sparse_clip_fault(main: Program, config, remote: set, sliced: set,
 
 
 def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
-    """The remote tables sliced over the pservers that a regularization op reads (Paddle's
-    L2Decay on a sparse grad: `scale(<table>)`, `sum(<table>@GRAD, ...)`)."""
+    """The parameters sliced over the pservers that a regularization op reads (Paddle's
+    L2Decay: `scale(<param>)`, `sum(<param>@GRAD, ...)`): remote tables and dense parameters
+    alike (`remote` is not consulted: Fleet's pserver pass leaves both reading the whole
+    parameter, which no pserver holds)."""
     out = set()
     for op in main.global_block.ops:
         if roles.role(op) != roles.OPTIMIZE or "regularization" not in str(
@@ -108,7 +111,7 @@ def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
             continue
         for name in op.input_names():
             base = name[:-len("@GRAD")] if name.endswith("@GRAD") else name
-            if base in remote and base in sliced:
+            if base in sliced:
                 out.add(base)
     return sorted(out)
 

@@ -139,7 +139,8 @@ FAULT_KINDS += (
               "not fixable in a split: the table's rule runs in Paddle's brpc server, which "
               "has no clip"),
     FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",
-              "a weight-decayed remote table sliced over the pservers: each pserver's decay "
+              "a weight-decayed parameter (a remote table, or a dense parameter) sliced over "
+              "the pservers: each pserver's decay "
               "reads the whole table and its whole gradient (`scale(<table>)`, "
               "`sum(<table>@GRAD, ...)`), vars it neither holds nor receives, and the update "
               "reads that result: the pserver fails at its first step",

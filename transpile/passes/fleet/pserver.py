@@ -195,10 +195,11 @@ def listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
 def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op, rename: dict = None) -> None:
     """Clip / regularization / LR ops run as they are, on origin-named vars made persistable
     (fixing fleet-sparse-decay-whole-table, a sliced table's decay reads the pserver's block
-    of the table and of its grad: `rename`, from _decay_names)."""
+    of the table and of its grad, and writes the grad's block the update reads: `rename`, from
+    _decay_names)."""
     if rename:
         new = op.copy({k: [rename.get(a, a) for a in v] for k, v in op.inputs.items()},
-                      {k: list(v) for k, v in op.outputs.items()})
+                      {k: [rename.get(a, a) for a in v] for k, v in op.outputs.items()})
         whole, part = rename[_WHOLE]
         for name in new.input_names() + new.output_names():
             if name not in s.gvars and name not in rename.values():
@@ -217,16 +218,18 @@ _WHOLE = "@shapes"      # rename's entry holding (the table's shape, its block's
 
 
 def _decay_names(s: ServerBuild, target: str, merged) -> dict:
-    """Fixing fleet-sparse-decay-whole-table for `target` (a sliced remote table): {the table:
+    """Fixing fleet-sparse-decay-whole-table for `target` (a sliced parameter): {the table:
     its block here, its grad: the merged grad block, _WHOLE: (whole shape, block shape)}, or
     {} when nothing is renamed."""
-    if FLEET_SPARSE_DECAY_WHOLE_TABLE not in s.plan.fixes or target not in s.sparse_params:
+    if FLEET_SPARSE_DECAY_WHOLE_TABLE not in s.plan.fixes:
         return {}
     p = _param_block(s, target)
     if p is None or len(s.plan.param_slices.get(target, ())) < 2:
         return {}
     whole = tuple(s.origin.global_block.vars[target].shape)
-    return {target: p.name, target + "@GRAD": merged.name, _WHOLE: (whole, tuple(p.shape))}
+    # the grad the update reads: <target>@GRAD, or a clip's output (fleet-clip-before-merge)
+    return {target: p.name, target + "@GRAD": merged.name,
+            s.index.origin_name(merged.name): merged.name, _WHOLE: (whole, tuple(p.shape))}
 
 
 def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
