@@ -23,6 +23,22 @@ SHOWN_BY = {
     "fleet-sync-step-counter": "fleet/lrdecay_momentum_sync",
     "fleet-orphan-sparse-grad-sum": "fleet/ctr_sparse_adam_sync",
     "fleet-large-scale-adam": "fleet/large_scale_adam_sync",
+    "classic-clip-on-pserver": "clip/classic_ctr1_emb_clipvalue_sync",
+    "fleet-sparse-clip-dropped": "clip/fleet_ctr2_emb_clipvalue_async",
+    "fleet-sparse-decay-whole-table": "clip/fleet_ctr1_emb_l2_sync",
+}
+# faults whose split fails at its first step: `check` reports them as findings (exit 1), not
+# warnings
+FAILS_AT_ONCE = {"classic-clip-on-pserver", "fleet-sparse-decay-whole-table"}
+# reproduced in both settings (a split can not fix them): a case that shows each
+NOT_FIXABLE = {
+    "ps-sparse-clip-dropped": "clip/ps_ctr1_emb_clipvalue_sync",
+}
+# Paddle refuses the program (split exits 2 as Paddle does); `fix` writes a split that trains
+REFUSED = {
+    "classic-lookup-ids-not-2d": "paddlerec-gen/classic_dmr_sync",
+    "fleet-lookup-ids-not-2d": "paddlerec-gen/fleet_dmr_async",
+    "ps-lookup-ids-not-2d": "paddlerec-gen/ps_dmr_sync",
 }
 # corrected in both settings: the corpus's corrections
 ALWAYS_FIXED = {
@@ -67,9 +83,11 @@ def _simulate(case, cfg, split_dir):
 
 
 def test_every_fault_kind_is_covered_here():
-    assert set(SHOWN_BY) | set(ALWAYS_FIXED) <= set(KIND)
-    assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= set(SHOWN_BY), \
+    shown = set(SHOWN_BY) | set(NOT_FIXABLE) | set(REFUSED)
+    assert shown | set(ALWAYS_FIXED) <= set(KIND)
+    assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= shown, \
         "a fault kind without a program that shows it"
+    assert {k.id for k in FAULT_KINDS if k.refused} == set(REFUSED)
 
 
 @pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
@@ -81,7 +99,7 @@ def test_reproduced_then_fixed(fault_id, tmp_path):
     assert mine and not any(f["fixed"] for f in mine), plan["faults"]
     assert "reproduced: " in text and fault_id in text
     r = _check(case, cfg, out)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == (1 if fault_id in FAILS_AT_ONCE else 0), r.output
     assert "Paddle fault %s" % fault_id in r.output
     r = _simulate(case, cfg, out)
     assert r.exit_code == 1, r.output
@@ -98,12 +116,47 @@ def test_reproduced_then_fixed(fault_id, tmp_path):
     assert r.exit_code == 0, r.output
 
 
-@pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
+@pytest.mark.parametrize("fault_id", sorted(set(SHOWN_BY) | set(NOT_FIXABLE)))
 def test_paddles_own_split_gets_the_warning(fault_id):
-    case = SHOWN_BY[fault_id]
+    case = SHOWN_BY.get(fault_id) or NOT_FIXABLE[fault_id]
     c = os.path.join(CORPUS, case)
     r = _check(case, c + "/cluster.yaml", c + "/expected")
-    assert r.exit_code == 0 and "Paddle fault %s" % fault_id in r.output, r.output
+    assert r.exit_code == (1 if fault_id in FAILS_AT_ONCE else 0), r.output
+    assert "Paddle fault %s" % fault_id in r.output, r.output
+
+
+@pytest.mark.parametrize("fault_id", sorted(NOT_FIXABLE))
+def test_not_fixable_stays_reproduced(fault_id, tmp_path):
+    case = NOT_FIXABLE[fault_id]
+    for setting in ("reproduce", "fix"):
+        out, cfg, plan, text = _split(tmp_path, case, setting)
+        mine = [f for f in plan["faults"] if f["id"] == fault_id]
+        assert mine and not any(f["fixed"] for f in mine) and all(f.get("note") for f in mine)
+        assert "not fixable in a split: " in text and fault_id in text
+        r = _check(case, cfg, out)
+        assert r.exit_code == 0 and "Paddle fault %s" % fault_id in r.output, r.output
+
+
+@pytest.mark.parametrize("fault_id", sorted(REFUSED))
+def test_refused_then_fixed(fault_id, tmp_path):
+    """Paddle refuses the program: so does split by default (exit 2, Paddle's message, nothing
+    written); under `fix` the split is written, names the fault as fixed, checks clean and
+    trains like the original."""
+    case = REFUSED[fault_id]
+    c = os.path.join(CORPUS, case)
+    with open(os.path.join(c, "expected", "error.txt")) as f:
+        reason = f.read().strip()
+    out = str(tmp_path / "refused")
+    r = _run("split", c + "/main.pb", "--startup", c + "/startup.pb", "--cluster",
+             _config(tmp_path, case, "reproduce"), "--out", out)
+    assert r.exit_code == 2 and reason in r.output and not os.path.exists(out), r.output
+    out, cfg, plan, text = _split(tmp_path, case, "fix")
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    r = _check(case, cfg, out)
+    assert r.exit_code == 0 and "Paddle fault" not in r.output, r.output
+    r = _simulate(case, cfg, out)
+    assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize("fault_id", sorted(ALWAYS_FIXED))

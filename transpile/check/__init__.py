@@ -45,6 +45,7 @@ from .coverage import check_coverage
 from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
+from .inputs import check_inputs
 from .loading import Part, Split, load_program_raw, load_split
 from .blocks import block_refs, reachable_blocks
 from .programs import check_structure
@@ -65,7 +66,7 @@ __all__ = [
 # the order the findings are reported in (each check reads only the inputs and ctx.index, built
 # before any of them runs)
 CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers,
-               check_faults)
+               check_inputs, check_faults)
 CHECK_STEPS = len(CHECK_ORDER)
 
 
@@ -74,7 +75,8 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
     ctx = CheckContext(main, startup, config, split)
-    order = (check_structure,) + ps_checks() if config.traits.descriptors else CHECK_ORDER
+    order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
+        if config.traits.descriptors else CHECK_ORDER
     for check in order:
         check(ctx)
         if step is not None:

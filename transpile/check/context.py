@@ -46,9 +46,10 @@ class CheckContext:
         """The first parameter block of `endpoint` that optimizes `grad`, or None."""
         return self.index.by_grad.get(endpoint, {}).get(grad)
 
-    def add(self, check, part, block, op, message, expected=""):
-        """Record a finding; `part` is a Part or a name ("split", "trainer_0/runtime.json")."""
-        self.findings.append(_finding(check, part, block, op, message, expected))
+    def add(self, check, part, block, op, message, expected="", fault=""):
+        """Record a finding; `part` is a Part or a name ("split", "trainer_0/runtime.json");
+        `fault`: the id of the Paddle fault that makes the split so, when it is one."""
+        self.findings.append(_finding(check, part, block, op, message, expected, fault))
 
     def warn(self, check, part, block, op, message, expected="", fault=""):
         """Record a warning: worth saying, not a reason to fail the check. `fault`: the id of

@@ -65,7 +65,7 @@ def _check_tiling(ctx, name: str, pv: Var, got: list) -> None:
                     "exactly one pserver")
             return
         if len(whole) > 1:                  # a distributed table: each pserver holds a shard
-            _rows_add_up(ctx, name, pv, [(pb.param, pb) for pb in shards])
+            _rows_add_up(ctx, name, pv, [(pb.param, pb) for pb in shards], shards=True)
         elif shards and is_dense(shards[0].var) and tuple(shards[0].var.shape) != \
                 tuple(pv.shape):
             pb = shards[0]
@@ -91,8 +91,10 @@ def _check_tiling(ctx, name: str, pv: Var, got: list) -> None:
     _rows_add_up(ctx, name, pv, [("%s.block%d" % (name, k), seen[k]) for k in sorted(seen)])
 
 
-def _rows_add_up(ctx, name, pv: Var, parts: list) -> None:
-    """Slices along dim 0: the other dims agree and the rows add up to the parameter's."""
+def _rows_add_up(ctx, name, pv: Var, parts: list, shards: bool = False) -> None:
+    """Slices along dim 0: the other dims agree and the rows add up to the parameter's.
+    `shards`: the parts are a distributed table's, which Paddle's transpiler declares
+    ceil(rows / pservers) rows each (its ids are dealt out by remainder): that adds up too."""
     if not is_static(pv.shape) or not pv.shape:
         return
     if any(pb.var is None or pb.var.shape is None for _, pb in parts):
@@ -109,6 +111,9 @@ def _rows_add_up(ctx, name, pv: Var, parts: list) -> None:
             return
         offsets.append("%s@%d+%d" % (label, rows, v.shape[0]))
         rows += v.shape[0]
+    per_shard = -(-pv.shape[0] // len(parts))
+    if shards and all(pb.var.shape[0] == per_shard for _, pb in parts):
+        return
     if rows != pv.shape[0]:
         pb = parts[-1][1]
         ctx.add("coverage", pb.prog, 0, None,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from ..ir.tables import LOOKUP_TABLE_TYPES
 from ..plan.classic import find_distributed_table
+from ..plan.ps import remote_tables
 from ..plan.faults import (CLASSIC_DIST_TABLE_OPTIMIZER, CLASSIC_LOCAL_TABLE_FAKE_INIT,
                            FLEET_CLIP_BEFORE_MERGE, FLEET_LARGE_SCALE_ADAM,
-                           FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SYNC_STEP_COUNTER, KIND)
+                           FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
+                           FLEET_SYNC_STEP_COUNTER, KIND, PS_SPARSE_CLIP_DROPPED)
 from ..plan.slicing import origin_varname
 from .ops import input_names, is_update_op, output_names
 
@@ -149,10 +151,39 @@ def _large_scale_adam(ctx) -> None:
                               if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))
 
 
+def _sparse_clip(ctx) -> None:
+    """fleet- / ps-sparse-clip-dropped: a trainer clips a table's gradient (an op of the clip's
+    name scope reads `<table>@GRAD`) and pushes the table's rows from the lookups' gradients,
+    so the clip's result goes nowhere."""
+    fault_id = FLEET_SPARSE_CLIP_DROPPED if KIND[FLEET_SPARSE_CLIP_DROPPED].style == \
+        ctx.config.style else PS_SPARSE_CLIP_DROPPED
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        ops = main.prog.global_block.ops
+        pushes = [op for op in ops if op.type == "distributed_push_sparse"]
+        # a fleet push names its table's grad; a ps push only the table id (of a remote table)
+        pushed = {w.split("@GRAD")[0] for op in pushes for w in op.input("W")}
+        if pushes and not pushed:
+            pushed = set(remote_tables(ctx.main))
+        for j, op in enumerate(ops):
+            if FLEET_CLIP_SCOPE not in str(op.attr("op_namescope") or ""):
+                continue
+            tables = [n[:-5] for n in input_names(op) if n.endswith("@GRAD")
+                      and n[:-5] in pushed]
+            if tables:
+                _warn(ctx, fault_id, main, 0, j,
+                      "trainer %d clips the gradient of %s (%s), but pushes the table's rows "
+                      "from the lookups' gradients: the table trains unclipped"
+                      % (tid, tables[0], op.type))
+                break
+
+
 # How each fault a split can reproduce is told from the split, in the order they are looked for.
 FINDERS = ((CLASSIC_LOCAL_TABLE_FAKE_INIT, _local_table),
            (CLASSIC_DIST_TABLE_OPTIMIZER, _dist_table),
            (FLEET_ORPHAN_SPARSE_GRAD_SUM, _orphan_sum),
            (FLEET_LARGE_SCALE_ADAM, _large_scale_adam),
            (FLEET_CLIP_BEFORE_MERGE, _clip_before_merge),
-           (FLEET_SYNC_STEP_COUNTER, _sync_step_counter))
+           (FLEET_SYNC_STEP_COUNTER, _sync_step_counter),
+           (FLEET_SPARSE_CLIP_DROPPED, _sparse_clip),
+           (PS_SPARSE_CLIP_DROPPED, _sparse_clip))

@@ -137,9 +137,17 @@ def ids_aliases(ops) -> dict:
     ids 2-D (the *-lookup-ids-not-2d fix): a lookup by those is the original's by its ids."""
     fed = {n for op in ops if op.type in ("distributed_lookup_table", "distributed_push_sparse")
            for n in op.input("Ids")}
-    return {op.output("Out")[0]: op.input("X")[0] for op in ops
-            if op.type in ("unsqueeze2", "reshape2") and op.output("Out")[:1]
-            and op.output("Out")[0] in fed and op.input("X")}
+    pulled = {n for op in ops if op.type == "distributed_lookup_table"
+              for n in op.output("Outputs")}
+    out = {op.output("Out")[0]: op.input("X")[0] for op in ops
+           if op.type in ("unsqueeze2", "reshape2") and op.output("Out")[:1]
+           and op.output("Out")[0] in fed and op.input("X")}
+    # and {the fix's rows var `<out>@2D`: the original's rows var `<out>` made of it}
+    out.update({op.input("X")[0]: op.output("Out")[0] for op in ops
+                if op.type in ("squeeze2", "reshape2") and op.input("X")[:1]
+                and op.input("X")[0] in pulled and op.output("Out")[:1]
+                and op.input("X")[0] == op.output("Out")[0] + "@2D"})
+    return out
 
 
 def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
@@ -163,7 +171,7 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
                 ctx.add("tables", main, 0, j, "%s is [.., %s], table %d has dim %d"
                         % (w, dim, tid, t.common.table_dim), "the same dim")
             for ids, out in zip(op.input("Ids"), op.output("Outputs")):
-                pulled.setdefault(w, set()).add((alias.get(ids, ids), out))
+                pulled.setdefault(w, set()).add((alias.get(ids, ids), alias.get(out, out)))
         else:
             if tables is not None and t is None:
                 ctx.add("tables", main, 0, j, "push to table %r" % tid,

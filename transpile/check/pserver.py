@@ -13,6 +13,8 @@ import math
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
+from ..plan.clip_faults import GLOBAL_NORM_OPS
+from ..plan.faults import CLASSIC_CLIP_ON_PSERVER
 from ..plan.modes import mode_id
 from ..output.result import endpoint_dir
 from .context import CheckContext
@@ -271,6 +273,14 @@ def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
         here = (pb.block, j)
         if outs and all(not _read_by_others(readers.get(o), here) for o in outs):
             reads = pb.op.input("Grad") or [pb.grad]
+            if op.type in GLOBAL_NORM_OPS and ctx.config.traits.sliced_by_config:
+                # a global-norm clip's piece: the norm it feeds is summed on another pserver
+                ctx.add("optimize", part, pb.block, j,
+                        "Paddle fault %s: %s writes %s, which no op of this pserver reads: "
+                        "the global norm it is a part of is computed elsewhere, if at all"
+                        % (CLASSIC_CLIP_ON_PSERVER, op.type, ", ".join(outs)),
+                        "a global norm of every gradient", fault=CLASSIC_CLIP_ON_PSERVER)
+                continue
             ctx.add("optimize", part, pb.block, j,
                     "%s writes %s, which nothing reads: %s reads %s instead%s"
                     % (op.type, ", ".join(outs), pb.op.type, reads[0],

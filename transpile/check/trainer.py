@@ -18,6 +18,7 @@ from typing import Optional
 from ..ir.program import Program
 from ..ir import roles
 from .context import CheckContext
+from .inputs import sparse_numbers
 from .loading import Part
 from .ops import (BLOCK_SUFFIX, fmt_shape, input_names, is_dense, is_geo_update, is_static,
                   is_update_op, output_names)
@@ -178,11 +179,18 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
                     ctx.add("send", part, bi, j,
                             "send names %s, which runtime.json's send_ctx does not list" % n,
                             "a send_ctx entry for %s" % n)
-    # a push names the table's grad as the backward pass named its first part
+    # a push sends to the sparse context its table_id numbers (runtime.json's order; a
+    # number naming another table's context is a finding of inputs.py), or, without one, to
+    # the context of the grad it names as the backward pass named its first part
     # (`<table>@GRAD@RENAME@block0@0` where several lookups summed into it)
-    pushed = {n.split("@RENAME@")[0] for bi in sorted(ctx.reach.get(part.name, {0}))
-              for op in prog.blocks[bi].ops if op.type == "distributed_push_sparse"
-              for n in op.input("W")}
+    numbers = sparse_numbers(send_ctx)
+    pushed = set()
+    for bi in sorted(ctx.reach.get(part.name, {0})):
+        for op in prog.blocks[bi].ops:
+            if op.type == "distributed_push_sparse":
+                pushed.update(n.split("@RENAME@")[0] for n in op.input("W"))
+                if op.attr("table_id") is not None and int(op.attr("table_id")) in numbers:
+                    pushed.add(numbers[int(op.attr("table_id"))])
     for var, c in send_ctx.items():
         if not isinstance(c, dict) or var in sent:
             continue

@@ -44,9 +44,9 @@ def lookups_2d(main: Program, types=LOOKUP_TABLE_TYPES) -> Program:
     """Fix *-lookup-ids-not-2d: each remote lookup_table_v2 (of `types`, remote_prefetch)
     whose ids are not 2-D reads them made 2-D — `unsqueeze2` of [-1] to [-1, 1] or `reshape2`
     of [-1, a, b] to [-1, b], right after the op that makes the ids (first, for a feed) — and
-    its rows, which then come with the fused lookup's shape, are made back into their own in
-    place (`squeeze2` / `reshape2`) right before their first reader, so that every rule of the
-    lookup's placement reads the same readers; its grad ops name the same 2-D ids, which the
+    its rows, which then come with the fused lookup's shape (a var of their own), are made
+    back into the original var (`squeeze2` / `reshape2`) right before its first reader, so that
+    every rule of the lookup's placement reads the same readers; its grad ops name the same 2-D ids, which the
     push then sends. `main` is not modified."""
     prog = main.copy()
     block = prog.global_block
@@ -56,7 +56,7 @@ def lookups_2d(main: Program, types=LOOKUP_TABLE_TYPES) -> Program:
         if ids not in made:
             made[ids] = _ids_2d(block, ids, shape)
         out = op.output("Out")[0]
-        _rows_back(block, out, shape)
+        op.outputs["Out"] = [_rows_back(block, out, shape)]
         op.inputs["Ids"] = [made[ids]]
         for g in block.ops:
             if g.type in LOOKUP_GRAD_TYPES and g.input("W") == op.input("W") and \
@@ -91,15 +91,19 @@ def _ids_2d(block, ids: str, shape: list) -> str:
     return name
 
 
-def _rows_back(block, out: str, shape: list) -> None:
-    """`out` (looked up by ids of `shape`, made 2-D) made back into its own shape, in place,
-    right before its first reader."""
+def _rows_back(block, out: str, shape: list) -> str:
+    """The var the lookup of `out` (by ids of `shape`, made 2-D) writes instead, declared with
+    the shape Paddle's kernel gives it ([-1, 1, width] / [-1, b, width]), made back into
+    `out` right before the first reader of `out`."""
     var = block.vars[out]
     width = int(var.shape[-1])
     lead = [-1, 1] if len(shape) == 1 else [-1, shape[-1]]
-    xshape = out + "@2D@XSHAPE"
+    name = out + "@2D"
+    block.add_var(new_tensor(name, tuple(lead + [width]), var.dtype, lod_level=0))
+    xshape = name + "@XSHAPE"
     block.add_var(new_tensor(xshape, tuple([0] + lead + [width]), var.dtype, lod_level=0))
     kind, attrs = ("squeeze2", {"axes": Attr("INTS", [1])}) if len(shape) == 1 else \
         ("reshape2", {"shape": Attr("INTS", [-1] + [int(d) for d in shape[1:]] + [width])})
-    _insert(block, make_op(kind, {"X": [out]}, {"Out": [out], "XShape": [xshape]},
+    _insert(block, make_op(kind, {"X": [name]}, {"Out": [out], "XShape": [xshape]},
                            {**attrs, **role_attrs(FORWARD)}), before=out)
+    return name

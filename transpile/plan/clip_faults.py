@@ -18,7 +18,8 @@ from typing import Optional
 from ..ir import roles
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, is_remote_prefetch
-from .faults import Fault, fault
+from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED,
+                     FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
 
 CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 # per-gradient clips a pserver can run on the gradient (block) it holds
@@ -58,7 +59,6 @@ def _blocker(ops: list, sliced: set) -> Optional[str]:
 
 def classic_clip_fault(main: Program, config, sliced: set) -> Optional[Fault]:
     """classic-clip-on-pserver (`sliced`: the params cut into more than one block)."""
-    from .faults import CLASSIC_CLIP_ON_PSERVER
     clips = new_var_clips(main)
     ops = _clip_scope_ops(main)
     if not clips and not any(op.type in GLOBAL_NORM_OPS for op in ops):
@@ -134,3 +134,20 @@ def ids_fault(main: Program, config, fault_id: str,
             blocked = "ids %s have shape %s: more than one unknown dim" % (name, shape)
     tables = sorted({op.input("W")[0] for op, _, _ in bad})
     return fault(fault_id, "%d lookup(s) of %s" % (len(bad), ", ".join(tables)), True, blocked)
+
+
+def fleet_table_faults(main, config, plan) -> list:
+    """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table of the fleet plan."""
+    if plan.is_geo:
+        return []
+    remote = {p.param for p in plan.sparse_pairs}
+    sliced = {p for p, blocks in plan.param_slices.items() if len(blocks) > 1}
+    out = []
+    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
+    if clip is not None:
+        out.append(clip)
+    decayed = decayed_sliced_tables(main, remote, sliced)
+    if decayed:
+        out.append(fault(FLEET_SPARSE_DECAY_WHOLE_TABLE, "table%s %s" % (
+            "s" * (len(decayed) > 1), ", ".join(decayed)), config.fix_faults))
+    return out

@@ -273,7 +273,8 @@ def fleet_table_fault(main, config) -> Optional[Fault]:
 
 
 def fleet_faults(main, config, plan) -> list:
-    """The faults of the fleet plan made for `config` (fixes already applied when asked)."""
+    """The faults of the fleet plan made for `config` (fixes already applied when asked),
+    but those of clips and decay over sparse tables (clip_faults.fleet_table_faults)."""
     out = []
     for table in plan.orphan_sums:
         out.append(fault(FLEET_ORPHAN_SPARSE_GRAD_SUM, "table %s" % table,
@@ -285,24 +286,6 @@ def fleet_faults(main, config, plan) -> list:
     if plan.is_sync and plan.need_global_step:
         out.append(fault(FLEET_SYNC_STEP_COUNTER, "the pservers' LR-decay block",
                          config.fix_faults))
-    return out + fleet_table_faults(main, config, plan)
-
-
-def fleet_table_faults(main, config, plan) -> list:
-    """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table (clip_faults.py)."""
-    from .clip_faults import decayed_sliced_tables, sparse_clip_fault
-    if plan.is_geo:
-        return []
-    remote = {p.param for p in plan.sparse_pairs}
-    sliced = {p for p, blocks in plan.param_slices.items() if len(blocks) > 1}
-    out = []
-    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
-    if clip is not None:
-        out.append(clip)
-    decayed = decayed_sliced_tables(main, remote, sliced)
-    if decayed:
-        out.append(fault(FLEET_SPARSE_DECAY_WHOLE_TABLE, "table%s %s" % (
-            "s" * (len(decayed) > 1), ", ".join(decayed)), config.fix_faults))
     return out
 
 

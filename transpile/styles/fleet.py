@@ -13,7 +13,7 @@ from ..output.runtime import runtime_json
 from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
 from ..passes.fleet import pserver_passes, trainer
 from ..passes.fleet.pserver import FleetPserverIndex
-from ..plan.clip_faults import ids_fault, new_var_clips
+from ..plan.clip_faults import fleet_table_faults, ids_fault, new_var_clips
 from ..plan.faults import (FLEET_LOOKUP_IDS_NOT_2D, FLEET_SPARSE_CLIP_DROPPED, fleet_faults,
                            fleet_table_fault, large_scale_adam_tables)
 from ..plan.fleet import make_plan
@@ -47,14 +47,16 @@ class FleetStyle(Style):
             if clips:
                 fixed = send_raw_grads(fixed, clips)
                 plan = self.make_plan(fixed, startup, config)
-        faults = found + fleet_faults(fixed, config, plan)
+        faults = found + fleet_faults(fixed, config, plan) + \
+            fleet_table_faults(fixed, config, plan)
         return Prepared(config, main, startup, fixed, startup, plan, faults,
                         shared={"index": FleetPserverIndex(fixed, startup, plan)})
 
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else self.make_plan(main, startup, config)
         table = fleet_table_fault(main, config)
-        return ([table] if table else []) + fleet_faults(main, config, plan)
+        return ([table] if table else []) + fleet_faults(main, config, plan) + \
+            fleet_table_faults(main, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         geo = mode == "geo"

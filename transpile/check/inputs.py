@@ -1,0 +1,208 @@
+"""What a Paddle process of the split would reject at its first step, told from the split:
+
+  ids         a `distributed_lookup_table` / `distributed_push_sparse` fed ids that are not
+              2-D (Paddle's InferShape refuses them: *-lookup-ids-not-2d);
+  table ids   (fleet) the sparse entries of runtime.json's send_ctx number the sparse tables in
+              their order (after table 0, the dense one, when there is one; every context's
+              own table_id is -1): a trainer's lookup or push whose table_id names the entry of
+              another table sends rows to that table;
+  reads       (classic, fleet) a pserver's clip, regularization or update reading a var that
+              pserver neither receives, nor initializes in its startup, nor computes before in
+              the block (or in its LR-decay block); (classic) a trainer sending a var none of
+              its ops writes. Where a known Paddle fault makes the split so, the finding names it
+              (classic-clip-on-pserver, fleet-sparse-decay-whole-table).
+"""
+from __future__ import annotations
+
+from ..ir import roles
+from ..ir.tables import IDS_NOT_2D
+from ..plan.clip_faults import GLOBAL_NORM_OPS, new_var_clips
+from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_LOOKUP_IDS_NOT_2D,
+                           FLEET_LOOKUP_IDS_NOT_2D, FLEET_SPARSE_DECAY_WHOLE_TABLE, KIND,
+                           PS_LOOKUP_IDS_NOT_2D)
+from .ops import input_names, is_update_op, output_names
+
+_IDS_FAULT = {KIND[f].style: f for f in (CLASSIC_LOOKUP_IDS_NOT_2D, FLEET_LOOKUP_IDS_NOT_2D,
+                                         PS_LOOKUP_IDS_NOT_2D)}
+
+
+def sparse_numbers(send_ctx: dict) -> dict:
+    """{table number: context name} of runtime.json's sparse send contexts, as Paddle's
+    distributed_ops_pass numbers them (get_the_one_send_context): in their order, counted from
+    1 when there are dense contexts (table 0 is the dense one), a context's own table_id when
+    it has one (>= 0)."""
+    ctxs = [(n, c) for n, c in send_ctx.items() if isinstance(c, dict)]
+    dense = any(not c.get("is_sparse") and not c.get("is_tensor_table") for _, c in ctxs)
+    out = {}
+    sparse = [(n, c) for n, c in ctxs if c.get("is_sparse") and not c.get("is_tensor_table")]
+    for i, (n, c) in enumerate(sparse):
+        tid = c.get("table_id", -1)
+        out[int(tid) if tid is not None and int(tid) >= 0 else i + (1 if dense else 0)] = n
+    return out
+
+
+def table_grads(main) -> dict:
+    """{table: the grads its sparse context may carry}: `<table>@GRAD` and the grad its update
+    reads (a clip's output), from the original program's op_role_var."""
+    out: dict = {}
+    for op in main.global_block.ops:
+        rv = op.attr(roles.ROLE_VAR_ATTR) or []
+        if is_update_op(op) and len(rv) >= 2:
+            out.setdefault(rv[0], {rv[0] + "@GRAD"}).add(rv[1])
+    return out
+
+
+def _table(op) -> str:
+    w = (op.input("W") or [""])[0]
+    return w.split("@GRAD")[0]
+
+
+def check_inputs(ctx) -> None:
+    """Run the checks above."""
+    fault = _IDS_FAULT.get(ctx.config.style, "")
+    for tid in sorted(ctx.split.trainers):
+        t = ctx.split.trainers[tid]
+        _ids(ctx, t["main"], fault)
+        if t.get("runtime") is not None and not ctx.geo:
+            _table_numbers(ctx, t["main"], t["runtime"], tid)
+        if not ctx.config.traits.runtime_json and not ctx.config.traits.descriptors:
+            _unwritten_sends(ctx, t["main"])
+    if not ctx.config.traits.descriptors:
+        for ep in ctx.config.pservers:
+            p = ctx.split.pservers.get(ep)
+            if p:
+                _pserver_reads(ctx, p)
+
+
+def _ids(ctx, part, fault: str) -> None:
+    block = part.prog.global_block
+    for j, op in enumerate(block.ops):
+        if op.type not in ("distributed_lookup_table", "distributed_push_sparse"):
+            continue
+        for name in op.input("Ids"):
+            v = block.var(name)
+            if v is not None and v.shape is not None and len(v.shape) != 2:
+                ctx.add("trainer", part, 0, j, "Paddle fault %s: %s of %s reads ids %s of "
+                        "shape %s: %s" % (fault, op.type, _table(op), name, list(v.shape),
+                                          IDS_NOT_2D), "2-D ids", fault=fault)
+
+
+def _table_numbers(ctx, part, rt: dict, tid: int) -> None:
+    numbers = sparse_numbers(rt.get("send_ctx") or {})
+    grads = table_grads(ctx.main)
+    rt_name = "trainer_%d/runtime.json" % tid
+    for j, op in enumerate(part.prog.global_block.ops):
+        if op.type not in ("distributed_lookup_table", "distributed_push_sparse") or \
+                op.attr("table_id") is None or op.attr("endpoints"):
+            continue
+        table, n = _table(op), int(op.attr("table_id"))
+        name = numbers.get(n)
+        c = (rt.get("send_ctx") or {}).get(name) or {}
+        carried = set(c.get("origin_varnames") or [name])
+        if name is None or not carried & grads.get(table, {table + "@GRAD"}):
+            own = next((k for k, v in numbers.items() if set(
+                ((rt["send_ctx"].get(v) or {}).get("origin_varnames") or [v]))
+                & grads.get(table, {table + "@GRAD"})), None)
+            ctx.add("send", part, 0, j, "%s of %s names table %d, which %s's sparse send_ctx "
+                    "entries number %s" % (op.type, table, n, rt_name,
+                                           "as %s (another table)" % name if name else
+                                           "as no table"),
+                    "table %s (%s's entry is number %s in runtime.json's order)"
+                    % (own, table, own) if own is not None else "a sparse entry of %s" % table)
+
+
+def _unwritten_sends(ctx, part) -> None:
+    """(classic) each var a send op sends must be written by an op before it, or be there."""
+    ops = part.prog.global_block.ops
+    written = set()
+    for j, op in enumerate(ops):
+        if op.type == "send":
+            for name in op.input("X"):
+                if name not in written and not _initialized(part, name):
+                    clip = name.split(".block")[0].split(".trainer_")[0] in _clip_outputs(ctx)
+                    fault = CLASSIC_CLIP_ON_PSERVER if clip else ""
+                    ctx.add("send", part, 0, j, "%ssends %s, which no op of the trainer writes"
+                            % ("Paddle fault %s: the trainer " % fault if fault else "", name),
+                            "a var the trainer computes", fault=fault)
+        written.update(output_names(op))
+
+
+def _initialized(part, name: str) -> bool:
+    """A var the trainer has before its first op: a persistable one or a feed."""
+    v = part.prog.global_block.var(name)
+    return v is not None and (v.persistable or v.need_check_feed)
+
+
+def _has_clip(ctx) -> bool:
+    """The original has a Paddle 2.x gradient clip (plan/clip_faults.py)."""
+    return bool(new_var_clips(ctx.main)) or any(
+        op.type in GLOBAL_NORM_OPS and roles.is_clip_op(op, "gradient_clip")
+        for op in ctx.main.global_block.ops)
+
+
+def _clip_outputs(ctx) -> set:
+    """The vars the original's gradient-clip ops write."""
+    return {n for op in ctx.main.global_block.ops if roles.is_clip_op(op, "gradient_clip")
+            for n in op.output("Out")}
+
+
+def _pserver_reads(ctx, p) -> None:
+    """What a pserver has before its optimize blocks run: what it receives, initializes in
+    its startup, and computes in its LR-decay block; each block is read from there."""
+    prog = p["main"].prog
+    start = p.get("startup")
+    inited = set()
+    if start is not None:
+        inited = {n for op in start.prog.global_block.ops for n in output_names(op)}
+    received, blocks, lr_block = set(), [], -1
+    for op in prog.global_block.ops:
+        if op.type != "listen_and_serv":
+            continue
+        received |= set(input_names(op))
+        for entry in list(op.attr("grad_to_block_id") or []) + \
+                list(op.attr("sparse_grad_to_param") or []):
+            received.add(entry.split(":")[0])
+        blocks += list(op.attr("optimize_blocks") or [])
+        lr_block = op.attr("lr_decay_block_id") if op.has_attr("lr_decay_block_id") else -1
+    early = set(inited) | received
+    if isinstance(lr_block, int) and 0 < lr_block < len(prog.blocks):
+        early |= {n for op in prog.blocks[lr_block].ops for n in output_names(op)}
+    for bi in blocks:
+        if not isinstance(bi, int) or not 0 < bi < len(prog.blocks) or bi == lr_block:
+            continue
+        _block_reads(ctx, p["main"], prog, bi, set(early))
+
+
+def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
+    sliced = _sliced_tables(ctx)
+    for j, op in enumerate(prog.blocks[bi].ops):
+        # the clip / regularization ops a pserver runs are its optimize-role ops that are no
+        # update (their name scope is gone there)
+        chain = roles.role(op) == roles.OPTIMIZE and not is_update_op(op)
+        reads = input_names(op) if chain else (op.input("Grad") if is_update_op(op) else [])
+        for name in reads:
+            if name in have or name.split(".trainer_")[0] in have:
+                continue
+            fault = _read_fault(ctx, op, name, sliced)
+            ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
+                    "receives, nor initializes, nor computes before it" % (
+                        "Paddle fault %s: " % fault if fault else "", op.type, name),
+                    "a var of this pserver's", fault=fault)
+            have.add(name)
+        have.update(output_names(op))
+
+
+def _sliced_tables(ctx) -> set:
+    """The params a pserver holds in blocks (its listen_and_serv names `<param>.block<i>`)."""
+    return {pb.param.split(".block")[0] for pbs in ctx.param_blocks.values() for pb in pbs
+            if pb.param and ".block" in pb.param}
+
+
+def _read_fault(ctx, op, name: str, sliced: set) -> str:
+    style = ctx.config.style
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and _has_clip(ctx):
+        return CLASSIC_CLIP_ON_PSERVER
+    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and \
+            name.split("@GRAD")[0] in sliced:
+        return FLEET_SPARSE_DECAY_WHOLE_TABLE
+    return ""
