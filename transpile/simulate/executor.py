@@ -72,11 +72,6 @@ def _compatible(declared, actual, temporary=False) -> bool:
         return True     # a 0-d var, or one whose shape Paddle never inferred (MaxIndex ...)
     if declared == (1,) and actual == ():
         return True
-    if temporary and len(actual) == len(declared) + 1:
-        # rows a lookup by [-1, 1] ids writes before a squeeze2 makes them the declared
-        # [-1, width] in place (the *-lookup-ids-not-2d fix): one axis of 1 more
-        return any(actual[i] == 1 and _compatible(declared, actual[:i] + actual[i + 1:], True)
-                   for i in range(len(actual)))
     if len(declared) != len(actual):
         # a fully known shape holding as many values (a metric's [1, 1] stat var that a
         # reduce_sum writes as [1]: Paddle does not hold a run to the declared shape)
