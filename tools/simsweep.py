@@ -146,8 +146,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.summary:
         return summary(args.out)
-    models = args.models or sorted(d for d in os.listdir(args.inputs)
-                                   if os.path.isfile(os.path.join(args.inputs, d, "main.pb")))
+    models = [m for m in args.models or sorted(os.listdir(args.inputs))
+              if os.path.isfile(os.path.join(args.inputs, m, "main.pb"))]
     accept = {}
     if args.accept:
         with open(args.accept) as f:
