@@ -6,15 +6,17 @@ For each model folder INPUTS/<model>/{main.pb,startup.pb}, each style (classic, 
 mode (sync, async, half_async, geo): split with `paddle_faults: fix` for 2 pservers and 2
 trainers, run `simulate --expect-equal --steps 3`, and when that exits 0, break the split twice
 (drop_opt_op: the first pserver loses the first optimizer update of its optimize blocks;
-drop_send: trainer_0's main loses its first `send`) and simulate each broken copy, which must
-exit 1. One TSV row per (model, style, mode), appended as it is made:
+drop_send: trainer_0's main loses its first `send` of a gradient, or where it sends only
+sparse tables its first `distributed_push_sparse`) and simulate each broken copy, which must
+exit 1 (Fleet's `send` of @PS_STEP_COUNTER@ alone is skipped: with a constant learning rate
+nothing reads it, so deleting it rightly changes nothing). One TSV row per (model, style,
+mode), appended as it is made:
 
     model  style  mode  result  seconds  mutations  last lines of simulate's output
 
 result: exitN (simulate's exit code), split-refused (the split's one-line error follows), or
 timeout. mutations: `drop_opt_op:R drop_send:R` (R = simulate's exit code on the broken split,
-n/a when the split has no such op: a geo pserver
-has no optimizer update). --accept FILE: lines `model param...` passed as
+n/a when the split has no such op: a geo pserver has no optimizer update). --accept FILE: lines `model param...` passed as
 `--accept-unchanged param` (parameters that cannot move whatever the feeds). --resume skips the
 (model, style, mode) rows OUT.tsv already holds. `--summary OUT.tsv` prints the counts.
 """
@@ -34,6 +36,7 @@ from transpile.format import programio  # noqa: E402
 from transpile.ir.optimizers import is_optimizer_update  # noqa: E402
 
 STYLES = ("classic", "fleet")
+STEP_COUNTER = "@PS_STEP_COUNTER@"
 MODES = ("sync", "async", "half_async", "geo")
 CLUSTER = ("pservers: [127.0.0.1:6174, 127.0.0.1:6175]\ntrainers: 2\nmode: %s\nstyle: %s\n"
            "geo_push_nums: 100\npaddle_faults: fix\n")
@@ -50,6 +53,12 @@ def _drop_first(path, blocks_from, want) -> bool:
     return False
 
 
+def _sends_a_grad(op) -> bool:
+    """A `send` of something besides Fleet's step counter (which only an LR decay on the
+    pservers reads: deleting it changes nothing when the rate is constant)."""
+    return op.type == "send" and (op.attr("send_varnames") or []) != [STEP_COUNTER]
+
+
 def mutate(src: str, dst: str, kind: str) -> bool:
     """Copy the split `src` to `dst` (programs and runtime.json only) and break it; False when
     the split has nothing to break that way."""
@@ -60,8 +69,9 @@ def mutate(src: str, dst: str, kind: str) -> bool:
             if f.endswith(".json") and f != "runtime.json":
                 os.remove(os.path.join(root, f))
     if kind == "drop_send":
-        return _drop_first(os.path.join(dst, "trainer_0", "main.pb"), 0,
-                           lambda op: op.type == "send")
+        path = os.path.join(dst, "trainer_0", "main.pb")
+        return _drop_first(path, 0, _sends_a_grad) or \
+            _drop_first(path, 0, lambda op: op.type == "distributed_push_sparse")
     pservers = sorted(d for d in os.listdir(dst) if d.startswith("pserver_"))
     if not pservers:
         return False
