@@ -172,6 +172,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--styles", default=",".join(STYLES), help="comma-separated")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated")
     ap.add_argument("--summary", action="store_true", help="print OUT.tsv's counts and stop")
     args = ap.parse_args()
     if args.summary:
@@ -193,8 +195,8 @@ def main() -> None:
     try:
         with open(args.out, "a" if args.resume else "w") as out:
             for model in models:
-                for style in STYLES:
-                    for mode in MODES:
+                for style in args.styles.split(","):
+                    for mode in args.modes.split(","):
                         if (model, style, mode) in done:
                             continue
                         row = one(args, model, style, mode, tmp, accept)
