@@ -101,8 +101,9 @@ def test_paddles_classic_clip_split_is_named():
     sends = [f for f in findings if f.check == "send" and "no op of the trainer writes"
              in f.message]
     reads = [f for f in findings if f.check == "optimize" and "neither receives" in f.message]
-    assert sends and reads
-    assert {f.fault for f in sends + reads} == {"classic-clip-on-pserver"}
+    undeclared = [f for f in findings if f.check == "structure" and "not declared" in f.message]
+    assert sends and reads and undeclared
+    assert {f.fault for f in sends + reads + undeclared} == {"classic-clip-on-pserver"}
 
 
 def test_paddles_fleet_decay_of_a_sliced_table_is_named():
@@ -136,3 +137,11 @@ def test_a_pserver_update_reading_what_it_lacks_is_caught(case, tmp_path):
     new = _new(case, s.save(), "optimize")
     assert any("nobody_sends_this@GRAD" in f.message and "neither receives" in f.message
                for f in new), [f.line() for f in new]
+
+
+def test_a_reshape_of_the_programs_own_before_a_lookup_is_no_alias():
+    """PaddleRec's movie_recommand reshapes its ids before the lookup (reshape2_4.tmp_0):
+    Paddle's ps split pulls by those, and check must not take them for the ids fix's `@2D`."""
+    case = "paddlerec-gen/ps_movie_recommand_rank_sync"
+    report = run_check(case)
+    assert report.ok, "\n".join(f.line() for f in report.findings)

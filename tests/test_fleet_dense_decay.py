@@ -1,9 +1,9 @@
-"""fleet-sparse-decay-whole-table on a dense parameter sliced over the pservers (PaddleRec's
-deepfefm and logistic_regression, here the corpus's classic/l2decay program split by Fleet):
+"""fleet-decay-whole-param with a clip before the decay (the corpus's classic/l2decay program
+split by Fleet: a dense parameter sliced over the pservers, clipped by value, then L2-decayed):
 Fleet's pserver pass leaves the decay reading the whole parameter (which no pserver holds) and
-writing the whole gradient (which the update does not read). Under `paddle_faults: fix` the
-decay reads the pserver's block and writes the block of the gradient the update reads, which
-here is a clip's output (fleet-clip-before-merge fixed too)."""
+writing the whole clip output (which the update does not read). Under `paddle_faults: fix` the
+decay reads the pserver's block and writes the block of the gradient the update reads, here
+the clip's output (fleet-clip-before-merge fixed too)."""
 from __future__ import annotations
 
 import os
@@ -30,13 +30,13 @@ def _split_and_simulate(tmp_path, setting):
 
 def test_reproduced_the_pserver_reads_the_whole_parameter(tmp_path):
     text, s = _split_and_simulate(tmp_path, "reproduce")
-    assert "fleet-sparse-decay-whole-table" in text
+    assert "fleet-decay-whole-param" in text
     assert s.exit_code == 1
     assert "reads fc_w, which holds no value" in s.output
 
 
 def test_fixed_the_decay_reads_the_block_and_trains_like_the_original(tmp_path):
     text, s = _split_and_simulate(tmp_path, "fix")
-    assert "faults fixed: fleet-clip-before-merge, fleet-sparse-decay-whole-table" in text
+    assert "faults fixed: fleet-clip-before-merge, fleet-decay-whole-param" in text
     assert s.exit_code == 0, s.output
     assert "all 2 parameters equal" in s.output

@@ -135,6 +135,22 @@ def test_bound_sends_nan_to_the_lower_bound_and_defaults_to_float_max():
     assert free.max_bound == np.finfo(F32).max and free.min_bound == -np.finfo(F32).max
 
 
+def test_adagrad_v2_raises_g2sum_first_and_ignores_initial_g2sum():
+    r = rule('name: "SparseAdaGradV2SGDRule" adagrad { learning_rate: 0.1 initial_g2sum: 3 }',
+             2)
+    assert r.dim() == 1
+    w, s = f32(0, 0), r.init_state(1)
+    # show 2: scaled [1, 2]; g2sum = 0 + (1 + 4) / 2 = 2.5 first, then
+    # w -= 0.1 * g / (sqrt(2.5) + 1e-8) = [-0.0632456, -0.1264911]
+    w, s = r.update(w, s, f32(2, 4), np.asarray([2], F32))
+    np.testing.assert_allclose(s, [[2.5]], rtol=1e-6)
+    np.testing.assert_allclose(w, [[-0.0632456, -0.1264911]], rtol=1e-6)
+    # show 1: scaled [2, 0]; g2sum = 2.5 + 4 / 2 = 4.5; w0 -= 0.1 * 2 / sqrt(4.5) = 0.0942809
+    w, s = r.update(w, s, f32(2, 0), np.asarray([1], F32))
+    np.testing.assert_allclose(s, [[4.5]], rtol=1e-6)
+    np.testing.assert_allclose(w, [[-0.1575265, -0.1264911]], rtol=1e-6)
+
+
 def test_unknown_rule_is_named():
     with pytest.raises(UserError, match="SparseFooRule"):
         rule('name: "SparseFooRule"', 1)

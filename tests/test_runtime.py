@@ -92,3 +92,34 @@ def test_geo_sends_deltas_and_describes_its_tables():
     assert table["split_varnames"] == ["SparseFeatFactors.block0.delta",
                                        "SparseFeatFactors.block1.delta"]
     assert rt["recv_ctx"]["SparseFeatFactors"]["is_sparse"] is True
+
+
+def test_sparse_tables_keep_program_order_which_numbers_them(tmp_path):
+    """PaddleRec's difm looks up SparseFeatFactors, then SparseFeatFactors2, whose names sort
+    the other way ('2' < '@'): Paddle's runtime.json keeps program order, which numbers the
+    tables the trainer's lookups name; ours is the same, bytes and order."""
+    import json
+    from click.testing import CliRunner
+    from cli import main as cli_main
+    from golden import split_args
+    from transpile.check.inputs import sparse_numbers
+    case = os.path.join(os.path.dirname(__file__), "corpus", "paddlerec-gen", "fleet_difm_async")
+    out = str(tmp_path / "out")
+    r = CliRunner().invoke(cli_main, split_args(case, out))
+    assert r.exit_code == 0, r.output
+
+    def sparse(folder):
+        with open(os.path.join(folder, "trainer_0", "runtime.json")) as f:
+            send = json.load(f)["send_ctx"]
+        return [n for n, c in send.items() if isinstance(c, dict) and c.get("is_sparse")], send
+
+    theirs, _ = sparse(os.path.join(case, "expected"))
+    ours, send = sparse(out)
+    assert ours == theirs == ["SparseFeatFactors@GRAD", "SparseFeatFactors2@GRAD"]
+    assert sorted(ours) != ours
+    from transpile.format import programio
+    prog = programio.load(os.path.join(out, "trainer_0", "main.pb"))
+    numbers = sparse_numbers(send)
+    for op in prog.global_block.ops:
+        if op.type == "distributed_lookup_table":
+            assert numbers[op.attr("table_id")] == op.input("W")[0] + "@GRAD"

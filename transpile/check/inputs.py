@@ -10,15 +10,16 @@
               pserver neither receives, nor initializes in its startup, nor computes before in
               the block (or in its LR-decay block); (classic) a trainer sending a var none of
               its ops writes. Where a known Paddle fault makes the split so, the finding names it
-              (classic-clip-on-pserver, fleet-sparse-decay-whole-table).
+              (classic-clip-on-pserver, fleet-sparse-decay-whole-table, fleet-decay-whole-param).
 """
 from __future__ import annotations
 
 from ..ir import roles
-from ..ir.tables import IDS_NOT_2D
+from ..ir.tables import IDS_NOT_2D, is_remote_prefetch
 from ..plan.clip_faults import GLOBAL_NORM_OPS, new_var_clips
 from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_LOOKUP_IDS_NOT_2D,
-                           FLEET_LOOKUP_IDS_NOT_2D, FLEET_SPARSE_DECAY_WHOLE_TABLE, KIND,
+                           FLEET_DECAY_WHOLE_PARAM, FLEET_LOOKUP_IDS_NOT_2D,
+                           FLEET_SPARSE_DECAY_WHOLE_TABLE, KIND,
                            PS_LOOKUP_IDS_NOT_2D)
 from .ops import input_names, is_update_op, output_names
 
@@ -133,7 +134,7 @@ def _initialized(part, name: str) -> bool:
     return v is not None and (v.persistable or v.need_check_feed)
 
 
-def _has_clip(ctx) -> bool:
+def has_clip(ctx) -> bool:
     """The original has a Paddle 2.x gradient clip (plan/clip_faults.py)."""
     return bool(new_var_clips(ctx.main)) or any(
         op.type in GLOBAL_NORM_OPS and roles.is_clip_op(op, "gradient_clip")
@@ -200,9 +201,11 @@ def _sliced_tables(ctx) -> set:
 
 def _read_fault(ctx, op, name: str, sliced: set) -> str:
     style = ctx.config.style
-    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and _has_clip(ctx):
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and has_clip(ctx):
         return CLASSIC_CLIP_ON_PSERVER
-    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and \
-            name.split("@GRAD")[0] in sliced:
-        return FLEET_SPARSE_DECAY_WHOLE_TABLE
+    base = name.split("@GRAD")[0]
+    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and base in sliced:
+        remote = {op.input("W")[0] for op in ctx.main.global_block.ops
+                  if is_remote_prefetch(op) and op.input("W")}
+        return FLEET_SPARSE_DECAY_WHOLE_TABLE if base in remote else FLEET_DECAY_WHOLE_PARAM
     return ""

@@ -8,10 +8,23 @@ here every problem is a finding, so the split is read raw (loading.load_program_
 from __future__ import annotations
 
 from ..ir.validate import EMPTY_VAR
+from ..plan.faults import CLASSIC_CLIP_ON_PSERVER, KIND
 from .context import CheckContext
+from .inputs import has_clip
+
+
+def _undeclared_fault(ctx: CheckContext) -> set:
+    """The grads a classic split of a Paddle 2.x clip leaves undeclared on the trainer
+    (classic-clip-on-pserver: the transpiler drops `<param>@GRAD`, which the grad ops still
+    write): {every updated param's grad} when that fault applies, else {}."""
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style != ctx.config.style or not has_clip(ctx):
+        return set()
+    return {rv[0] + "@GRAD" for op in ctx.main.global_block.ops
+            for rv in [op.attr("op_role_var") or []] if len(rv) >= 2}
 
 def check_structure(ctx: CheckContext) -> None:
     """Structure findings for every program (ctx.index says which blocks can run)."""
+    clip_grads = _undeclared_fault(ctx)
     for part in ctx.parts():
         prog = part.prog
         n = len(prog.blocks)
@@ -37,21 +50,31 @@ def check_structure(ctx: CheckContext) -> None:
                          "block %d is never run (no op refers to it); not checked" % i)
         if broken:
             continue
-        for bi in sorted(reach):
-            b = prog.blocks[bi]
-            own = b.vars
-            declared: dict = {}     # names not in the block itself: whether an ancestor has them
-            for j, op in enumerate(b.ops):
-                for slots in (op.inputs, op.outputs):
-                    for args in slots.values():
-                        for name in args:
-                            if not name or name == EMPTY_VAR or own.get(name) is not None:
-                                continue
-                            found = declared.get(name)
-                            if found is None:
-                                found = declared[name] = prog.find_var(name, bi) is not None
-                            if found:
-                                continue
-                            ctx.add("structure", part, bi, j,
-                                    "%s uses %s, which is not declared" % (op.type, name),
-                                    "a var %s in block %d or an ancestor" % (name, bi))
+        _declared_vars(ctx, part, reach, clip_grads)
+
+
+def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
+    """Every var an op of a block that runs uses is declared in the block or an ancestor (a
+    grad classic-clip-on-pserver leaves undeclared is named so)."""
+    prog = part.prog
+    for bi in sorted(reach):
+        b = prog.blocks[bi]
+        own = b.vars
+        declared: dict = {}     # names not in the block itself: whether an ancestor has them
+        for j, op in enumerate(b.ops):
+            for slots in (op.inputs, op.outputs):
+                for args in slots.values():
+                    for name in args:
+                        if not name or name == EMPTY_VAR or own.get(name) is not None:
+                            continue
+                        found = declared.get(name)
+                        if found is None:
+                            found = declared[name] = prog.find_var(name, bi) is not None
+                        if found:
+                            continue
+                        fault = CLASSIC_CLIP_ON_PSERVER if name in clip_grads else ""
+                        ctx.add("structure", part, bi, j, "%s%s uses %s, which is not "
+                                "declared" % ("Paddle fault %s: " % fault if fault else "",
+                                              op.type, name),
+                                "a var %s in block %d or an ancestor" % (name, bi),
+                                fault=fault)

@@ -133,15 +133,17 @@ def _sparse_table(tables, table_id):
 
 
 def ids_aliases(ops) -> dict:
-    """{2-D ids var: the ids it reshapes} of the unsqueeze2 / reshape2 ops that make a lookup's
-    ids 2-D (the *-lookup-ids-not-2d fix): a lookup by those is the original's by its ids."""
+    """{2-D ids var `<ids>@2D`: the ids it reshapes} of the unsqueeze2 / reshape2 ops that make
+    a lookup's ids 2-D (the *-lookup-ids-not-2d fix): a lookup by those is the original's by
+    its ids (a reshape of the program's own is no alias)."""
     fed = {n for op in ops if op.type in ("distributed_lookup_table", "distributed_push_sparse")
            for n in op.input("Ids")}
     pulled = {n for op in ops if op.type == "distributed_lookup_table"
               for n in op.output("Outputs")}
     out = {op.output("Out")[0]: op.input("X")[0] for op in ops
            if op.type in ("unsqueeze2", "reshape2") and op.output("Out")[:1]
-           and op.output("Out")[0] in fed and op.input("X")}
+           and op.output("Out")[0] in fed and op.input("X")[:1]
+           and op.output("Out")[0] == op.input("X")[0] + "@2D"}
     # and {the fix's rows var `<out>@2D`: the original's rows var `<out>` made of it}
     out.update({op.input("X")[0]: op.output("Out")[0] for op in ops
                 if op.type in ("squeeze2", "reshape2") and op.input("X")[:1]

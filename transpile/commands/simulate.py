@@ -21,7 +21,8 @@ from .common import options
               help="The cluster config (YAML).")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
 @click.option("--batch", type=int, default=None,
-              help="Global batch size (divided among the trainers) [default: 8, or what the "
+              help="Global batch size (divided among the trainers) [default: 8 (a multiple of the "
+                   "trainers: 9 for 3), or what the "
                    "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
 @click.option("--rtol", type=float, default=None,
@@ -39,7 +40,7 @@ from .common import options
 @click.option("--float32", is_flag=True, help="Compute in float32 (default float64).")
 @click.option("--program-init", is_flag=True,
               help="Style ps: new sparse rows start from the program's own initial rows "
-                   "instead of the table's rule (see what else differs).")
+                   "instead of the table's rule (see what else differs; not in geo).")
 @click.option("--no-why", is_flag=True,
               help="Style ps: skip the reference runs that size each difference from the "
                    "original.")
@@ -71,8 +72,9 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     Example:
       pstranspile simulate main.pb split/ --startup startup.pb --cluster cluster.yaml
     Style ps: pservers are Paddle 2.6.2's tables from each server_desc.txt; the split is
-    compared with the ps reference (the original under the tables our descriptors define),
-    and that with the original, each difference named (README, "simulate: style ps").
+    compared with the ps reference (the original under the tables our descriptors define;
+    geo: every trainer's whole original under Paddle's GeoCommunicator and geo tables), and
+    that with the original, each difference named (docs/simulate.md, "Style ps").
     Exit codes: 0 all parameters equal within --rtol (with --expect-equal: and every
     trainable parameter moved, or is accepted); 1 a parameter differs, the split fails
     to execute, or (--expect-equal) a comparison proves nothing; 2 bad input or an op

@@ -5,9 +5,8 @@ tables and of lookups whose ids are not 2-D (the kinds are in faults.py).
   update reads, or a global-norm clip's `squared_l2_norm`s) in a classic program;
 - fleet- / ps-sparse-clip-dropped: a clip-scope op reading a remote table's gradient, which the
   trainer pushes from the lookups' gradients instead;
-- fleet-sparse-decay-whole-table: a regularization op reading a parameter sliced over more
-  than one pserver (a remote table, or a dense parameter: Paddle's pserver pass renames
-  neither to the pserver's block);
+- fleet-sparse-decay-whole-table: a regularization op reading a remote table sliced over more
+  than one pserver;
 - *-lookup-ids-not-2d: a remote-prefetch lookup whose ids are not 2-D (found only under
   `paddle_faults: fix`: Paddle refuses these programs, and so does `split` by default).
 """
@@ -19,7 +18,7 @@ from ..ir import roles
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, is_remote_prefetch
 from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED,
-                     FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
+                     FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
 
 CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 # per-gradient clips a pserver can run on the gradient (block) it holds
@@ -100,10 +99,14 @@ def sparse_clip_fault(main: Program, config, remote: set, sliced: set,
 
 
 def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
-    """The parameters sliced over the pservers that a regularization op reads (Paddle's
-    L2Decay: `scale(<param>)`, `sum(<param>@GRAD, ...)`): remote tables and dense parameters
-    alike (`remote` is not consulted: Fleet's pserver pass leaves both reading the whole
-    parameter, which no pserver holds)."""
+    """The remote tables sliced over the pservers that a regularization op reads (Paddle's
+    L2Decay on a sparse grad: `scale(<table>)`, `sum(<table>@GRAD, ...)`)."""
+    return [p for p in decayed_sliced(main, sliced) if p in remote]
+
+
+def decayed_sliced(main: Program, sliced: set) -> list:
+    """The params sliced over the pservers (remote tables or dense) that a regularization op
+    reads."""
     out = set()
     for op in main.global_block.ops:
         if roles.role(op) != roles.OPTIMIZE or "regularization" not in str(
@@ -137,7 +140,8 @@ def ids_fault(main: Program, config, fault_id: str,
 
 
 def fleet_table_faults(main, config, plan) -> list:
-    """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table of the fleet plan."""
+    """fleet-sparse-clip-dropped, fleet-sparse-decay-whole-table and fleet-decay-whole-param
+    of the fleet plan."""
     if plan.is_geo:
         return []
     remote = {p.param for p in plan.sparse_pairs}
@@ -146,8 +150,13 @@ def fleet_table_faults(main, config, plan) -> list:
     clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
     if clip is not None:
         out.append(clip)
-    decayed = decayed_sliced_tables(main, remote, sliced)
-    if decayed:
+    decayed = decayed_sliced(main, sliced)
+    tables = [p for p in decayed if p in remote]
+    if tables:
         out.append(fault(FLEET_SPARSE_DECAY_WHOLE_TABLE, "table%s %s" % (
-            "s" * (len(decayed) > 1), ", ".join(decayed)), config.fix_faults))
+            "s" * (len(tables) > 1), ", ".join(tables)), config.fix_faults))
+    dense = [p for p in decayed if p not in remote]
+    if dense:
+        out.append(fault(FLEET_DECAY_WHOLE_PARAM, "parameter%s %s" % (
+            "s" * (len(dense) > 1), ", ".join(dense)), config.fix_faults))
     return out

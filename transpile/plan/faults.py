@@ -36,6 +36,7 @@ CLASSIC_CLIP_ON_PSERVER = "classic-clip-on-pserver"
 FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
+FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,20 @@ FAULT_KINDS += (
               "not fixable in a split: the table's rule runs in Paddle's brpc server, which "
               "has no clip"),
     FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",
-              "a weight-decayed parameter (a remote table, or a dense parameter) sliced over "
-              "the pservers: each pserver's decay "
+              "a weight-decayed remote table sliced over the pservers: each pserver's decay "
               "reads the whole table and its whole gradient (`scale(<table>)`, "
               "`sum(<table>@GRAD, ...)`), vars it neither holds nor receives, and the update "
               "reads that result: the pserver fails at its first step",
               "the pserver's decay reads its block of the table and the block of the gradient "
               "it receives, and writes a decayed gradient of the block's shape"),
+    FaultKind(FLEET_DECAY_WHOLE_PARAM, FLEET.name, "sync, async, half_async",
+              "a weight-decayed dense parameter sliced over the pservers: as "
+              "fleet-sparse-decay-whole-table, each pserver's decay reads the whole parameter "
+              "and its whole gradient, vars it neither holds nor receives (the pserver fails "
+              "at its first step), and the update reads the gradient block, not the decay's "
+              "result",
+              "the pserver's decay reads its block of the parameter and the averaged gradient "
+              "block it receives, writes the decayed gradient block, and the update reads it"),
 )
 KIND = {k.id: k for k in FAULT_KINDS}
 

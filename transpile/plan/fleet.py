@@ -31,7 +31,8 @@ from ..ir.program import Op, Program, Var, uids
 from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
                          is_remote_prefetch, is_sparse_lookup, table_of)
 from .faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
-                     FLEET_SPARSE_CLIP_DROPPED, FLEET_SPARSE_DECAY_WHOLE_TABLE,
+                     FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_CLIP_DROPPED,
+                     FLEET_SPARSE_DECAY_WHOLE_TABLE,
                      FLEET_SYNC_STEP_COUNTER, clip_fix_blocker)
 from .pairs import Pair
 from .placed import fleet_params
@@ -342,15 +343,18 @@ def _scheduler_lr_var(main: Program) -> str:
 
 def sparse_table_fixes(main: Program, config: ClusterConfig, remote, param_slices) -> set:
     """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table, when fixable."""
-    from .clip_faults import decayed_sliced_tables, sparse_clip_fault
+    from .clip_faults import decayed_sliced, sparse_clip_fault
     remote = set(remote)
     sliced = {p for p, blocks in param_slices.items() if len(blocks) > 1}
     out = set()
     clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
     if clip is not None and clip.fixed:
         out.add(FLEET_SPARSE_CLIP_DROPPED)
-    if decayed_sliced_tables(main, remote, sliced):
+    decayed = decayed_sliced(main, sliced)
+    if set(decayed) & remote:
         out.add(FLEET_SPARSE_DECAY_WHOLE_TABLE)
+    if set(decayed) - remote:
+        out.add(FLEET_DECAY_WHOLE_PARAM)
     return out
 
 

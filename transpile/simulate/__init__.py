@@ -156,7 +156,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
 
     At least `steps` steps; more (up to max_steps(steps)) while a trainable parameter has not
     moved in the original run (and extra steps move others). `batch` is the global batch
-    (None: DEFAULT_BATCH, or, when the program fixes its batch in its own ops, that batch a
+    (None: default_batch(trainers), or, when the program fixes its batch in its own ops, that batch a
     trainer: batchsize.py). The inputs are validated as `split` validates them. SimError in
     the split becomes result.error (exit 1); NoKernelError and UserError propagate (exit 2).
     `progress(done, total)` is called after each step of either run. Style ps: psrun.py
@@ -200,7 +200,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     if config.traits.descriptors:   # style ps: the ps reference and the split (psrun.py)
         from .psrun import run_ps
         return run_ps(res, main, startup, config, sp, ref, run.scope, feeder, res.steps, batch,
-                      seed, fdt, progress, **(ps_options or {}))
+                      seed, fdt, progress, run=run, **(ps_options or {}))
     return _run_split(res, main, config, sp, ref, run, feeder, schedule,
                       fdt=fdt, seed=seed, rtol=rtol, progress=progress)
 
@@ -247,6 +247,13 @@ def original_run(main, startup, schedule, *, fdt, seed):
     return kind(main, startup, schedule, fdt=fdt, seed=seed)
 
 
+def default_batch(trainers: int) -> int:
+    """The global batch without --batch: DEFAULT_BATCH, rounded up to a multiple of the
+    trainers (each trainer gets a whole share)."""
+    n = max(1, int(trainers))
+    return -(-DEFAULT_BATCH // n) * n
+
+
 def max_steps(steps: int) -> int:
     """How far the original run goes on while a trainable parameter has not moved."""
     return max(2 * steps, steps + 4)
@@ -254,13 +261,13 @@ def max_steps(steps: int) -> int:
 
 def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes):
     """(feeder, run, global batch) with the original's startup and first step done. Without
-    a `batch`, DEFAULT_BATCH; when the program does not run on it, the per-trainer batch
+    a `batch`, DEFAULT_BATCH (rounded up to a multiple of the trainers); when the program does not run on it, the per-trainer batch
     sizes its own ops suggest (batchsize.py), first that runs."""
     from .batchsize import candidates
     from .feeds import Feeder
     n = schedule.trainers
     tries = [batch] if batch is not None else \
-        [DEFAULT_BATCH] + [b * n for b in candidates(main) if b * n != DEFAULT_BATCH]
+        [default_batch(n)] + [b * n for b in candidates(main) if b * n != default_batch(n)]
     first = None
     for b in tries:
         feeder = Feeder(main, b, seed, fdt, trainers=n)

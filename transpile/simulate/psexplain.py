@@ -94,7 +94,10 @@ def _dense_reasons(name, table, op, plan) -> dict:
             "the dense Adam's beta powers advance before use, once per bucket of each "
             "pserver's slice (10 per push)")
     if rule == "summary":
-        out["ps-summary-decay"] = "data_norm's statistics decay by 0.999999 per push"
+        out["ps-summary-decay"] = (
+            "data_norm's statistics are a summary table: each push of the batch's statistics "
+            "is added (Param * 0.999999 + push), not applied by %s"
+            % ("the program's %s" % op.type if op is not None else "an optimizer"))
     if rule == "sgd" and op is not None and op.type not in ("sgd",):
         out["ps-dense-rule"] = "the dense table runs sgd; the program updates %s with %s" % (
             name, op.type)

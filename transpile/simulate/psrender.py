@@ -27,7 +27,7 @@ def render_ps(report, echo) -> None:
                  "    %s%s" % (w.id, size))
     ids = sorted({w.id for ws in report.why.values() for w in ws})
     if ids:
-        echo("ps differences: %s (README, \"simulate: style ps\")" % ", ".join(ids))
+        echo("ps differences: %s (docs/simulate.md, \"Style ps\")" % ", ".join(ids))
 
 
 def ps_json(report) -> dict:

@@ -60,16 +60,23 @@ def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, se
 
 
 def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch, seed, fdt,
-           progress, texts=None, program_init=False, why=True):
+           progress, texts=None, program_init=False, why=True, run=None):
     """Fill `res` (a SimResult): params = the split (`sp`: its SplitPrograms) against the ps
     reference; res.ps = the reference against the original."""
     from .pscluster import PsCluster
-    if config.mode == "geo":
-        raise UserError("style ps: geo mode is not simulated yet")
     texts = texts or {}
     plan, ref_texts = reference_descs(main, startup, config)
     options = table_options(seed, ref.init, program_init)
     res.notes.extend(sp.notes)
+    if config.mode == "geo":
+        if program_init:
+            raise UserError("--program-init: geo tables start from trainer 0's own rows "
+                            "already (nothing to change)")
+        from .psgeorun import run_geo
+        return run_geo(res, main, plan, config, sp, ref, run, feeder, steps=steps,
+                       batch=batch, seed=seed, fdt=fdt, progress=progress, texts=texts,
+                       ref_texts=ref_texts, options=options, why=why,
+                       report=PsReport)
     try:
         psref = train_reference(main, ref.init, plan, config, ref_texts, feeder, steps=steps,
                                 batch=batch, seed=seed, fdt=fdt, options=options,

@@ -1,5 +1,5 @@
 """Why a ps-trained model differs from the original as written: the ps reference (psref.py)
-against the original's run, each difference named (README, "simulate: style ps").
+against the original's run, each difference named (docs/simulate.md, "Style ps").
 
 Per parameter, the ids that apply to it, each with its size: for an effect the reference can
 undo (a variant of the reference run without it: the program's initial rows, rows that exist

@@ -19,7 +19,7 @@ from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_
 from ...ir.program import Attr, Block, Op, Program, Var, select, tensor_type
 from ...ir.tables import is_distributed_lookup
 from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_SPARSE_CLIP_DROPPED,
-                              FLEET_SPARSE_DECAY_WHOLE_TABLE)
+                              FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET_DECAY_WHOLE_PARAM)
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
@@ -195,8 +195,7 @@ def listen_and_serv(plan: FleetPlan, endpoint: str) -> Op:
 def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op, rename: dict = None) -> None:
     """Clip / regularization / LR ops run as they are, on origin-named vars made persistable
     (fixing fleet-sparse-decay-whole-table, a sliced table's decay reads the pserver's block
-    of the table and of its grad, and writes the grad's block the update reads: `rename`, from
-    _decay_names)."""
+    of the table and of its grad: `rename`, from _decay_names)."""
     if rename:
         new = op.copy({k: [rename.get(a, a) for a in v] for k, v in op.inputs.items()},
                       {k: [rename.get(a, a) for a in v] for k, v in op.outputs.items()})
@@ -218,10 +217,14 @@ _WHOLE = "@shapes"      # rename's entry holding (the table's shape, its block's
 
 
 def _decay_names(s: ServerBuild, target: str, merged) -> dict:
-    """Fixing fleet-sparse-decay-whole-table for `target` (a sliced parameter): {the table:
-    its block here, its grad: the merged grad block, _WHOLE: (whole shape, block shape)}, or
-    {} when nothing is renamed."""
-    if FLEET_SPARSE_DECAY_WHOLE_TABLE not in s.plan.fixes:
+    """Fixing fleet-sparse-decay-whole-table / fleet-decay-whole-param for `target` (a sliced
+    remote table / dense parameter): {the param: its block here, its grad and the grad the
+    update reads (a clip's output, when a clip makes one): the merged grad block (the decay's
+    sum writes it in place), _WHOLE: (whole shape, block shape)}, or {} when nothing is
+    renamed."""
+    fix = FLEET_SPARSE_DECAY_WHOLE_TABLE if target in s.sparse_params else \
+        FLEET_DECAY_WHOLE_PARAM
+    if fix not in s.plan.fixes:
         return {}
     p = _param_block(s, target)
     if p is None or len(s.plan.param_slices.get(target, ())) < 2:

@@ -7,6 +7,7 @@ registry.py; importing this package imports the op modules, which register their
 from __future__ import annotations
 
 from .registry import KERNELS, kernel  # noqa: F401  (the registry the modules below fill)
-from . import (act_ops, extra_ops, index_ops, loss_ops, math_ops, metric_ops, nn_ops,  # noqa: F401
-               norm_ops, optim_ops, seq_ops, shape_ops, table_ops, tensor_ops)  # (register)
+from . import (act_ops, datanorm_ops, extra_ops, index_ops, loss_ops, math_ops,  # noqa: F401
+               metric_ops, nn_ops, norm_ops, optim_ops, seq_ops, shape_ops, table_ops,
+               tensor_ops)  # (register)
 

@@ -2,7 +2,9 @@
 `depends/geo_recorder.h`): one pserver's rows of a geo-mode sparse table.
 
 Rows are `common.dims[0]` floats; a key the table lacks (at a pull or a push) becomes zeros.
-`push_param` sets rows (trainer 0's start); `push` adds the trainers' deltas and records the
+`push_param` sets rows (trainer 0's start: GeoCommunicator::InitSparse pushes every row of the
+table, routed key % pservers; `push_all_params` does the same lazily, a row materialized at its
+first use); `push` adds the trainers' deltas and records the
 keys for every trainer, the pusher included; `pull_geo(t)` hands trainer t the keys recorded
 for it since its last call (sorted here; Paddle's set is unordered) with their rows.
 """
@@ -28,6 +30,7 @@ class MemorySparseGeoTable:
         self.trainers = max(int(common.trainer_num), 1)
         self.rows: dict = {}
         self.recorded = [set() for _ in range(self.trainers)]
+        self.initial = None             # (rows(keys) -> values, server index, server count)
 
     def __len__(self):
         return len(self.rows)
@@ -42,11 +45,28 @@ class MemorySparseGeoTable:
                              % (self.table_id, what, values.shape, len(keys), self.dim))
         return values
 
+    def row(self, key):
+        """The stored row of `key` (a copy)."""
+        return self._row(int(key)).copy()
+
     def _row(self, key):
         row = self.rows.get(key)
         if row is None:
-            row = self.rows[key] = np.zeros(self.dim, dtype=F32)
+            row = np.zeros(self.dim, dtype=F32)
+            if self.initial is not None and key % self.initial[2] == self.initial[1]:
+                got = np.asarray(self.initial[0](np.array([key], dtype=np.int64)), dtype=F32)
+                row = got.reshape(-1)[:self.dim].copy()
+                if row.size != self.dim:
+                    raise TableError("geo table %d: a pushed param row of %d floats, the "
+                                     "table's rows have %d" % (self.table_id, got.size,
+                                                               self.dim))
+            self.rows[key] = row
         return row
+
+    def push_all_params(self, rows, index: int, server_num: int):
+        """PushSparseParam of every row of the trainer's table whose key routes here
+        (key % server_num == index): `rows(keys)` gives their values, taken at first use."""
+        self.initial = (rows, int(index), max(int(server_num), 1))
 
     def pull(self, keys):
         """PullSparse: the rows ([len(keys), dim]); missing keys become zero rows."""

@@ -122,6 +122,30 @@ class StdAdaGrad(AdaGrad):
         return w, (state.astype(np.float64) + scaled * scaled).astype(F32)
 
 
+class AdaGradV2(Rule):
+    """SparseAdaGradV2SGDRule: one g2sum per row, first raised by the mean of the squared scaled
+    gradients (added in double to the float), then w -= lr * g / (sqrt(g2sum) + 1e-8); no
+    initial_g2sum in the update."""
+    name = "SparseAdaGradV2SGDRule"
+    eps = F32(1e-8)
+
+    def __init__(self, param, n):
+        super().__init__(param, n, "adagrad")
+
+    def dim(self):
+        return 1
+
+    def update(self, w, state, grad, scale):
+        state = np.asarray(state, F32)
+        with np.errstate(divide="ignore", invalid="ignore"):   # n = 0: 0 / 0, as in C++
+            scaled = (np.asarray(grad, F32) / np.asarray(scale, F32)[:, None]).astype(np.float64)
+            g2sum = (state[:, 0].astype(np.float64)
+                     + (scaled * scaled).sum(axis=1) / self.n).astype(F32)
+        root = (np.sqrt(g2sum) + self.eps).astype(F32)[:, None]
+        w = np.asarray(w, F32).astype(np.float64) - np.float64(self.lr) * scaled / root
+        return self.bound(w.astype(F32)), g2sum[:, None]
+
+
 class Adam(Rule):
     """SparseAdamSGDRule: moments per value and beta powers per row, starting at the betas."""
     name = "SparseAdamSGDRule"
@@ -186,7 +210,7 @@ class SharedAdam(Adam):
         return self.bound(w), state
 
 
-RULES = {cls.name: cls for cls in (NaiveSGD, AdaGrad, StdAdaGrad, Adam, SharedAdam)}
+RULES = {cls.name: cls for cls in (NaiveSGD, AdaGrad, StdAdaGrad, AdaGradV2, Adam, SharedAdam)}
 
 
 def make_rule(param, n: int, where: str = "sgd_param") -> Rule:

@@ -1,0 +1,304 @@
+"""`simulate` for style ps in geo mode: the split (PsGeoCluster: its trainer programs, its
+descriptors) against the ps geo reference (PsGeoReference: the original program on every
+trainer, the tables of the descriptors `split` writes for it), both under psgeo.py's
+GeoCommunicator and the geo schedule; then the ps geo reference against the original trained
+with classic geo-SGD (georef.py), each difference named.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..format import psdesc
+from .compare import ParamDiff, movement, noise
+from .executor import Executor
+from .pscluster import PsCluster
+from .pscompare import diff_of, table_rows
+from .psgeo import GeoClient, dense_groups, geo_dense_params, updated_params
+from .psref import RefTrainer
+from .pstables.server import PsServer
+from .values import LazyTable, SelectedRows, SimError, Unallocated, dense
+
+GEO_TABLE = "MemorySparseGeoTable"
+
+
+class PsGeoReference:
+    """The original on every trainer, its geo tables and dense tables from `server_texts` (our
+    descriptors of the original), the plan's table ids and dense contexts."""
+
+    def __init__(self, main, init, plan, config, server_texts, schedule, *, fdt, seed,
+                 options):
+        self.main, self.plan, self.schedule = main, plan, schedule
+        n = len(config.pservers)
+        self.servers = [PsServer(psdesc.parse_text(server_texts[ep], "server_desc.txt"), i, n,
+                                 options) for i, ep in enumerate(config.pservers)]
+        self.trainers = [RefTrainer(t, main, init, fdt, seed) for t in range(config.trainers)]
+        self.grads = updated_params(main)
+        sparse = {w: tid for w, tid in plan.table_ids.items()
+                  if self.servers[0].tables.get(tid) is not None
+                  and self.servers[0].tables[tid].table_class == GEO_TABLE}
+        dense_tables = {c.table_id: list(c.params) for c in plan.dense_ctxs}
+        self.clients = [GeoClient(tr.ex.label, tr.tid, len(self.trainers), self.servers,
+                                  sparse, dense_tables, tr.scope, fdt) for tr in self.trainers]
+        self.touched: dict = {}
+
+    def startup(self):
+        for c in self.clients:
+            c.init_params(self.clients[0])
+
+    def step(self, shards, step, per):
+        ops = self.main.global_block.ops
+        for tr, client, feed in zip(self.trainers, self.clients, shards):
+            for name, (arr, lod) in feed.items():
+                tr.scope.put(name, arr, lod)
+            tr.ex.begin_step(step, per, tr.tid * per)
+            for i, op in enumerate(ops):
+                tr.ex.run_op(0, i, op)
+            for w in client.sparse:
+                g = tr.scope.get(self.grads.get(w, w + "@GRAD"))
+                if isinstance(g, SelectedRows):
+                    client.record(w, g)
+                    self.touched.setdefault(w, set()).update(int(r) for r in g.rows)
+        if self.schedule.pushes_after(step):
+            for c in self.clients:
+                c.push_pull()
+
+
+class PsGeoCluster(PsCluster):
+    """The split's trainers, each with a GeoClient: geo tables and dense tables from its
+    worker_desc.txt, the dense params of each table from its program's update ops."""
+
+    def __init__(self, sp, descs, config, schedule, **kw):
+        super().__init__(sp, descs, config, **kw)
+        self.schedule = schedule
+        self.clients = [self._client(tr) for tr in self.trainers]
+
+    def _client(self, tr):
+        sparse = {}
+        dense_ids = []
+        for tid, param in sorted(tr.client.items()):
+            if param.table_class == GEO_TABLE:
+                sparse[str(param.common.table_name)] = tid
+            elif param.table_class == "MemoryDenseTable":
+                dense_ids.append(tid)
+        params = [p for p in geo_dense_params(tr.main) if p not in sparse]
+        groups = dense_groups(params)
+        if len(groups) != len(dense_ids):
+            raise SimError("geo: %s/worker_desc.txt has %d dense tables (%s), its program "
+                           "updates %d groups of dense params (%s)"
+                           % (tr.label, len(dense_ids), dense_ids, len(groups),
+                              "; ".join(", ".join(g) for g in groups) or "none"))
+        return GeoClient(tr.label, tr.tid, len(self.trainers), self.servers, sparse,
+                         dict(zip(dense_ids, groups)), tr.scope, self.float_dtype)
+
+    def rpc(self, ex: Executor, block_idx: int, op):
+        if op.type == "send" and op.attr("is_sparse", 0):
+            tr = ex.owner
+            client = self.clients[self.trainers.index(tr)]
+            tid = op.attr("table_id")
+            table = tr.client.get(int(tid)) if tid is not None else None
+            if table is None:
+                raise SimError("%s: send of %s names table_id %s, no table of its "
+                               "worker_desc.txt" % (tr.label, op.input("X"), tid))
+            for x in op.input("X"):
+                client.record(str(table.common.table_name), ex.read(x))
+            return None
+        return super().rpc(ex, block_idx, op)
+
+    def startup(self):
+        for tr in self.trainers:
+            tr.ex_startup.run_block(0)
+        for c in self.clients:
+            c.init_params(self.clients[0])
+
+    def step(self, shards, step, per):
+        for tr, feed in zip(self.trainers, shards):
+            tr.feed(feed)
+            tr.ex.begin_step(step, per, tr.tid * per)
+            tr.run_main()
+        if self.schedule.pushes_after(step):
+            for c in self.clients:
+                c.push_pull()
+
+
+# --- comparisons ------------------------------------------------------------------------
+def _value(scope, name):
+    v = scope.get(name)
+    return None if v is None or isinstance(v, Unallocated) else v
+
+
+def _rows(v, keys):
+    if isinstance(v, LazyTable):
+        return np.asarray(v.get(keys), dtype=np.float64)
+    return np.asarray(dense(v), dtype=np.float64)[keys]
+
+
+def _whole(v):
+    return v.to_dense() if isinstance(v, LazyTable) else np.asarray(dense(v))
+
+
+def _worst(diffs):
+    worst = None
+    for d in diffs:
+        if worst is None or (worst.ok and (not d.ok or d.max_abs > worst.max_abs)):
+            worst = d
+    return worst
+
+
+def _trainer_diffs(name, shape, a_scopes, b_scopes, labels, keys, init, rtol, f32, who):
+    out = []
+    for sa, sb, label in zip(a_scopes, b_scopes, labels):
+        a, b = _value(sa, name), _value(sb, name)
+        if a is None:
+            continue
+        if b is None:
+            out.append(ParamDiff(name, shape, float("nan"), float("nan"), False,
+                                 "%s holds no value" % label))
+            continue
+        if keys is not None:
+            a, b = _rows(a, keys), _rows(b, keys)
+            start = _rows(init[name], keys) if name in init else None
+            moved = float(np.abs(a - start).max()) if start is not None and a.size else None
+        else:
+            a, b = _whole(a), _whole(b)
+            moved = movement(init.get(name), a) if name in init else None
+        d = diff_of(name, shape, a, b, moved, rtol, f32, "%s%s" % (label, who))
+        d.changed = None if moved is None else moved > noise(1.0, f32)
+        out.append(d)
+    return out
+
+
+def compare_geo_split(main, psref, cluster, init, rtol, f32) -> list:
+    """Per parameter: each trainer's copy (a sparse table on the rows either run's pservers
+    hold), and a geo table's rows on the pservers."""
+    from ..ir.optimizers import trainable_params
+    train = trainable_params(main)
+    sparse = psref.clients[0].sparse
+    out = []
+    for var in main.parameters():
+        name, shape = var.name, tuple(var.shape or ())
+        keys, diffs = None, []
+        if name in sparse:
+            mine = table_rows(psref.servers, sparse[name])
+            theirs = table_rows(cluster.servers, sparse[name])
+            keys = np.array(sorted(set(mine) | set(theirs)), dtype=np.int64)
+            if set(mine) != set(theirs):
+                diffs.append(ParamDiff(name, shape, float("nan"), float("nan"), False,
+                                       "the split's geo tables hold other rows (extra %s, "
+                                       "missing %s)" % (sorted(set(theirs) - set(mine))[:5],
+                                                        sorted(set(mine) - set(theirs))[:5])))
+            elif keys.size:
+                a = np.array([mine[k] for k in keys.tolist()], dtype=np.float64)
+                b = np.array([theirs[k] for k in keys.tolist()], dtype=np.float64)
+                diffs.append(diff_of(name, shape, a, b, None, rtol, f32, "the pservers' rows"))
+        diffs += _trainer_diffs(name, shape, [t.scope for t in psref.trainers],
+                                [t.scope for t in cluster.trainers],
+                                [t.label for t in cluster.trainers],
+                                keys if keys is not None and keys.size else None,
+                                init, rtol, f32, "")
+        d = _worst(diffs) or ParamDiff(name, shape, float("nan"), float("nan"), False,
+                                       "no trainer of the reference holds it")
+        d.trainable = name in train
+        known = [x.changed for x in diffs if x.changed is not None]
+        d.changed = any(known) if known else None
+        out.append(d)
+    return out
+
+
+def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
+    """Per parameter: the ps geo reference's trainers against the original's geo run
+    (georef.GeoRun), relative to how far the original moved (sparse tables: on the rows the
+    reference's trainers sent)."""
+    from ..ir.optimizers import trainable_params
+    train = trainable_params(main)
+    out = []
+    for var in main.parameters():
+        name, shape = var.name, tuple(var.shape or ())
+        keys = None
+        if name in psref.clients[0].sparse:
+            keys = np.array(sorted(psref.touched.get(name, ())), dtype=np.int64)
+            if not keys.size:
+                out.append(ParamDiff(name, shape, 0.0, 0.0, True, "no rows sent"))
+                continue
+        diffs = _trainer_diffs(name, shape, [ex.scope for ex in run.exs],
+                               [t.scope for t in psref.trainers],
+                               ["trainer_%d" % t.tid for t in psref.trainers], keys, init,
+                               rtol, f32, " of the ps reference")
+        d = _worst(diffs) or ParamDiff(name, shape, float("nan"), float("nan"), False,
+                                       "not held by both runs")
+        d.trainable = name in train
+        known = [x.changed for x in diffs if x.changed is not None]
+        d.changed = any(known) if known else None
+        out.append(d)
+    return out
+
+
+def geo_reasons(psref, diffs) -> dict:
+    """{param: [Why]} for the parameters where the ps geo reference differs from the
+    original's geo run."""
+    from .pswhy import Why
+    unsent = set().union(*(c.unsent_pulls for c in psref.clients))
+    out = {}
+    for d in diffs:
+        lst = []
+        if d.name in unsent:
+            lst.append(Why("ps-geo-pull-unsent", "a trainer pulls the rows others pushed from "
+                           "every pserver at each push, even one it sent no rows of this table "
+                           "(RecvSparse follows every SendSparse); Paddle 2.0's geo pulls a "
+                           "table only after sending rows of it"))
+        if d.max_abs and d.max_abs == d.max_abs:
+            lst.append(Why("ps-geo-float32", "the pservers keep float32: each pushed delta and "
+                           "each pulled value is rounded to float32"))
+        out[d.name] = lst
+    return out
+
+
+def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed, fdt,
+            progress, texts, ref_texts, options, why, report):
+    """psrun.run_ps for geo mode: `res.params` = the split against the ps geo reference,
+    `res.ps` = the reference against the original's geo run (`run`), a `report()`
+    (psrun.PsReport)."""
+    from ..core.errors import UserError
+    from .pstables import PserverRefuses, TableError
+    schedule = run.schedule
+    if not any(schedule.pushes_after(s) for s in range(steps)):
+        raise UserError("geo: %d steps run no push (the trainers push after every %d steps): "
+                        "nothing the split sends would be compared; give --steps %d or more, "
+                        "or a smaller --push-every" % (steps, schedule.push_every,
+                                                       schedule.push_every))
+    n = config.trainers
+    per = batch // max(1, n)
+    try:
+        psref = PsGeoReference(main, ref.init, plan, config, ref_texts, schedule, fdt=fdt,
+                               seed=seed, options=options)
+        psref.startup()
+        for s in range(steps):
+            glob = feeder.feed(s)
+            psref.step([feeder.shard(glob, t, n) for t in range(n)], s, per)
+            progress(steps + s + 1, 3 * steps)
+    except (SimError, TableError) as e:
+        raise UserError("the ps geo reference (the original under its descriptors) does not "
+                        "run: %s" % e) from None
+    cluster = None
+    try:
+        cluster = PsGeoCluster(sp, texts, config, schedule, float_dtype=fdt, seed=seed,
+                               reference=ref, options=options)
+        if len(cluster.trainers) != n:
+            raise SimError("the split has %d trainers, the config %d"
+                           % (len(cluster.trainers), n))
+        cluster.startup()
+        for s in range(steps):
+            glob = feeder.feed(s)
+            cluster.step([feeder.shard(glob, t.tid, n) for t in cluster.trainers], s, per)
+            progress(2 * steps + s + 1, 3 * steps)
+    except (SimError, PserverRefuses, TableError) as e:
+        res.error = str(e)
+        if cluster is not None:
+            res.notes.extend(x for x in cluster.notes if x not in res.notes)
+        return res
+    res.notes.extend(x for x in cluster.notes if x not in res.notes)
+    f32 = np.dtype(fdt) == np.float32
+    res.params = compare_geo_split(main, psref, cluster, ref.init, res.rtol, f32)
+    res.ps = report()
+    res.ps.original = compare_geo_original(main, psref, run, ref.init, res.rtol, f32)
+    res.ps.why = geo_reasons(psref, res.ps.original) if why else {}
+    return res
