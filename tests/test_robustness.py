@@ -167,3 +167,22 @@ def test_var_without_its_required_dtype_is_shown_and_refused_on_write(tmp_path):
     r = CliRunner().invoke(main, ["convert", str(path), str(tmp_path / "q.pb")])
     assert r.exit_code == 2 and "internal error" not in r.output
     assert not (tmp_path / "q.pb").exists()
+
+
+def test_a_gradient_that_is_not_a_tensor_is_refused(tmp_path):
+    """A mangled program once made a parameter's @GRAD var a BOOL var (VarType BOOL, no
+    tensor): split must refuse it in one line (exit 2), not fail inside a pass."""
+    from transpile.format import programio
+    from transpile.ir.program import VarType
+    prog = programio.load(os.path.join(CASE, "main.pb"))
+    block = prog.global_block
+    param = next(v for v in block.vars.values() if v.is_parameter)
+    name = param.name + "@GRAD"
+    block.vars[name] = Var(name, VarType("BOOL", {}), block.vars[name].persistable)
+    bad = str(tmp_path / "bad.pb")
+    programio.save(prog, bad)
+    r = CliRunner().invoke(main, ["split", bad, "--cluster", os.path.join(CASE, "cluster.yaml"),
+                                  "--out", str(tmp_path / "out")])
+    assert r.exit_code == 2, r.output
+    assert "gradient %r is a BOOL var" % name in r.output
+    _assert_clean(r, str(tmp_path / "out"))

@@ -29,6 +29,7 @@ def validate_structure(prog: Program) -> None:
 
 
 EMPTY_VAR = "@EMPTY@"     # Paddle's name for "no variable here" (kEmptyVarName)
+TENSOR_KINDS = ("LOD_TENSOR", "SELECTED_ROWS")    # what a parameter and its gradient can be
 
 
 def validate_for_split(prog: Program, role: str = "program") -> None:
@@ -59,9 +60,15 @@ def validate_for_split(prog: Program, role: str = "program") -> None:
                             raise ProgramFormatError(
                                 "%s block %d op %d (%s): %s argument %r names no var in scope"
                                 % (role, b.idx, i, op.type, slot, a))
-    for v in prog.global_block.vars.values():
+    block = prog.global_block
+    for v in block.vars.values():
         if not v.is_parameter:
             continue
+        for t in (v, block.vars.get(v.name + "@GRAD")):
+            if t is not None and t.kind not in TENSOR_KINDS:
+                raise ProgramFormatError("%s: %s %r is a %s var (expected one of %s)" % (
+                    role, "parameter" if t is v else "gradient", t.name, t.kind,
+                    ", ".join(TENSOR_KINDS)))
         if v.dtype not in DTYPE_BYTES:
             raise ProgramFormatError("%s: parameter %r has an unknown dtype %s"
                                      % (role, v.name, v.dtype))

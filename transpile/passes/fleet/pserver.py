@@ -218,9 +218,10 @@ _WHOLE = "@shapes"      # rename's entry holding (the table's shape, its block's
 
 def _decay_names(s: ServerBuild, target: str, merged) -> dict:
     """Fixing fleet-sparse-decay-whole-table / fleet-decay-whole-param for `target` (a sliced
-    remote table / dense parameter): {the param: its block here, its grad: the merged grad
-    block (which the update reads: the decay's sum writes it in place), _WHOLE: (whole shape,
-    block shape)}, or {} when nothing is renamed."""
+    remote table / dense parameter): {the param: its block here, its grad and the grad the
+    update reads (a clip's output, when a clip makes one): the merged grad block (the decay's
+    sum writes it in place), _WHOLE: (whole shape, block shape)}, or {} when nothing is
+    renamed."""
     fix = FLEET_SPARSE_DECAY_WHOLE_TABLE if target in s.sparse_params else \
         FLEET_DECAY_WHOLE_PARAM
     if fix not in s.plan.fixes:
@@ -229,7 +230,9 @@ def _decay_names(s: ServerBuild, target: str, merged) -> dict:
     if p is None or len(s.plan.param_slices.get(target, ())) < 2:
         return {}
     whole = tuple(s.origin.global_block.vars[target].shape)
-    return {target: p.name, target + "@GRAD": merged.name, _WHOLE: (whole, tuple(p.shape))}
+    # the grad the update reads: <target>@GRAD, or a clip's output (fleet-clip-before-merge)
+    return {target: p.name, target + "@GRAD": merged.name,
+            s.index.origin_name(merged.name): merged.name, _WHOLE: (whole, tuple(p.shape))}
 
 
 def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
