@@ -116,3 +116,47 @@ def test_fixed_split_checks_clean_but_for_what_a_split_can_not_fix(case, tmp_pat
     r = _check(case, str(cfg), out)
     assert _faults(r.output) == left, r.output
     assert r.exit_code == (1 if CLIP_ON_PSERVER in left else 0), r.output
+
+
+def _fixed_split(case, tmp_path):
+    cfg = tmp_path / "fix.yaml"
+    with open(os.path.join(case, "cluster.yaml")) as f:
+        cfg.write_text(f.read() + "\npaddle_faults: fix\n")
+    out = str(tmp_path / "out")
+    r = _run("split", os.path.join(case, "main.pb"), "--startup",
+             os.path.join(case, "startup.pb"), "--cluster", str(cfg), "--out", out, "-q")
+    assert r.exit_code == 0, r.output
+    return str(cfg), out
+
+
+def _simulate(case, cfg, out):
+    return _run("simulate", os.path.join(case, "main.pb"), out, "--startup",
+                os.path.join(case, "startup.pb"), "--cluster", cfg, "--steps", "3",
+                "--expect-equal")
+
+
+# the styles and modes simulate runs the clip cases in (ps: its own tests, tests/test_simulate_ps*)
+SIMULATED = [c for c in CASES if _id(c) in EXPECT and not _id(c).startswith("ps_")]
+
+
+# fleet geo with L2 decay on a sparse table: the decay makes each trainer's update of the whole
+# table dense, the geo push carries the rows the lookups touched; simulate's reference and the
+# split (ours and Paddle's alike) then differ on the pservers' rows. Which of the two Paddle's
+# runtime does is not settled yet (open; docs/simulate.md).
+OPEN = {"fleet_ctr2_emb_l2_geo"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True))
+                                  if _id(c) in OPEN else c for c in SIMULATED], ids=_id)
+def test_fixed_split_trains_like_the_original_where_a_split_can(case, tmp_path):
+    """Under `fix`: equal to the original (exit 0) unless a fault a split can not fix is left;
+    then exit 1 naming it and saying that `fix` can not fix it there; never exit 2."""
+    left = EXPECT[_id(case)][2]
+    cfg, out = _fixed_split(case, tmp_path)
+    r = _simulate(case, cfg, out)
+    if left:
+        assert r.exit_code == 1, r.output
+        assert all(f in r.output for f in left) and "cannot fix it here" in r.output, r.output
+    else:
+        assert r.exit_code == 0, r.output

@@ -119,6 +119,14 @@ def test_merge_selected_rows_and_its_tensor():
     assert t.tolist() == [[2.0], [5.0]]
 
 
+def test_clip_of_selected_rows_merges_then_clips_and_stays_sparse():
+    """Paddle's sparse clip kernel: repeated rows added up first, then clipped."""
+    sr = SelectedRows([3, 1, 3], np.array([[0.4], [-2.0], [0.5]]), 5)
+    out = run_op("clip", {"X": sr}, {"Out": 1}, {"min": -1.0, "max": 0.8})["Out"]
+    assert isinstance(out, SelectedRows) and out.height == 5
+    assert out.rows.tolist() == [1, 3] and out.value.reshape(-1).tolist() == [-1.0, 0.8]
+
+
 def test_elementwise_broadcasts_both_ways():
     """X (4,) and Y (4, 1): Paddle broadcasts to (4, 4), as numpy does."""
     x, y = R.normal(size=4), R.normal(size=(4, 1))

@@ -106,6 +106,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         raise UserError(str(e)) from None
     if not res.equal:
         res.faults = _reproduced_faults(main, start, cfg, split_dir, result)
+        res.fix_tried = cfg.fix_faults
     if fmt == "json":
         import json
         from ..simulate.render import to_json

@@ -49,6 +49,7 @@ class SimResult:
     error: Optional[str] = None          # the split failed to execute
     expect_equal: bool = False           # fail a comparison that proves nothing (unchanged)
     faults: list = field(default_factory=list)   # Paddle fault ids the split reproduces
+    fix_tried: bool = False     # the split was made with `paddle_faults: fix`
     accepted: tuple = ()                 # names (fnmatch patterns) accepted unchanged
     schedule: str = ""                   # schedule.py: what the reference is
 

@@ -160,7 +160,9 @@ class OpCtx:
         names = self.op.input(slot)
         return self.ex.scope.lods.get(names[i]) if len(names) > i else None
 
-    def set(self, slot, value, idx=0, lod=None, random=False):
+    def set(self, slot, value, idx=0, lod=None, random=False, rows=False):
+        """Write output `slot`[idx]. `rows`: the value holds some rows of what the var is
+        declared as (a SelectedRows' value block in a var declared with the table's height)."""
         names = self.op.output(slot)
         if len(names) <= idx or not names[idx] or names[idx] == "@EMPTY@":
             return
@@ -175,7 +177,7 @@ class OpCtx:
                 return
         if random and self.ex.random_hook is not None:
             value = self.ex.random_hook(self.ex, name, value, self.op)
-        self.ex.write(self.block_idx, name, value, lod)
+        self.ex.write(self.block_idx, name, value, lod, rows=rows)
 
     def rng(self):
         out = (self.op.output_names() or ["?"])[0]
@@ -279,11 +281,14 @@ class Executor:
         self.reads.add(name)
         return v
 
-    def write(self, block_idx, name, value, lod=None):
+    def write(self, block_idx, name, value, lod=None, rows=False):
         var = self.program.find_var(name, block_idx)
         if var is None:
             raise SimError("writes %s, which no block of the program declares" % name)
         shape = var.shape
+        if rows and shape and len(shape) == len(shape_of(value)) \
+                and (shape[0] < 0 or shape_of(value)[0] <= shape[0]):
+            shape = (-1,) + tuple(shape[1:])
         if var.kind in ("LOD_TENSOR", "SELECTED_ROWS") and shape is not None \
                 and not _compatible(shape, shape_of(value), not var.is_persistable):
             raise SimError("%s gets shape %s but is declared %s"

@@ -35,9 +35,11 @@ def render(result, config, echo) -> None:
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps"
              % (n_bad, len(result.params), result.rtol, result.steps))
     if result.faults and not result.equal:
-        echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); "
-             "`paddle_faults: fix` in the cluster config writes one that trains like the "
-             "original" % ("s" * (len(result.faults) > 1), ", ".join(result.faults)))
+        echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); %s"
+             % ("s" * (len(result.faults) > 1), ", ".join(result.faults),
+                "`paddle_faults: fix`, which this split was made with, cannot fix it here"
+                if result.fix_tried else "`paddle_faults: fix` in the cluster config writes "
+                "one that trains like the original where a split can"))
     if getattr(result, "ps", None) is not None:
         from .psrender import render_ps
         render_ps(result.ps, echo)

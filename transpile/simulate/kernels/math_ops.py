@@ -445,14 +445,20 @@ def scale(ctx):
 
 @kernel("clip")
 def clip(ctx):
-    x = dense(ctx.x("X"))
+    """Clip to [min, max]; a SelectedRows X is merged first (repeated rows added up) and
+    stays SelectedRows, as Paddle's sparse clip kernel does."""
+    x = ctx.x("X")
     lo = ctx.attr("min", 0.0)
     hi = ctx.attr("max", 0.0)
     if ctx.has("Min"):
         lo = float(np.asarray(ctx.x("Min")).reshape(-1)[0])
     if ctx.has("Max"):
         hi = float(np.asarray(ctx.x("Max")).reshape(-1)[0])
-    ctx.set("Out", np.clip(x, lo, hi), lod=ctx.lod("X"))
+    if isinstance(x, SelectedRows):
+        m = x.merged()
+        ctx.set("Out", SelectedRows(m.rows, np.clip(m.value, lo, hi), m.height))
+        return
+    ctx.set("Out", np.clip(dense(x), lo, hi), lod=ctx.lod("X"))
 
 
 @kernel("clip_grad")

@@ -63,4 +63,5 @@ def get_tensor_from_selected_rows(ctx):
     if not isinstance(x, SelectedRows):
         raise SimError("get_tensor_from_selected_rows: X %s is not SelectedRows"
                        % ctx.op.input("X")[0])
-    ctx.set("Out", np.array(x.value, copy=True))
+    # declared as X (the table's height), holding X's rows: Paddle's InferShape copies X's dims
+    ctx.set("Out", np.array(x.value, copy=True), rows=True)
