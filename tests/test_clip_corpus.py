@@ -139,16 +139,8 @@ def _simulate(case, cfg, out):
 SIMULATED = [c for c in CASES if _id(c) in EXPECT and not _id(c).startswith("ps_")]
 
 
-# fleet geo with L2 decay on a sparse table: the decay makes each trainer's update of the whole
-# table dense, the geo push carries the rows the lookups touched; simulate's reference and the
-# split (ours and Paddle's alike) then differ on the pservers' rows. Which of the two Paddle's
-# runtime does is not settled yet (open; docs/simulate.md).
-OPEN = {"fleet_ctr2_emb_l2_geo"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True))
-                                  if _id(c) in OPEN else c for c in SIMULATED], ids=_id)
+@pytest.mark.parametrize("case", SIMULATED, ids=_id)
 def test_fixed_split_trains_like_the_original_where_a_split_can(case, tmp_path):
     """Under `fix`: equal to the original (exit 0) unless a fault a split can not fix is left;
     then exit 1 naming it and saying that `fix` can not fix it there; never exit 2."""

@@ -58,13 +58,21 @@ class GeoRun(OriginalRun):
         ex.begin_step(step, per, t * per)
         grads = {i: g for i, _, g in self.updates}
         params = {i: p for i, p, _ in self.updates}
+        # a table's rows its lookups' gradient names: what the communicator records and pushes,
+        # also where a decay makes the table's update dense (fleet sends `<table>@GRAD`)
+        lookup_grads = {p + "@GRAD": p for _, p, _ in self.updates}
         for i, op in enumerate(self.main.global_block.ops):
             if i in grads:
-                g = ex.scope.get(grads[i])
-                if isinstance(g, SelectedRows):
-                    self.sparse.add(params[i])
-                    self.touched[t].setdefault(params[i], set()).update(int(r) for r in g.rows)
+                self._touch(t, params[i], ex.scope.get(grads[i]))
             ex.run_op(0, i, op)
+            for name in op.output_names():
+                if name in lookup_grads:
+                    self._touch(t, lookup_grads[name], ex.scope.get(name))
+
+    def _touch(self, t, param, g) -> None:
+        if isinstance(g, SelectedRows):
+            self.sparse.add(param)
+            self.touched[t].setdefault(param, set()).update(int(r) for r in g.rows)
 
     def _push(self, t) -> set:
         """Trainer t's push; the sparse tables it sent rows of."""
