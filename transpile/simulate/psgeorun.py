@@ -55,6 +55,10 @@ class PsGeoReference:
                 tr.ex.run_op(0, i, op)
             for w in client.sparse:
                 g = tr.scope.get(self.grads.get(w, w + "@GRAD"))
+                if not isinstance(g, SelectedRows):
+                    # a decay makes the update dense; the trainer's send carries the rows the
+                    # lookups' gradient names
+                    g = tr.scope.get(w + "@GRAD")
                 if isinstance(g, SelectedRows):
                     client.record(w, g)
                     self.touched.setdefault(w, set()).update(int(r) for r in g.rows)
