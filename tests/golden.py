@@ -293,6 +293,19 @@ def is_refused(case_dir) -> bool:
     return os.path.isfile(os.path.join(case_dir, "expected", "error.txt"))
 
 
+def assert_refused_like_paddle(case_dir: str, out: str, reason: bool = False) -> None:
+    """`split` of a case Paddle refuses: exit 2, one line (with Paddle's reason from
+    expected/error.txt when `reason`), nothing written at `out`."""
+    from click.testing import CliRunner
+    from cli import main as cli_main
+    r = CliRunner().invoke(cli_main, split_args(case_dir, out))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    if reason:
+        with open(os.path.join(case_dir, "expected", "error.txt")) as f:
+            assert f.read().strip() in r.output, r.output
+    assert not os.path.exists(out)
+
+
 def compare_case(case_dir: str, out_dir: str, exit_code: int | None = None) -> list[str]:
     """Differences between Paddle's output for a case and a split folder (empty = match)."""
     if is_refused(case_dir):

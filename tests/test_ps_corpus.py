@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
-from golden import (CORPUS, case_dirs, is_refused, load_case, split_and_compare, split_args,
-                    tree_files)
+from golden import (CORPUS, assert_refused_like_paddle, case_dirs, is_refused, load_case,
+                    split_and_compare, split_args, tree_files)
 from transpile import split
 from transpile.format import programio
 from transpile.format.programio import to_bytes
@@ -43,13 +43,7 @@ def test_case_matches_paddle(case, tmp_path):
 
 @pytest.mark.parametrize("case", [c for c in CASES if is_refused(c)], ids=_id)
 def test_refusal_says_paddles_reason_in_one_line_and_writes_nothing(case, tmp_path):
-    out = tmp_path / "out"
-    r = CliRunner().invoke(cli_main, split_args(case, str(out)))
-    with open(os.path.join(case, "expected", "error.txt")) as f:
-        reason = f.read().strip()
-    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    assert reason in r.output
-    assert not out.exists()
+    assert_refused_like_paddle(case, str(tmp_path / "out"), reason=True)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not is_refused(c)], ids=_id)

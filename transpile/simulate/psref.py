@@ -205,13 +205,17 @@ class PsReference:
             if "ps-sparse-turns" in self.variant:
                 self.deferred.append((w, tid, keys, vals))
                 continue
-            self.touched.setdefault(w, set()).update(keys.astype(np.int64).tolist())
-            self._count(w, keys)
-            where = self._route(tid, keys)
-            for s, server in enumerate(self.servers):
-                m = where == s
-                if m.any():
-                    self._push_table(server.table(tid), keys[m], vals[m])
+            self._push_rows(w, tid, keys, vals)
+
+    def _push_rows(self, w, tid, keys, vals):
+        """Table `tid`'s (the table of `w`) rows `keys` pushed, each to the pserver it routes to."""
+        self.touched.setdefault(w, set()).update(keys.astype(np.int64).tolist())
+        self._count(w, keys)
+        where = self._route(tid, keys)
+        for s, server in enumerate(self.servers):
+            m = where == s
+            if m.any():
+                self._push_table(server.table(tid), keys[m], vals[m])
 
     def _push_table(self, table, keys, vals):
         cut = fit_push(vals, table.accessor)
@@ -228,13 +232,7 @@ class PsReference:
     def _apply_deferred(self):
         pending, self.deferred = self.deferred, []
         for w, tid, keys, vals in pending:
-            self.touched.setdefault(w, set()).update(keys.astype(np.int64).tolist())
-            self._count(w, keys)
-            where = self._route(tid, keys)
-            for s, server in enumerate(self.servers):
-                m = where == s
-                if m.any():
-                    self._push_table(server.table(tid), keys[m], vals[m])
+            self._push_rows(w, tid, keys, vals)
 
     def _push_dense(self, tr):
         for tid, (_, grads) in sorted(self.dense.items()):
