@@ -384,7 +384,8 @@ def _fake_init_tables(block, params: list, remote_ops: list, table, fix: bool) -
             fake.add(op.input("W")[0])
     if table is not None:
         fake.add(table)
-    local = tuple(sorted(t for t in fake if _read_locally(block, t)))
+    read_here = _tables_read_locally(block)
+    local = tuple(sorted(t for t in fake if t in read_here))
     if fix:
         fake -= set(local)
     return fake, local
@@ -398,8 +399,9 @@ def _first_remote_reader_type(remote_ops: list, name: str) -> Optional[str]:
     return None
 
 
-def _read_locally(block, table: str) -> bool:
-    """Some lookup reads `table` on the trainer itself (not remote prefetch, not distributed)."""
-    return any(op.type in LOOKUP_TABLE_TYPES and op.input("W")[:1] == [table]
-               and op.attr("remote_prefetch") is not True and op.attr("is_distributed") is not True
-               for op in block.ops)
+def _tables_read_locally(block) -> set:
+    """The tables some lookup reads on the trainer itself (not remote prefetch, not
+    distributed)."""
+    return {op.input("W")[0] for op in block.ops
+            if op.type in LOOKUP_TABLE_TYPES and op.input("W")
+            and op.attr("remote_prefetch") is not True and op.attr("is_distributed") is not True}

@@ -234,6 +234,8 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                            if config.mode != "geo" and orphan_sums(ops, group)))
     fixes = _fixes(main, config, orphans, need_global_step, clip_ops, placed_grads,
                    [p.param for p in sparse], placed_params)
+    lookup_uids = {o.uid for group in list(pulls.values()) + list(pushes.values())
+                   for o in group}
     return FleetPlan(
         mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
         dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
@@ -245,8 +247,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         update_ops=MappingProxyType(update_ops),
         pserver_lr_ops=uids(op for op in lr_ops if not is_step_increment(op)
                             or FLEET_SYNC_STEP_COUNTER in fixes),
-        sparse_lookup_ops=uids(op for op in ops if op.uid in {
-            o.uid for group in list(pulls.values()) + list(pushes.values()) for o in group}),
+        sparse_lookup_ops=uids(op for op in ops if op.uid in lookup_uids),
         need_global_step=need_global_step, has_lr_scheduler=lr_scheduler, lr_var=lr_var,
         notes=tuple(notes),
         split_method="balanced" if config.split_method == "balanced" else "round_robin",

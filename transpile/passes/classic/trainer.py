@@ -411,17 +411,28 @@ def fake_init_tables(startup: Program, env: PassEnv) -> Program:
     """The sparse tables live on the pservers: each one's init becomes a fake_init."""
     prog = startup.shallow_copy()
     block = prog.global_block
-    for name in sorted(env.plan.fake_init_tables):
+    tables = sorted(env.plan.fake_init_tables)
+    if not tables:
+        return prog
+    wanted = set(tables)
+    writers: dict = {}          # table -> the ops writing it, in program order (one scan)
+    for op in block.ops:
+        for name in wanted.intersection(op.output_names()):
+            writers.setdefault(name, []).append(op)
+    removed: set = set()        # ids of the inits replaced so far
+    fake_inits = []
+    for name in tables:
         if block.var(name) is None:
             raise RefusedError("sparse table %r is not declared in the startup program" % name)
-        inits = [op for op in block.ops if name in op.output_names()]
+        inits = [op for op in writers.get(name, ()) if id(op) not in removed]
         if len(inits) != 1:
             raise RefusedError("sparse table %r must have exactly one init op in the startup "
                                "program, found %d" % (name, len(inits)))
-        block.ops = [op for op in block.ops if op is not inits[0]]
-        block.ops.append(make_op("fake_init", {}, {"Out": [name]},
-                                 {"shape": list(inits[0].attr("shape") or []),
-                                  roles.ROLE_ATTR: roles.FORWARD}))
+        removed.add(id(inits[0]))
+        fake_inits.append(make_op("fake_init", {}, {"Out": [name]},
+                                  {"shape": list(inits[0].attr("shape") or []),
+                                   roles.ROLE_ATTR: roles.FORWARD}))
+    block.ops = [op for op in block.ops if id(op) not in removed] + fake_inits
     return prog
 
 
