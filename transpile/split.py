@@ -13,6 +13,7 @@ transpiler did not). `split --list-passes` prints each style's pipelines.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 from .core.config import ClusterConfig
@@ -22,7 +23,7 @@ from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
 from .ir.validate import validate_for_split
-from .output.result import Sink, SplitResult
+from .output.result import Sink, SplitResult, endpoint_dir
 from .output.runtime import runtime_bytes
 from .passes.pipeline import AfterHook
 from .styles.base import Runner
@@ -61,19 +62,21 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         result.faults = list(prep.faults)
         endpoints = list(prep.plan.endpoints)
         total = len(ids) + len(endpoints)
-        child = None
-        if workers > 1 and len(endpoints) >= MIN_FORKED_PSERVERS and after is None and \
-                hasattr(sink, "sections"):
-            half = len(endpoints) // 2
-            endpoints, theirs = endpoints[:half], endpoints[half:]
-            child = Forked(lambda: _pservers(style, prep, theirs, run, sink))
+        queue = child = None
+        if workers > 1 and MIN_FORKED_PSERVERS <= len(endpoints) <= _WorkQueue.MOST and \
+                after is None and hasattr(sink, "sections"):
+            queue = _WorkQueue(len(endpoints))
+            child = Forked(lambda: _pservers(style, prep, endpoints, queue, run, sink))
         try:
-            for done, tid in enumerate(ids, 1):
+            done = 0
+            for tid in ids:
                 style.build_trainer(prep, tid, result, run)
+                done += 1
                 if progress:
                     progress(done, total)
-            for done, ep in enumerate(endpoints, len(ids) + 1):
-                style.build_pserver(prep, ep, result, run)
+            for i in (queue if queue is not None else range(len(endpoints))):
+                style.build_pserver(prep, endpoints[i], result, run)
+                done += 1
                 if progress:
                     progress(done, total)
             if child is not None:
@@ -82,9 +85,14 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 result.summaries.update(summaries)
                 result.texts.update(texts)
                 sink.sections.update(sections)
+                _in_split_order(result, sink, ids, endpoints)
         finally:
             if child is not None:
+                for _ in queue:                 # the parent failed: nothing more to build
+                    pass
                 child.abandon()
+            if queue is not None:
+                queue.close()
         result.plan = style.plan_json(prep, result, ids)
     return result
 
@@ -93,14 +101,56 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
 MIN_FORKED_PSERVERS = 4
 
 
-def _pservers(style, prep, endpoints: list, run, sink) -> tuple:
-    """In a forked child: build these pservers (their files written by the shared sink);
-    what the parent needs of them: (summaries, texts, report sections)."""
+class _WorkQueue:
+    """The pservers still to build, shared by the parent and a forked child: each takes the
+    next index when it is free (the parent builds the trainers first), so that neither waits
+    for the other. A pipe filled before the fork: a read of one index (4 bytes) is atomic,
+    and reads end at the end of the pipe."""
+
+    _ITEM = 4
+    MOST = 8192                             # indices a pipe holds (64 KiB) with room to spare
+
+    def __init__(self, n: int):
+        self._read, write = os.pipe()
+        data = b"".join(i.to_bytes(self._ITEM, "little") for i in range(n))
+        try:
+            while data:
+                data = data[os.write(write, data):]
+        finally:
+            os.close(write)
+
+    def __iter__(self):
+        while True:
+            raw = os.read(self._read, self._ITEM)
+            if not raw:
+                return
+            yield int.from_bytes(raw, "little")
+
+    def close(self) -> None:
+        os.close(self._read)
+
+
+def _pservers(style, prep, endpoints: list, queue: _WorkQueue, run, sink) -> tuple:
+    """In a forked child: build the pservers it takes from `queue` (their files written by
+    the shared sink); what the parent needs of them: (summaries, texts, report sections)."""
     result = SplitResult(sink=sink)
     sink.sections = {}
-    for ep in endpoints:
-        style.build_pserver(prep, ep, result, run)
+    for i in queue:
+        style.build_pserver(prep, endpoints[i], result, run)
     return result.summaries, result.texts, sink.sections
+
+
+def _in_split_order(result: SplitResult, sink, ids: list, endpoints: list) -> None:
+    """What the parent and the child made, in the order one process makes it (trainers, then
+    pservers in the plan's order), whoever built which."""
+    rank = {("trainer_%d" % tid): n for n, tid in enumerate(ids)}
+    rank.update((endpoint_dir(ep), len(ids) + n) for n, ep in enumerate(endpoints))
+
+    def ordered(d: dict) -> dict:
+        return dict(sorted(d.items(), key=lambda kv: rank.get(kv[0].split("/", 1)[0], -1)))
+    result.summaries = ordered(result.summaries)
+    result.texts = ordered(result.texts)
+    sink.sections = ordered(sink.sections)
 
 
 class _FolderSink:
