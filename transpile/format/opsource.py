@@ -75,7 +75,8 @@ class OpSource:
     op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
     (and kept decoded)."""
     __slots__ = ("wire", "type", "inputs", "outputs", "is_target", "names", "_positions",
-                 "block_attrs", "_role", "_index", "_decoded", "_spans")
+                 "block_attrs", "_role", "_index", "_decoded", "_spans", "_attrs_raw",
+                 "patched")
 
     def __init__(self, wire: bytes, op_type: str, inputs: dict, outputs: dict, is_target,
                  names: tuple, positions: dict, block_attrs: tuple, role: Attr | None,
@@ -92,6 +93,8 @@ class OpSource:
         self._index = None
         self._decoded = decoded         # attr name -> Attr, made on first use
         self._spans = None              # where each attr entry is in `wire` (attr_spans)
+        self._attrs_raw = None          # attrs_bytes(): (start, end) in `wire`, or the bytes
+        self.patched = None             # protowrite's {patch: the attrs' bytes} of copies
 
     def _message(self):
         """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
@@ -129,12 +132,19 @@ class OpSource:
     def attrs_bytes(self) -> bytes:
         """All the OpDesc.attrs entries, as attr_chunks would give them one after the other
         (one slice of the op's bytes: protobuf writes the attrs next to each other)."""
-        spans = self.attr_spans()
-        if not spans:
-            return b""
-        if all(b == c for (_, b), (c, _) in zip(spans, spans[1:])):
-            return self.wire[spans[0][0]:spans[-1][1]]
-        return b"".join(raw for _, raw in self.attr_chunks())
+        where = self._attrs_raw
+        if where is None:
+            spans = self.attr_spans()
+            if not spans:
+                where = b""
+            elif all(b == c for (_, b), (c, _) in zip(spans, spans[1:])):
+                where = (spans[0][0], spans[-1][1])
+            else:
+                where = b"".join(raw for _, raw in self.attr_chunks())
+            self._attrs_raw = where
+        if where.__class__ is tuple:
+            return self.wire[where[0]:where[1]]
+        return where
 
     def raw(self) -> bytes:
         """The OpDesc bytes as read."""

@@ -109,15 +109,7 @@ def op_bytes(op: Op) -> bytes:
     parts.append(_OP_TYPES[op.type])
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
-        if not patch:
-            parts.append(src.attrs_bytes())
-        else:
-            for name, raw in src.attr_chunks():
-                new = patch.get(name)
-                parts.append(raw if new is None else _attr_chunk(name, new))
-            for name, new in patch.items():
-                if not src.has(name):
-                    parts.append(_attr_chunk(name, new))
+        parts.append(src.attrs_bytes() if not patch else _patched_attrs(src, patch))
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
@@ -126,6 +118,28 @@ def op_bytes(op: Op) -> bytes:
     if op.is_target is not None:
         parts.append(b"\x28\x01" if op.is_target else b"\x28\x00")
     return b"".join(parts)
+
+
+def _patched_attrs(src, patch: dict) -> bytes:
+    """The attrs of an op read as `src` with `patch` set: each as read, or as patched, in file
+    order, then the new ones. Kept per source and patch: a pserver copies an init once per
+    block it holds, mostly with the same patched shape."""
+    chunks = tuple([(name, _attr_chunk(name, new)) for name, new in patch.items()])
+    made = src.patched
+    if made is None:
+        made = src.patched = {}
+    out = made.get(chunks)
+    if out is None:
+        if len(made) >= _PATCHES_KEPT:
+            made.clear()
+        new = dict(chunks)
+        parts = [new.get(name, raw) for name, raw in src.attr_chunks()]
+        parts += [raw for name, raw in chunks if not src.has(name)]
+        out = made[chunks] = b"".join(parts)
+    return out
+
+
+_PATCHES_KEPT = 16      # patched attrs kept per source op
 
 
 # Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
@@ -155,10 +169,17 @@ _ARGUMENTS = _TextFields(b"\x12")        # OpDesc.Var.arguments = 2
 _OP_TYPES = _TextFields(b"\x1a")         # OpDesc.type = 3
 
 
+_EXACT = (str, int, bool)
+
+
 def _attr_chunk(name: str, attr: Attr) -> bytes:
     """An OpDesc.attrs entry, key and length included. Cached by the repr of the value, which
     tells apart what == does not (-0.0 and 0.0, NaNs, 1 and True)."""
-    k = (name, attr.type, repr(attr.value), repr(attr.extra))
+    v = attr.value
+    if v.__class__ in _EXACT and not attr.extra:        # == tells these apart: no repr
+        k = (name, attr.type, v.__class__, v)
+    else:
+        k = (name, attr.type, repr(v), repr(attr.extra))
     out = _ATTR_CHUNKS.get(k)
     if out is None:
         if len(_ATTR_CHUNKS) > _CACHE_LIMIT:
@@ -231,17 +252,35 @@ _KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
 _KEY_OP = b"\x22"         # BlockDesc.ops = 4
 
 
+class _Heads(dict):
+    """length -> a var's or op's key and that length, made on first use."""
+
+    def __init__(self, key: bytes):
+        super().__init__()
+        self.key = key
+
+    def __missing__(self, n: int) -> bytes:
+        out = self[n] = self.key + varint_bytes(n)
+        return out
+
+
+# lengths below _HEADS are kept (at most that many entries each)
+_HEADS = 1 << 14
+_VAR_HEADS = _Heads(_KEY_VAR)
+_OP_HEADS = _Heads(_KEY_OP)
+
+
 def _block_bytes(b: Block) -> bytes:
     """The BlockDesc of `b`: its head, then each var and op as a field of it."""
     head = BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
     parts = [head.SerializePartialToString(deterministic=True)]
     add = parts.append
-    for key, items, to_bytes in ((_KEY_VAR, b.vars.values(), var_bytes),
-                                 (_KEY_OP, b.ops, op_bytes)):
+    for heads, key, items, to_bytes in ((_VAR_HEADS, _KEY_VAR, b.vars.values(), var_bytes),
+                                        (_OP_HEADS, _KEY_OP, b.ops, op_bytes)):
         for item in items:
             raw = to_bytes(item)
-            add(key)
-            add(varint_bytes(len(raw)))
+            n = len(raw)
+            add(heads[n] if n < _HEADS else key + varint_bytes(n))
             add(raw)
     if b.forward_block_idx is not None:
         add(BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
