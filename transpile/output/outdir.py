@@ -208,6 +208,13 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
     sep = ",\n" + inner
     if isinstance(obj, dict):
         keys = list(obj) if as_is else sorted(obj)
+        if depth == 1:          # one line per item, made in batches (a context's fields)
+            yield "{\n" + inner
+            for start in range(0, len(keys), _BATCH):
+                yield (sep if start else "") + sep.join([
+                    _compact(str(k)) + ": " + _compact(obj[k]) for k in keys[start:start + _BATCH]])
+            yield "\n" + indent + "}"
+            return
         yield "{\n" + inner
         for n, k in enumerate(keys):
             if n:
