@@ -157,3 +157,50 @@ def test_a_child_that_fails_leaves_nothing(tmp_path, monkeypatch):
                                   "--out", out])
     assert r.exit_code == 2 and "pserver refused in the child" in r.output
     assert not os.path.exists(out) and os.listdir(tmp_path) == ["c.yaml"]
+
+
+def test_the_work_queue_gives_each_index_to_one_process():
+    """split's queue of pservers: a forked child and the parent each take indices until none
+    are left; together they take every index once."""
+    from transpile.core.forked import Forked
+    from transpile.split import _WorkQueue
+    queue = _WorkQueue(500)
+    child = Forked(lambda: list(queue))
+    mine = list(queue)
+    theirs = child.result()
+    queue.close()
+    assert sorted(mine + theirs) == list(range(500))
+    assert mine == sorted(mine) and theirs == sorted(theirs)
+
+
+def test_the_parent_failing_leaves_the_child_nothing_to_build(tmp_path, monkeypatch):
+    """A trainer refused in the parent: the pservers still queued are taken off the queue, so
+    the child stops after the one it is building; exit 2, nothing written."""
+    from transpile.styles import base
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "2")
+    built = tmp_path / "built"
+    built.mkdir()
+    real = base.Style.build_pserver
+
+    def slow_pserver(self, prep, endpoint, result, run):
+        (built / endpoint.replace(":", "_")).write_text("")
+        import time
+        time.sleep(0.2)
+        return real(self, prep, endpoint, result, run)
+
+    def refuse(self, *a, **k):
+        import time
+        time.sleep(0.3)
+        raise UserError("trainer refused in the parent")
+    monkeypatch.setattr(base.Style, "build_pserver", slow_pserver)
+    monkeypatch.setattr(base.Style, "build_trainer", refuse)
+    case = os.path.join(CORPUS, "fleet", "mlp_sgd_sync")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("pservers: [%s]\ntrainers: 2\n" % ", ".join("a:%d" % (i + 1) for i in range(40)))
+    out = str(tmp_path / "out")
+    r = CliRunner().invoke(main, ["split", os.path.join(case, "main.pb"), "--startup",
+                                  os.path.join(case, "startup.pb"), "--cluster", str(cfg),
+                                  "--out", out])
+    assert r.exit_code == 2 and "trainer refused in the parent" in r.output
+    assert not os.path.exists(out)
+    assert 0 < len(os.listdir(built)) < 30          # not all 40: the queue was emptied

@@ -79,7 +79,13 @@ def orphan_sums(ops: list[Op], grad_group: list[Op]) -> list[Op]:
     """The `sum` ops that add only the W@GRAD outputs of `grad_group` (a table's lookup grads,
     which distributed_push_sparse replaces): left alone, they read nothing."""
     outs = {o for op in grad_group for o in op.output("W@GRAD")}
-    return [op for op in ops if op.type == "sum" and op.input("X") and set(op.input("X")) <= outs]
+    return [op for op in ops
+            if op.type == "sum" and op.input("X") and outs.issuperset(op.input("X"))]
+
+
+def sum_ops(ops: list[Op]) -> list[Op]:
+    """The `sum` ops of `ops` (what orphan_sums looks at), for asking it of many tables."""
+    return [op for op in ops if op.type == "sum"]
 
 
 @dataclass(frozen=True)
@@ -230,8 +236,9 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                      "persistable var" % lr_var)
     # tables whose lookup grads Paddle's backward added with a `sum` that fusing them into one
     # push leaves reading nothing (fault fleet-orphan-sparse-grad-sum)
+    sums = sum_ops(ops) if pushes and config.mode != "geo" else []
     orphans = tuple(sorted(t for t, group in pushes.items()
-                           if config.mode != "geo" and orphan_sums(ops, group)))
+                           if config.mode != "geo" and orphan_sums(sums, group)))
     fixes = _fixes(main, config, orphans, need_global_step, clip_ops, placed_grads,
                    [p.param for p in sparse], placed_params)
     lookup_uids = {o.uid for group in list(pulls.values()) + list(pushes.values())

@@ -18,7 +18,8 @@ from ...ir.program import Attr, Op, Program, select
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
 from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
                             FLEET_SPARSE_CLIP_DROPPED)
-from ...plan.fleet import FleetPlan, orphan_sums, remote_lookup_groups, trainer_send_queues
+from ...plan.fleet import (FleetPlan, orphan_sums, remote_lookup_groups, sum_ops,
+                           trainer_send_queues)
 from .. import common
 from ..build import make_op, new_control_var, role_attrs
 from ..fuse import fuse_pulls
@@ -131,7 +132,8 @@ def _fuse_pushes(block, pushes: dict, plan: FleetPlan, emb_size: dict) -> None:
     show, clk = common.show_click_vars(block, next(iter(pushes.values()))[0], "INT64", _fill)
     gone = {id(op) for group in pushes.values() for op in group}
     if FLEET_ORPHAN_SPARSE_GRAD_SUM in plan.fixes:
-        gone |= {id(op) for group in pushes.values() for op in orphan_sums(block.ops, group)}
+        sums = sum_ops(block.ops)
+        gone |= {id(op) for group in pushes.values() for op in orphan_sums(sums, group)}
     block.ops = [op for op in block.ops if id(op) not in gone]
     for table, group in pushes.items():
         first = group[0]
