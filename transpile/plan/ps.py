@@ -169,14 +169,17 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     # the trainer's passes refuse first: distributed_ops_pass, delete_optimizer_pass,
     # fake_init_ops_pass; the descriptors after them
     if not geo:
+        remote_by_table: dict = {}      # table -> its remote-prefetch lookups, in order
+        for op in ops:
+            if is_remote_prefetch(op) and op.input("W"):
+                remote_by_table.setdefault(op.input("W")[0], []).append(op)
         for w in remote_tables(main):
             if w not in table_ids:
                 raise RefusedError(
                     "'%s': embedding %s is looked up with remote_prefetch but no optimizer op "
                     "updates it (Paddle's distributed_ops_pass fails on its grad name: "
                     "KeyError '%s')" % (w, w, w))
-            bad = ids_not_2d(main.global_block, [op for op in ops if is_remote_prefetch(op)
-                                                 and op.input("W")[:1] == [w]])
+            bad = ids_not_2d(main.global_block, remote_by_table.get(w, []))
             if bad:
                 raise RefusedError(ids_refusal(w, bad, "Paddle's distributed_ops_pass"))
         if lr_scheduler and main.global_block.var(SCHEDULER_LR_VAR) is None:
