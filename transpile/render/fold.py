@@ -5,6 +5,7 @@ A report stays readable, and its size grows with the program only up to the caps
 from __future__ import annotations
 
 import html
+import itertools
 
 INLINE = 8          # a list of more names than this is folded
 SHOWN = 3           # names kept inline before the count of a folded list
@@ -16,16 +17,20 @@ def _more(n: int, where: str) -> str:
     return "… and %d more%s" % (n, (": " + where) if where else "")
 
 
-def details(summary: str, lines: list, where: str = "", cap: int = CAP) -> list:
+def details(summary: str, lines: list, where: str = "", cap: int = CAP,
+            left: int | None = None) -> list:
     """`lines` (markdown: a table, a list, a fenced listing) in a closed `<details>` block;
-    past `cap` lines, one line says how many are left out and `where` to find them."""
+    past `cap` lines, one line says how many are left out and `where` to find them. `left`:
+    how many lines past `cap` there are, when `lines` holds only the first `cap`."""
     out = ["<details><summary>%s</summary>" % html.escape(summary, quote=False), ""]
     out += lines[:cap]
-    if len(lines) > cap:
+    if left is None:
+        left = len(lines) - cap
+    if left > 0:
         fence = lines[0].startswith("```")
         if fence:                               # keep the fence closed
             out.append("```")
-        out += ["", _more(len(lines) - cap - (1 if fence else 0), where)]
+        out += ["", _more(left - (1 if fence else 0), where)]
     out += ["", "</details>", ""]
     return out
 
@@ -43,12 +48,19 @@ def names(items: list, what: str, where: str = "", sep: str = ", ") -> tuple:
     return inline, details("the %d %s" % (len(items), what), body, cap=len(body))
 
 
-def table(head: list, rows: list, what: str, where: str = "") -> list:
-    """A markdown table: open when it has at most ROWS rows, else folded (first CAP rows)."""
-    lines = head + rows
-    if len(rows) <= ROWS:
-        return lines + [""]
-    return details("%d %s" % (len(rows), what), lines, where, cap=CAP + len(head))
+def table(head: list, rows, what: str, where: str = "", count: int | None = None) -> list:
+    """A markdown table: open when it has at most ROWS rows, else folded (first CAP rows).
+    With `count` (the number of rows), `rows` may be an iterator: only the rows shown are
+    taken from it (a table of thousands of rows costs no more than its first CAP)."""
+    if count is None:
+        rows = list(rows)
+        count = len(rows)
+    else:
+        rows = list(itertools.islice(rows, CAP))
+    if count <= ROWS:
+        return head + rows + [""]
+    return details("%d %s" % (count, what), head + rows, where, cap=CAP + len(head),
+                   left=count - CAP)
 
 
 def listing(lines: list, what: str, where: str = "") -> list:

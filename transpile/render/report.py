@@ -199,39 +199,33 @@ def _pserver_section(name: str, prog: Program) -> list[str]:
             out.append("grad_to_block_id: " + inline)
         out.append("")
         out += folded
-    rows = []
     parents = _sub_block_parents(prog)
     lr_block = listen.attr("lr_decay_block_id") if listen is not None else None
-    for b in prog.blocks[1:]:
-        ops = " → ".join(map(_op_type, b.ops)) or "—"
-        rows.append("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents,
-                                                               lr_block), ops))
+    rows = ("| %d | %s | %s |" % (b.idx, _block_role(prog, b.idx, listen, parents, lr_block),
+                                  " → ".join(map(_op_type, b.ops)) or "—")
+            for b in prog.blocks[1:])
     out += fold.table(["| block | serves | ops |", "|---|---|---|"], rows, "blocks",
-                      "`pstranspile show %s` lists them" % name)
+                      "`pstranspile show %s` lists them" % name, count=len(prog.blocks) - 1)
     return out
 
 
 def _pserver_startup_section(name: str, prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
-    rows = []
     gvars = prog.global_block.vars
-    shapes: dict = {}            # shape -> its text (a few shapes, many vars)
-    for op in prog.global_block.ops:
-        t = op.type
-        for args in op.outputs.values():
-            for v in args:
-                var = gvars.get(v)
-                shape = var.shape if var is not None else None
-                if shape is None:
-                    text = "?"
-                else:
-                    text = shapes.get(shape)
-                    if text is None:
-                        text = shapes[shape] = str(list(shape))
-                rows.append("| %s | %s | %s |" % (v, t, text))
-    if rows:
-        out += fold.table(["| var | init | shape |", "|---|---|---|"], rows, "vars initialized",
-                          "`pstranspile show %s` lists them" % name)
+    ops = prog.global_block.ops
+    count = sum(len(args) for op in ops for args in op.outputs.values())
+
+    def rows():
+        for op in ops:
+            for args in op.outputs.values():
+                for v in args:
+                    var = gvars.get(v)
+                    shape = var.shape if var is not None else None
+                    yield "| %s | %s | %s |" % (v, op.type,
+                                                "?" if shape is None else str(list(shape)))
+    if count:
+        out += fold.table(["| var | init | shape |", "|---|---|---|"], rows(), "vars initialized",
+                          "`pstranspile show %s` lists them" % name, count=count)
     else:
         out += ["(no init ops)", ""]
     return out
@@ -295,13 +289,13 @@ def _placement(plan: dict) -> list[str]:
                        "block and its optimizer accumulators.")
             out.append("")
     if blocks:
-        rows = ["| %s | %s | %s | %s | %s |" % (pname, blk.get("name"), blk.get("shape"),
+        rows = ("| %s | %s | %s | %s | %s |" % (pname, blk.get("name"), blk.get("shape"),
                                                 human_bytes(int(blk.get("bytes", 0) or 0)),
                                                 blk.get("endpoint"))
-                for pname, blk in blocks]
+                for pname, blk in blocks)
         out += fold.table(["| parameter | block | shape | bytes | endpoint |",
                            "|---|---|---|---|---|"], rows, "parameter blocks",
-                          "plan.json's `params` lists them")
+                          "plan.json's `params` lists them", count=len(blocks))
     return out
 
 
