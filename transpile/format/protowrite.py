@@ -102,10 +102,13 @@ def op_bytes(op: Op) -> bytes:
     if src is not None and src.unchanged(op):
         return src.raw()
     parts = []
-    for key, slots in ((b"\x0a", op.inputs), (b"\x12", op.outputs)):
+    for key, slots, single in ((b"\x0a", op.inputs, _INPUTS), (b"\x12", op.outputs, _OUTPUTS)):
         for slot, args in slots.items():
-            body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
-            parts += (key, varint_bytes(len(body)), body)
+            if len(args) == 1:
+                parts.append(single[slot, args[0]])
+            else:
+                body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
+                parts += (key, varint_bytes(len(body)), body)
     parts.append(_OP_TYPES[op.type])
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
@@ -167,6 +170,27 @@ class _TextFields(dict):
 _SLOT_NAMES = _TextFields(b"\x0a")       # OpDesc.Var.parameter = 1 (and VarDesc.name = 1)
 _ARGUMENTS = _TextFields(b"\x12")        # OpDesc.Var.arguments = 2
 _OP_TYPES = _TextFields(b"\x1a")         # OpDesc.type = 3
+
+
+class _OneArgSlots(dict):
+    """(slot, argument) -> a slot with that one argument as the OpDesc field with wire key
+    `key` (inputs 1, outputs 2), key and length included, made on first use: most slots
+    hold one name, and each name is in several ops (a grad block is summed, scaled, read)."""
+
+    def __init__(self, key: bytes):
+        super().__init__()
+        self.key = key
+
+    def __missing__(self, slot_arg: tuple) -> bytes:
+        if len(self) > _CACHE_LIMIT:
+            self.clear()
+        body = _SLOT_NAMES[slot_arg[0]] + _ARGUMENTS[slot_arg[1]]
+        out = self[slot_arg] = self.key + varint_bytes(len(body)) + body
+        return out
+
+
+_INPUTS = _OneArgSlots(b"\x0a")          # OpDesc.inputs = 1
+_OUTPUTS = _OneArgSlots(b"\x12")         # OpDesc.outputs = 2
 
 
 _EXACT = (str, int, bool)
