@@ -85,6 +85,7 @@ class Bench:
         self.args = args
         self.pst = pstranspile_cmd()
         self.results = {}     # (kind, size) -> {label: Run}
+        self.timed_out = {}   # (kind, label) -> ops at which it timed out: not run at larger sizes
         self.inputs = {}      # (kind, size) -> info.json of the generated program
         self.log = (lambda *a: None) if args.silent else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -156,16 +157,25 @@ class Bench:
                       "--out", out, "--force"] + (q if self.split_quiet_local else [])
 
     def go(self, res, label, cmd, needs=None, **kw):
-        """Measure `cmd` into res[label] (kw: ok_codes, before, paired; see measure)."""
+        """Measure `cmd` into res[label] (kw: ok_codes, before, paired; see measure). A figure
+        that timed out at a smaller size of the same kind is not run again (status timeout)."""
         a = self.args
         if needs is not None and needs not in self.commands:
             res[label] = Run("n/a", note="no `%s` command" % needs, cmd=cmd)
             self.log("  %s: n/a" % label)
             return res[label]
+        key = (self.kind, label)
+        if key in self.timed_out:
+            res[label] = Run("timeout", note="not run: timed out (%ds) at %d ops already"
+                             % (a.timeout, self.timed_out[key]), cmd=cmd)
+            self.log("  %s: %s" % (label, res[label].note))
+            return res[label]
         self.log("  %s" % label)
         res[label] = measure(cmd, a.repeats, a.timeout, cwd=ROOT, log=self.log, **kw)
         if not res[label].ok:
             self.log("    %s %s" % (res[label].status, res[label].note))
+        if res[label].status == "timeout":
+            self.timed_out[key] = self.size
         return res[label]
 
     def split_and_check(self, res, d, style, n):
@@ -197,6 +207,7 @@ class Bench:
 
     def run_case(self, kind, size):
         a = self.args
+        self.kind, self.size = kind, size
         d = self.generate(kind, size)
         main, startup = os.path.join(d, "main.pb"), os.path.join(d, "startup.pb")
         res = {}
@@ -246,7 +257,8 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run (~1-2 min): sizes 300,1000, one run each")
+                    help="smoke run (~1-2 min): sizes 300,1000, one run each, check on all "
+                         "but the largest pserver count")
     ap.add_argument("--workdir", default=os.path.join(HERE, "out"),
                     help="where the generated inputs go (default bench/out, reused)")
     ap.add_argument("--regenerate", action="store_true", help="regenerate cached inputs")
@@ -268,6 +280,8 @@ def parse_args(argv=None):
         cp = str(args.check_pservers).strip()
         args.check_pservers = list(args.pservers) if cp == "all" else \
             [int(x) for x in cp.split(",") if x.strip()]
+        if args.quick and "--check-pservers" not in " ".join(args.argv):
+            args.check_pservers = args.pservers[:-1] or args.pservers
     except ValueError:
         ap.error("--sizes, --pservers and --check-pservers take comma-separated integers "
                  "(--check-pservers also: all)")

@@ -166,10 +166,11 @@ def growth_table(bench) -> list:
     return L
 
 
-def worst(bench, labels, value, from_ops=0, per_size=True):
+def worst(bench, labels, value, from_ops=0, per_size=True, timeouts=False):
     """(largest value(kind, size, label, run), "where") over the ok runs of `labels` at sizes
     of at least from_ops ops; (None, "") when there are none. per_size=False: the value is
-    of the kind and label, not of a size (the where names no size)."""
+    of the kind and label, not of a size (the where names no size). timeouts: a run that timed
+    out counts as infinitely slow."""
     a = bench.args
     best, where = None, ""
     for k in a.kinds:
@@ -179,6 +180,8 @@ def worst(bench, labels, value, from_ops=0, per_size=True):
             for lab in labels:
                 r = bench.results[(k, s)].get(lab)
                 x = value(k, s, lab, r) if r is not None and r.ok else None
+                if timeouts and r is not None and r.status == "timeout":
+                    x = math.inf
                 if x is not None and (best is None or x > best):
                     best, where = x, ("%s %d ops, %s" % (k, s, lab) if per_size
                                       else "%s, %s" % (k, lab))
@@ -203,7 +206,8 @@ def targets(bench) -> list:
             return
         ok = w < limit if strict else w <= limit
         verdict = ("met so far (some runs failed)" if missing else "met") if ok else "**not met**"
-        L.append("| %s | %s | %s (%s) |" % (text, verdict, fmt(w), where))
+        shown = "timed out (> %d s)" % a.timeout if w == math.inf else fmt(w)
+        L.append("| %s | %s | %s (%s) |" % (text, verdict, shown, where))
 
     def ratio(k, s, lab, r):
         return r.ratio
@@ -213,9 +217,9 @@ def targets(bench) -> list:
 
     from5k = "at every size from %dk ops" % (T_FLOOR_FROM // 1000)
     row("split ≤ %.0f× floor_out %s" % (T_FLOOR, from5k), T_FLOOR,
-        worst(bench, splits, ratio, T_FLOOR_FROM), fmt_x)
+        worst(bench, splits, ratio, T_FLOOR_FROM, timeouts=True), fmt_x)
     row("check ≤ %.0f× floor_out of the checked split %s" % (T_FLOOR, from5k), T_FLOOR,
-        worst(bench, checks, ratio, T_FLOOR_FROM), fmt_x)
+        worst(bench, checks, ratio, T_FLOOR_FROM, timeouts=True), fmt_x)
     row("check peak memory ≤ %.0f× the input's bytes (from %dk ops)"
         % (T_MEMORY, T_FLOOR_FROM // 1000), T_MEMORY,
         worst(bench, checks, memory, T_FLOOR_FROM), fmt_x)

@@ -130,3 +130,62 @@ def test_floor_process_refuses_another_protobuf_backend():
                         os.path.join(CASE, "main.pb"), os.path.join(CASE, "startup.pb"), "10"],
                        capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "not upb" in p.stderr
+
+
+def _fake_bench(check_p64):
+    """A finished bench of one kind and size, without running anything."""
+    import types
+    a = bench_run.parse_args(["--sizes", "5000", "--kinds", "ctr", "--styles", "fleet",
+                              "--pservers", "2,64", "--timeout", "60"])
+    b = bench_run.Bench.__new__(bench_run.Bench)
+    b.args = a
+    b.inputs = {("ctr", 5000): {"ops_main": 5003, "params": 1, "bytes_main": 2 ** 20,
+                                "bytes_startup": 2 ** 20, "generate_seconds": 0.1}}
+
+    def paired(t, f, out=10 ** 6, peak=3 * 2 ** 20):
+        r = Run("ok", times=t, rss=[peak] * len(t), floor_times=f)
+        r.out_bytes = out
+        return r
+    b.results = {("ctr", 5000): {
+        "floor": Run("ok", [0.5], [2 ** 20]), "diff": Run("ok", [1.0], [2 ** 20]),
+        "show": Run("n/a", note="no `show` command"),
+        "split fleet p2": paired([2.0, 9.0, 2.0], [1.0, 1.0, 1.0]),
+        "split fleet p64": paired([2.5, 2.5, 2.5], [1.0, 1.0, 1.0]),
+        "check fleet p2": paired([1.0], [1.0], peak=12 * 2 ** 20),
+        "check fleet p64": check_p64}}
+    b.input_bytes = types.MethodType(bench_run.Bench.input_bytes, b)
+    return b
+
+
+def test_report_targets_use_the_paired_ratios():
+    import run_report
+    text = run_report.report(_fake_bench(Run("timeout", note="killed after 60s")), 1.0)
+    rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in text.splitlines()
+            if ln.startswith("| split ≤") or ln.startswith("| check")}
+    split = rows["split ≤ 3× floor_out at every size from 5k ops"]
+    assert "| met so far" in split and "2.50× (ctr 5000 ops, split fleet p64)" in split
+    check = [v for k, v in rows.items() if k.startswith("check ≤")][0]
+    assert "**not met**" in check and "timed out (> 60 s)" in check
+    mem = [v for k, v in rows.items() if k.startswith("check peak")][0]
+    assert "**not met**" in mem and "6.00× (ctr 5000 ops, check fleet p2)" in mem
+    assert "| split fleet p2 | 2.00 | 1.00 | 1.0 | 2.00× |" in text
+    text = run_report.report(_fake_bench(Run("ok", [1.0], [2 ** 20], floor_times=[1.0])), 1.0)
+    check = [ln for ln in text.splitlines() if ln.startswith("| check ≤")][0]
+    assert "| met |" in check
+
+
+def test_a_figure_that_timed_out_is_not_run_at_larger_sizes(monkeypatch):
+    calls = []
+
+    def fake_measure(cmd, repeats, timeout, **kw):
+        calls.append(cmd)
+        return Run("timeout", note="killed") if cmd == ["slow"] else Run("ok", [1.0], [1])
+    monkeypatch.setattr(bench_run, "measure", fake_measure)
+    b = bench_run.Bench.__new__(bench_run.Bench)
+    b.args, b.commands, b.timed_out, b.log = bench_run.parse_args([]), {"check"}, {}, print
+    for size in (5000, 20000):
+        b.kind, b.size, res = "ctr", size, {}
+        b.go(res, "check x", ["slow"], needs="check")
+        b.go(res, "check y", ["fast"], needs="check")
+    assert calls == [["slow"], ["fast"], ["fast"]]
+    assert res["check x"].status == "timeout" and "at 5000 ops" in res["check x"].note
