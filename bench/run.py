@@ -6,20 +6,26 @@
 For each kind and size it generates main.pb / startup.pb / cluster configs with bench/gen.py,
 then times, as separate processes (wall clock, median of --repeats runs, peak RSS from wait4):
 
+  split            pstranspile split --quiet, styles classic, fleet and ps, to 2, 16 and 64
+                   pservers; its output folder is removed (untimed) before each run
+  check            pstranspile check of each of those splits (--check-pservers to limit)
+  floor_out        run right after each split or check run: bench/run_floor.py, which parses
+                   main + startup once with protobuf (upb) and serializes them again and again
+                   until it has written the split's .pb bytes (OUT_BYTES). A split or check
+                   figure's ×floor_out is the median over the repeats of (its time / the time of
+                   the floor_out run right after it)
   floor            a process that only parses the input (main + startup) with protobuf and
-                   serializes it twice: what any tool that reads and writes these bytes pays
-  split            pstranspile split --quiet to 2, 16 and 64 pservers, fleet and classic style
-                   (--styles adds ps)
-  check            pstranspile check of the 16-pserver split (both styles)
+                   serializes it twice: the scale for diff and show
   diff             pstranspile diff of the input main.pb against the 16-pserver fleet trainer
   show             pstranspile show of the input main.pb (text, to /dev/null)
 
 A command that does not exist is reported "n/a", one that exits with an unexpected status
-"failed" (with the first line of its stderr), and the bench goes on. The table gives each
-figure's median, its ratio to the floor, peak memory and its ratio to the input's bytes, how
+"failed" (with the first line of its stderr), and the bench goes on. The tables give each
+figure's median, its ratio to its floor, peak memory and its ratio to the input's bytes, how
 time grows with ops (slope of log time over log ops, least squares over the sizes) and with
 pservers (time at 64 / time at 2), and whether the targets are met. See bench/README.md.
-Running and timing one process is run_measure.py, the tables and targets run_report.py.
+Running and timing one process is run_measure.py, the floor_out process run_floor.py, the
+tables and targets run_report.py.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import time
 
+from run_floor import floor_cmd, pb_bytes
 from run_measure import Run, machine, measure
 from run_report import report
 
@@ -73,19 +80,12 @@ def help_text(pst, *args) -> str:
         return ""
 
 
-def tree_bytes(path) -> int:
-    """Bytes of the files under `path`."""
-    total = 0
-    for root, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-    return total
-
-
 class Bench:
     def __init__(self, args):
         self.args = args
         self.pst = pstranspile_cmd()
         self.results = {}     # (kind, size) -> {label: Run}
+        self.timed_out = {}   # (kind, label) -> ops at which it timed out: not run at larger sizes
         self.inputs = {}      # (kind, size) -> info.json of the generated program
         self.log = (lambda *a: None) if args.silent else (
             lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -109,9 +109,17 @@ class Bench:
             for n in a.pservers:
                 out.append("split %s p%d" % (style, n))
         for style in a.styles:
-            out.append("check %s p%d" % (style, a.check_pservers))
+            for n in a.check_pservers:
+                out.append("check %s p%d" % (style, n))
         out += ["diff", "show"]
         return out
+
+    def diff_split(self):
+        """(style, pservers) of the split whose trainer `diff` compares with the input."""
+        a = self.args
+        style = "fleet" if "fleet" in a.styles else a.styles[0]
+        n = 16 if 16 in a.pservers else a.pservers[len(a.pservers) // 2]
+        return style, n
 
     def generate(self, kind, size) -> str:
         a = self.args
@@ -148,57 +156,80 @@ class Bench:
                       "--cluster", os.path.join(d, "cluster_p%d_%s.yaml" % (n, style)),
                       "--out", out, "--force"] + (q if self.split_quiet_local else [])
 
+    def go(self, res, label, cmd, needs=None, **kw):
+        """Measure `cmd` into res[label] (kw: ok_codes, before, paired; see measure). A figure
+        that timed out at a smaller size of the same kind is not run again (status timeout)."""
+        a = self.args
+        if needs is not None and needs not in self.commands:
+            res[label] = Run("n/a", note="no `%s` command" % needs, cmd=cmd)
+            self.log("  %s: n/a" % label)
+            return res[label]
+        key = (self.kind, label)
+        if key in self.timed_out:
+            res[label] = Run("timeout", note="not run: timed out (%ds) at %d ops already"
+                             % (a.timeout, self.timed_out[key]), cmd=cmd)
+            self.log("  %s: %s" % (label, res[label].note))
+            return res[label]
+        self.log("  %s" % label)
+        res[label] = measure(cmd, a.repeats, a.timeout, cwd=ROOT, log=self.log, **kw)
+        if not res[label].ok:
+            self.log("    %s %s" % (res[label].status, res[label].note))
+        if res[label].status == "timeout":
+            self.timed_out[key] = self.size
+        return res[label]
+
+    def split_and_check(self, res, d, style, n):
+        """Time the split to n pservers (paired with floor_out), then check it (paired with
+        the floor_out of the same OUT_BYTES). Returns the split folder."""
+        main, startup = os.path.join(d, "main.pb"), os.path.join(d, "startup.pb")
+        cluster = os.path.join(d, "cluster_p%d_%s.yaml" % (n, style))
+        out = os.path.join(d, "split_%s_p%d" % (style, n))
+
+        def floor_of_split():
+            out_bytes = pb_bytes(out)
+            return floor_cmd(sys.executable, main, startup, out_bytes), out_bytes
+
+        split = self.go(res, "split %s p%d" % (style, n), self.split_cmd(d, style, n, out),
+                        needs="split", before=lambda: shutil.rmtree(out, ignore_errors=True),
+                        paired=floor_of_split)
+        if n not in self.args.check_pservers:
+            return out
+        label = "check %s p%d" % (style, n)
+        if not split.ok:
+            res[label] = Run("n/a", note="no split to check")
+            return out
+        checked = pb_bytes(out)
+        self.go(res, label, self.pst + ["check", main, out, "--startup", startup, "--cluster",
+                                        cluster],
+                needs="check", ok_codes=(0, 1),
+                paired=lambda: (floor_cmd(sys.executable, main, startup, checked), checked))
+        return out
+
     def run_case(self, kind, size):
         a = self.args
+        self.kind, self.size = kind, size
         d = self.generate(kind, size)
         main, startup = os.path.join(d, "main.pb"), os.path.join(d, "startup.pb")
         res = {}
         self.results[(kind, size)] = res
-        reps, to = a.repeats, a.timeout
-
-        def go(label, cmd, ok_codes=(0,), needs=None):
-            if needs is not None and needs not in self.commands:
-                res[label] = Run("n/a", note="no `%s` command" % needs, cmd=cmd)
-                self.log("  %s: n/a" % label)
-                return
-            self.log("  %s" % label)
-            res[label] = measure(cmd, reps, to, ok_codes, cwd=ROOT, log=self.log)
-            if not res[label].ok:
-                self.log("    %s %s" % (res[label].status, res[label].note))
-
         self.log("%s %d ops (%s):" % (kind, size, d))
-        go("floor", [sys.executable, "-c", FLOOR_CODE, ROOT, main, startup])
-        outs = {}
+        self.go(res, "floor", [sys.executable, "-c", FLOOR_CODE, ROOT, main, startup])
+        keep = self.diff_split()
         for style in a.styles:
             for n in a.pservers:
-                out = os.path.join(d, "split_%s_p%d" % (style, n))
-                outs[(style, n)] = out
-                label = "split %s p%d" % (style, n)
-                go(label, self.split_cmd(d, style, n, out), needs="split")
-                if res[label].ok:
-                    res[label].out_bytes = tree_bytes(out)
-        for style in a.styles:
-            label = "check %s p%d" % (style, a.check_pservers)
-            out = outs.get((style, a.check_pservers))
-            if out is None or not res.get("split %s p%d" % (style, a.check_pservers),
-                                          Run("n/a")).ok:
-                res[label] = Run("n/a", note="no split to check")
-                continue
-            go(label, self.pst + ["check", main, out, "--startup", startup, "--cluster",
-                                  os.path.join(d, "cluster_p%d_%s.yaml" % (a.check_pservers,
-                                                                            style))],
-               ok_codes=(0, 1), needs="check")
-        diff_style = a.styles[0]
-        out = outs.get((diff_style, a.check_pservers))
-        trainer = os.path.join(out, "trainer_0", "main.pb") if out else None
-        if trainer and os.path.exists(trainer):
-            go("diff", self.pst + ["diff", main, trainer], ok_codes=(0, 1), needs="diff")
+                out = self.split_and_check(res, d, style, n)
+                if not a.keep and (style, n) != keep:
+                    shutil.rmtree(out, ignore_errors=True)
+        out = os.path.join(d, "split_%s_p%d" % keep)
+        trainer = os.path.join(out, "trainer_0", "main.pb")
+        if res.get("split %s p%d" % keep, Run("n/a")).ok and os.path.exists(trainer):
+            self.go(res, "diff", self.pst + ["diff", main, trainer], needs="diff",
+                    ok_codes=(0, 1))
         else:
             res["diff"] = Run("n/a", note="no trainer program to compare with")
-        go("show", self.pst + ["--no-color", "show", main], needs="show")
+        self.go(res, "show", self.pst + ["--no-color", "show", main], needs="show")
         if not a.keep:
-            for out in outs.values():
-                shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
 
     def run(self):
         for kind in self.args.kinds:
@@ -219,14 +250,15 @@ def parse_args(argv=None):
     ap.add_argument("--width", type=int, default=None, help="layer width for bench/gen.py")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pservers", default="2,16,64", help="pserver counts (default 2,16,64)")
-    ap.add_argument("--styles", default="fleet,classic",
-                    help="split styles (default fleet,classic; ps too: --styles ps)")
-    ap.add_argument("--check-pservers", type=int, default=16,
-                    help="which split `check` and `diff` look at (default 16)")
+    ap.add_argument("--styles", default="classic,fleet,ps",
+                    help="split styles (default classic,fleet,ps)")
+    ap.add_argument("--check-pservers", default="all", metavar="N,N|all",
+                    help="the pserver counts whose splits `check` is timed on (default all)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure (median)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per run")
     ap.add_argument("--quick", action="store_true",
-                    help="smoke run (~1 min): sizes 300,1000, one run each")
+                    help="smoke run (~1-2 min): sizes 300,1000, one run each, check on all "
+                         "but the largest pserver count")
     ap.add_argument("--workdir", default=os.path.join(HERE, "out"),
                     help="where the generated inputs go (default bench/out, reused)")
     ap.add_argument("--regenerate", action="store_true", help="regenerate cached inputs")
@@ -245,8 +277,14 @@ def parse_args(argv=None):
     try:
         args.sizes = [int(x) for x in str(args.sizes).split(",") if x.strip()]
         args.pservers = [int(x) for x in str(args.pservers).split(",") if x.strip()]
+        cp = str(args.check_pservers).strip()
+        args.check_pservers = list(args.pservers) if cp == "all" else \
+            [int(x) for x in cp.split(",") if x.strip()]
+        if args.quick and "--check-pservers" not in " ".join(args.argv):
+            args.check_pservers = args.pservers[:-1] or args.pservers
     except ValueError:
-        ap.error("--sizes and --pservers take comma-separated integers")
+        ap.error("--sizes, --pservers and --check-pservers take comma-separated integers "
+                 "(--check-pservers also: all)")
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     if any(k not in ("mlp", "ctr") for k in args.kinds):
@@ -255,8 +293,9 @@ def parse_args(argv=None):
         ap.error("--styles: fleet, classic and/or ps")
     if not args.sizes or any(s < 50 for s in args.sizes):
         ap.error("--sizes: op counts of at least 50")
-    if args.check_pservers not in args.pservers:
-        args.check_pservers = args.pservers[len(args.pservers) // 2]
+    if not args.pservers or any(n not in args.pservers for n in args.check_pservers):
+        ap.error("--check-pservers: a subset of --pservers %s, or all"
+                 % ",".join(map(str, args.pservers)))
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     return args
@@ -278,7 +317,10 @@ def main(argv=None) -> int:
         raw = {"machine": machine(), "inputs": {"%s_%d" % k: v for k, v in bench.inputs.items()},
                "results": {"%s_%d" % k: {lab: {"status": r.status, "times": r.times,
                                                "rss": r.rss, "note": r.note,
-                                               "out_bytes": r.out_bytes}
+                                               "out_bytes": r.out_bytes,
+                                               "floor_out_times": r.floor_times,
+                                               "floor_out_rss": r.floor_rss,
+                                               "ratios": r.ratios}
                                          for lab, r in res.items()}
                            for k, res in bench.results.items()}}
         with open(args.json, "w") as f:

@@ -1,5 +1,7 @@
 """bench/run.py's measurements: one command run as a process (wall time, peak RSS from wait4,
-exit status) repeated into a median, and the machine the figures come from."""
+exit status) repeated into a median, each run optionally paired with a floor process run right
+after it (the ratio of the pair is that repeat's ratio; the figure is the median of those ratios),
+and the machine the figures come from."""
 from __future__ import annotations
 
 import os
@@ -15,13 +17,15 @@ import time
 class Run:
     """Outcome of timing one command: status ok / failed / n/a / timeout, times, peak RSS."""
 
-    def __init__(self, status, times=(), rss=(), note="", cmd=None):
+    def __init__(self, status, times=(), rss=(), note="", cmd=None, floor_times=()):
         self.status = status
         self.times = list(times)
         self.rss = list(rss)          # bytes
         self.note = note
         self.cmd = cmd
-        self.out_bytes = None         # split: the bytes it wrote
+        self.out_bytes = None         # split: the .pb bytes it wrote; check: those it checked
+        self.floor_times = list(floor_times)   # the paired floor run after each of `times`
+        self.floor_rss = []
 
     @property
     def ok(self) -> bool:
@@ -34,6 +38,28 @@ class Run:
     @property
     def peak(self):
         return max(self.rss) if self.ok and self.rss else None
+
+    @property
+    def floor_median(self):
+        return statistics.median(self.floor_times) if self.ok and self.floor_times else None
+
+    @property
+    def ratios(self) -> list:
+        """Each repeat's time over its paired floor's."""
+        return pair_ratios(self.times, self.floor_times) if self.ok and self.floor_times else []
+
+    @property
+    def ratio(self):
+        """The median of the paired ratios (not the ratio of the medians)."""
+        r = self.ratios
+        return statistics.median(r) if r else None
+
+
+def pair_ratios(times, floor_times) -> list:
+    """times[i] / floor_times[i]: the command's run over the floor run right after it."""
+    if len(times) != len(floor_times):
+        raise ValueError("%d runs but %d floor runs" % (len(times), len(floor_times)))
+    return [t / f for t, f in zip(times, floor_times)]
 
 
 def run_once(cmd, timeout, cwd=None):
@@ -64,22 +90,49 @@ def run_once(cmd, timeout, cwd=None):
     return wall, rss, (None if killed else p.returncode), text
 
 
-def measure(cmd, repeats, timeout, ok_codes=(0,), cwd=None, log=None) -> Run:
-    times, rss = [], []
+def _refused(rc, err, ok_codes, timeout, cmd):
+    """The Run of a process that timed out or exited with a status not in ok_codes, or None."""
+    if rc is None:
+        return Run("timeout", note="killed after %ds" % timeout, cmd=cmd)
+    if rc in ok_codes:
+        return None
+    if "No such command" in err:
+        return Run("n/a", note="no such command", cmd=cmd)
+    line = next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "")
+    return Run("failed", note="exit %d: %s" % (rc, line[:160]), cmd=cmd)
+
+
+def measure(cmd, repeats, timeout, ok_codes=(0,), cwd=None, log=None, before=None, paired=None,
+            run=run_once) -> Run:
+    """Run `cmd` `repeats` times. before(): untimed, before each run (a split: remove its output
+    folder). paired(): called after each run, returns (floor command, out_bytes); that floor is
+    run right away and the pair gives that repeat's ratio (Run.ratio: the median of them)."""
+    res = Run("ok", cmd=cmd)
     for _ in range(repeats):
-        wall, peak, rc, err = run_once(cmd, timeout, cwd)
-        if rc is None:
-            return Run("timeout", note="killed after %ds" % timeout, cmd=cmd)
-        if rc not in ok_codes:
-            line = next((ln for ln in reversed(err.strip().splitlines()) if ln.strip()), "")
-            if "No such command" in err:
-                return Run("n/a", note="no such command", cmd=cmd)
-            return Run("failed", note="exit %d: %s" % (rc, line[:160]), cmd=cmd)
-        times.append(wall)
-        rss.append(peak)
+        if before is not None:
+            before()
+        wall, peak, rc, err = run(cmd, timeout, cwd)
+        bad = _refused(rc, err, ok_codes, timeout, cmd)
+        if bad is not None:
+            return bad
+        res.times.append(wall)
+        res.rss.append(peak)
+        msg = "    %.2fs %.0f MiB" % (wall, peak / 2 ** 20)
+        if paired is not None:
+            fcmd, res.out_bytes = paired()
+            fwall, fpeak, frc, ferr = run(fcmd, timeout, cwd)
+            bad = _refused(frc, ferr, (0,), timeout, fcmd)
+            if bad is not None:
+                bad.note = "its floor_out: %s %s" % (bad.status, bad.note)
+                bad.status = "failed"
+                return bad
+            res.floor_times.append(fwall)
+            res.floor_rss.append(fpeak)
+            msg += "; floor_out %.2fs (%.1f MB): %.2f×" % (fwall, res.out_bytes / 1e6,
+                                                          wall / fwall)
         if log:
-            log("    %.2fs %.0f MiB" % (wall, peak / 2 ** 20))
-    return Run("ok", times, rss, cmd=cmd)
+            log(msg)
+    return res
 
 
 def machine() -> dict:
