@@ -53,7 +53,7 @@ test: install-test
 	$(BIN)/python -m pytest
 
 # make bench                      # sizes 1k, 5k, 20k ops; inputs cached in bench/out/
-# make bench BENCH_ARGS=--quick   # ~1 min smoke run; see bench/README.md for the options
+# make bench BENCH_ARGS=--quick   # 1-2 min smoke run; see bench/README.md for the options
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
