@@ -43,8 +43,9 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     programs are built. With a `sink`, each program and text file is handed to it when built
     instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
     every program after every pass (`split --dump-after`). `workers`: with 2 and a sink that
-    can be shared (split_to_folder's), a forked child builds half the pservers (the same
-    bytes). Raises UserError (RefusedError) for programs that cannot be split.
+    can be shared (split_to_folder's), a forked child builds pservers while the parent builds
+    the trainers, both taking the next pserver from one queue (the same bytes). Raises
+    UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()
