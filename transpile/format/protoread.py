@@ -27,13 +27,16 @@ class _Seen:
     """What the vars and ops of one program share, so that each is made once per program:
     `types`: VarType bytes -> (VarType, its part of var_key) (a VarType is never changed in
     place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
-    `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only)."""
-    __slots__ = ("types", "names", "roles")
+    `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
+    `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr."""
+    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes")
 
     def __init__(self):
         self.types: dict = {}
         self.names: dict = {}
         self.roles: dict = {}
+        self.role_bytes: dict = {}
+        self.shape_bytes: dict = {}
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -127,6 +130,26 @@ def _shared_role(a, seen: _Seen) -> Attr:
     return role
 
 
+def _attr_by_bytes(a, made: dict, decode) -> Attr:
+    """decode(a) for Attr message `a`, made once per distinct bytes of the message (equal
+    bytes, equal fields) and then shared: the op_role and shape of most ops repeat those of
+    others. Read-only, as every Attr an OpSource holds."""
+    raw = a.SerializePartialToString()
+    attr = made.get(raw)
+    if attr is None:
+        if len(made) >= _ATTRS_KEPT:
+            made.clear()
+        attr = made[raw] = decode(a)
+    return attr
+
+
+_ATTRS_KEPT = 1 << 14       # distinct op_role / shape attrs kept while reading a program
+
+
+def _decoded_attr(a) -> Attr:
+    return decode_attr(a)[1]
+
+
 def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     """An Op whose attrs stay in its bytes until asked for; `wire`: the OpDesc bytes
     (protobuf's serialization of `o`), or None: `o` is serialized here, and may be missing
@@ -156,9 +179,11 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     if len(positions) != len(names):
         return _decode_op_eagerly(o, inputs, outputs)
     pos = positions.get(ROLE_ATTR)
-    role = None if pos is None else _shared_role(attrs[pos], seen)
+    role = None if pos is None else _attr_by_bytes(attrs[pos], seen.role_bytes,
+                                                   lambda a: _shared_role(a, seen))
     pos = positions.get(SHAPE_ATTR)
-    decoded = None if pos is None else {SHAPE_ATTR: decode_attr(attrs[pos])[1]}
+    decoded = None if pos is None else \
+        {SHAPE_ATTR: _attr_by_bytes(attrs[pos], seen.shape_bytes, _decoded_attr)}
     is_target = o.is_target if o.HasField("is_target") else None
     op_type = _intern(o.type)
     cls = OpSource
