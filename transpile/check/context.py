@@ -26,6 +26,16 @@ class CheckContext:
         self.warnings: list = []
         self.index: SplitIndex = build_index(config, split, list(self.parts()))
         self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
+        self._memo: dict = {}
+
+    def memo(self, key: str, make):
+        """`make()`, computed once per check run: for what a check derives from the inputs
+        and the index (which never change while the checks run) and reads again and again."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            v = self._memo[key] = make()
+            return v
 
     @property
     def reach(self):

@@ -120,7 +120,8 @@ def _unwritten_sends(ctx, part) -> None:
         if op.type == "send":
             for name in op.input("X"):
                 if name not in written and not _initialized(part, name):
-                    clip = name.split(".block")[0].split(".trainer_")[0] in _clip_outputs(ctx)
+                    clip = name.split(".block")[0].split(".trainer_")[0] in \
+                        ctx.memo("clip_outputs", lambda: _clip_outputs(ctx))
                     fault = CLASSIC_CLIP_ON_PSERVER if clip else ""
                     ctx.add("send", part, 0, j, "%ssends %s, which no op of the trainer writes"
                             % ("Paddle fault %s: the trainer " % fault if fault else "", name),
@@ -175,7 +176,6 @@ def _pserver_reads(ctx, p) -> None:
 
 
 def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
-    sliced = _sliced_tables(ctx)
     for j, op in enumerate(prog.blocks[bi].ops):
         # the clip / regularization ops a pserver runs are its optimize-role ops that are no
         # update (their name scope is gone there)
@@ -184,7 +184,7 @@ def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
         for name in reads:
             if name in have or name.split(".trainer_")[0] in have:
                 continue
-            fault = _read_fault(ctx, op, name, sliced)
+            fault = _read_fault(ctx, op, name)
             ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
                     "receives, nor initializes, nor computes before it" % (
                         "Paddle fault %s: " % fault if fault else "", op.type, name),
@@ -199,13 +199,20 @@ def _sliced_tables(ctx) -> set:
             if pb.param and ".block" in pb.param}
 
 
-def _read_fault(ctx, op, name: str, sliced: set) -> str:
+def _remote_tables(ctx) -> set:
+    """The tables the original's remote-prefetch lookups read."""
+    return {op.input("W")[0] for op in ctx.main.global_block.ops
+            if is_remote_prefetch(op) and op.input("W")}
+
+
+def _read_fault(ctx, op, name: str) -> str:
     style = ctx.config.style
-    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and has_clip(ctx):
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and ctx.memo("has_clip",
+                                                                 lambda: has_clip(ctx)):
         return CLASSIC_CLIP_ON_PSERVER
     base = name.split("@GRAD")[0]
-    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and base in sliced:
-        remote = {op.input("W")[0] for op in ctx.main.global_block.ops
-                  if is_remote_prefetch(op) and op.input("W")}
+    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and \
+            base in ctx.memo("sliced_tables", lambda: _sliced_tables(ctx)):
+        remote = ctx.memo("remote_tables", lambda: _remote_tables(ctx))
         return FLEET_SPARSE_DECAY_WHOLE_TABLE if base in remote else FLEET_DECAY_WHOLE_PARAM
     return ""
