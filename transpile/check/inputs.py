@@ -72,7 +72,10 @@ def check_inputs(ctx) -> None:
         for ep in ctx.config.pservers:
             p = ctx.split.pservers.get(ep)
             if p:
-                _pserver_reads(ctx, p)
+                misses = ctx.recorded.get(("reads", ep))
+                if misses is None:
+                    misses = pserver_reads(ctx, p)
+                _add_misses(ctx, misses)
 
 
 def _ids(ctx, part, fault: str) -> None:
@@ -148,7 +151,7 @@ def _clip_outputs(ctx) -> set:
             for n in op.output("Out")}
 
 
-def _pserver_reads(ctx, p) -> None:
+def pserver_reads(ctx, p) -> list:
     """What a pserver has before its optimize blocks run: what it receives, initializes in
     its startup, and computes in its LR-decay block; each block is read from there."""
     prog = p["main"].prog
@@ -156,7 +159,7 @@ def _pserver_reads(ctx, p) -> None:
     inited = set()
     if start is not None:
         inited = {n for op in start.prog.global_block.ops for n in output_names(op)}
-    received, blocks, lr_block = set(), [], -1
+    received, blocks, lr_block, misses = set(), [], -1, []
     for op in prog.global_block.ops:
         if op.type != "listen_and_serv":
             continue
@@ -172,10 +175,11 @@ def _pserver_reads(ctx, p) -> None:
     for bi in blocks:
         if not isinstance(bi, int) or not 0 < bi < len(prog.blocks) or bi == lr_block:
             continue
-        _block_reads(ctx, p["main"], prog, bi, set(early))
+        _block_reads(p["main"], prog, bi, set(early), misses)
+    return misses
 
 
-def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
+def _block_reads(part, prog, bi: int, have: set, misses: list) -> None:
     for j, op in enumerate(prog.blocks[bi].ops):
         # the clip / regularization ops a pserver runs are its optimize-role ops that are no
         # update (their name scope is gone there)
@@ -184,13 +188,19 @@ def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
         for name in reads:
             if name in have or name.split(".trainer_")[0] in have:
                 continue
-            fault = _read_fault(ctx, op, name)
-            ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
-                    "receives, nor initializes, nor computes before it" % (
-                        "Paddle fault %s: " % fault if fault else "", op.type, name),
-                    "a var of this pserver's", fault=fault)
+            misses.append((part, bi, j, op.type, name))
             have.add(name)
         have.update(output_names(op))
+
+
+def _add_misses(ctx, misses: list) -> None:
+    """The findings of pserver_reads: (part, block, op index, op type, name) of each read."""
+    for part, bi, j, op_type, name in misses:
+        fault = _read_fault(ctx, name)
+        ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
+                "receives, nor initializes, nor computes before it" % (
+                    "Paddle fault %s: " % fault if fault else "", op_type, name),
+                "a var of this pserver's", fault=fault)
 
 
 def _sliced_tables(ctx) -> set:
@@ -205,7 +215,7 @@ def _remote_tables(ctx) -> set:
             if is_remote_prefetch(op) and op.input("W")}
 
 
-def _read_fault(ctx, op, name: str) -> str:
+def _read_fault(ctx, name: str) -> str:
     style = ctx.config.style
     if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and ctx.memo("has_clip",
                                                                  lambda: has_clip(ctx)):
