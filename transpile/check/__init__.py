@@ -51,6 +51,7 @@ from .blocks import block_refs, reachable_blocks
 from .programs import check_structure
 from .ps_trainer import ps_checks
 from .pserver import check_listen, check_optimize, expected_distributed_mode
+from .stream import is_lazy, streamed_context
 from .render import RENDERERS, render_json, render_junit, render_text
 from .trainer import check_trainers
 
@@ -74,7 +75,10 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
                 split: Split, step=None) -> CheckReport:
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks."""
-    ctx = CheckContext(main, startup, config, split)
+    if is_lazy(split):
+        ctx = streamed_context(main, startup, config, split)
+    else:
+        ctx = CheckContext(main, startup, config, split)
     order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
         if config.traits.descriptors else CHECK_ORDER
     for check in order:
@@ -97,7 +101,9 @@ def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
         progress(done, total + CHECK_STEPS)
 
     with paused_gc():       # reading a split allocates millions of objects and frees none
-        split = load_split(split_dir, config, read)
+        # classic and fleet pservers each have programs about the original's size: those
+        # are read, checked and let go one pserver at a time (stream.py)
+        split = load_split(split_dir, config, read, lazy=not config.traits.descriptors)
         keep_until_exit(split)
         checked = itertools.count(folders[0] + 1)
         report = check_split(main, startup, config, split,

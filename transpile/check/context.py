@@ -2,6 +2,7 @@
 any check, and never changed: index.py) and the findings so far."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Optional
 
 from ..core.config import ClusterConfig
@@ -9,6 +10,7 @@ from ..ir.program import Program
 from .findings import Finding
 from .index import ParamBlock, SplitIndex, build_index
 from .loading import Split
+from .pssummary import PserverSummary, summarize
 
 
 
@@ -17,15 +19,57 @@ class CheckContext:
     only add findings; what they look up is in `index`, complete before the first one runs."""
 
     def __init__(self, main: Program, startup: Optional[Program], config: ClusterConfig,
-                 split: Split):
+                 split: Split, index: Optional[SplitIndex] = None):
         self.main = main
         self.startup = startup
         self.config = config
         self.split = split
         self.findings: list = []
         self.warnings: list = []
-        self.index: SplitIndex = build_index(config, split, list(self.parts()))
+        self.index: SplitIndex = index if index is not None else \
+            build_index(config, split, list(self.parts()))
+        # (check, part or endpoint) -> (findings, warnings) a streamed check made while it
+        # had that pserver's programs (see stream.py); replayed in their place in the order
+        self.recorded: dict = {}
         self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
+        self._memo: dict = {}
+
+    @contextmanager
+    def recording(self, check: str, where: str):
+        """The findings and warnings added in the body are kept for replay(check, where)."""
+        saved = self.findings, self.warnings
+        self.findings, self.warnings = self.recorded[(check, where)] = ([], [])
+        try:
+            yield
+        finally:
+            self.findings, self.warnings = saved
+
+    def replay(self, check: str, where: str) -> bool:
+        """Add what recording(check, where) kept, if it ran: True; else False (the caller
+        checks `where` itself)."""
+        got = self.recorded.get((check, where))
+        if got is None:
+            return False
+        self.findings.extend(got[0])
+        self.warnings.extend(got[1])
+        return True
+
+    def pserver_summary(self, endpoint: str) -> PserverSummary:
+        """What the trainer checks read of the main program of `endpoint` (pssummary.py):
+        made while the program is loaded, kept after it is let go."""
+        def make():
+            prog = self.split.pservers[endpoint]["main"].prog
+            return summarize(prog, self.grad_keys.get(endpoint, {}).values())
+        return self.memo(("pserver_summary", endpoint), make)
+
+    def memo(self, key, make):
+        """`make()`, computed once per check run: for what a check derives from the inputs
+        and the index (which never change while the checks run) and reads again and again."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            v = self._memo[key] = make()
+            return v
 
     @property
     def reach(self):

@@ -51,32 +51,45 @@ def _local_table(ctx) -> None:
                 faked.discard(w[0])
 
 
-def _dist_table(ctx) -> None:
+def dist_table_target(ctx):
+    """(the original's distributed table, the optimizer op type that trains it there or None),
+    or None without such a table."""
     table = find_distributed_table(ctx.main)
     if table is None:
+        return None
+    return table, next((op.type for op in ctx.main.global_block.ops
+                        if op.input("Param") == [table] and op.input("Grad")), None)
+
+
+def _dist_table(ctx) -> None:
+    target = dist_table_target(ctx)
+    if target is None:
         return
-    original = next((op.type for op in ctx.main.global_block.ops
-                     if op.input("Param") == [table] and op.input("Grad")), None)
-    average = ctx.config.sync_mode and ctx.config.trainers > 1
+    table, original = target
     for ep in ctx.config.pservers:
         p = ctx.split.pservers.get(ep)
-        if not p:
-            continue
-        prog = p["main"].prog
-        for bi, block in enumerate(prog.blocks):
-            for j, op in enumerate(block.ops):
-                if not is_update_op(op) or op.input("Param") != [table]:
-                    continue
-                why = []
-                if original is not None and op.type != original:
-                    why.append("with %s, not the program's %s" % (op.type, original))
-                grad = op.input("Grad")[:1]
-                if average and not any(o.type == "scale" and o.input("X") == grad
-                                       for o in block.ops[:j]):
-                    why.append("on the trainers' summed gradients, not their average")
-                if why:
-                    _warn(ctx, CLASSIC_DIST_TABLE_OPTIMIZER, p["main"], bi, j,
-                          "the distributed table %s is trained %s" % (table, " and ".join(why)))
+        if p and not ctx.replay("dist_table", ep):
+            dist_table_of(ctx, p, table, original)
+
+
+def dist_table_of(ctx, p: dict, table: str, original) -> None:
+    """_dist_table on one pserver (its entry `p`)."""
+    average = ctx.config.sync_mode and ctx.config.trainers > 1
+    prog = p["main"].prog
+    for bi, block in enumerate(prog.blocks):
+        for j, op in enumerate(block.ops):
+            if not is_update_op(op) or op.input("Param") != [table]:
+                continue
+            why = []
+            if original is not None and op.type != original:
+                why.append("with %s, not the program's %s" % (op.type, original))
+            grad = op.input("Grad")[:1]
+            if average and not any(o.type == "scale" and o.input("X") == grad
+                                   for o in block.ops[:j]):
+                why.append("on the trainers' summed gradients, not their average")
+            if why:
+                _warn(ctx, CLASSIC_DIST_TABLE_OPTIMIZER, p["main"], bi, j,
+                      "the distributed table %s is trained %s" % (table, " and ".join(why)))
 
 
 def _clip_before_merge(ctx) -> None:
@@ -103,17 +116,21 @@ def _sync_step_counter(ctx) -> None:
         return
     for ep in ctx.config.pservers:
         p = ctx.split.pservers.get(ep)
-        if not p:
-            continue
-        prog = p["main"].prog
-        reads = [(bi, j) for bi, b in enumerate(prog.blocks) for j, op in enumerate(b.ops)
-                 if LR_DECAY_COUNTER in input_names(op)]
-        writes = any(LR_DECAY_COUNTER in output_names(op) for b in prog.blocks[1:]
-                     for op in b.ops)
-        if reads and not writes:
-            _warn(ctx, FLEET_SYNC_STEP_COUNTER, p["main"], reads[0][0], reads[0][1],
-                  "the LR decay reads %s, which no pserver op increments and no trainer "
-                  "sends: the learning rate stays at its first value" % LR_DECAY_COUNTER)
+        if p and not ctx.replay("step_counter", ep):
+            step_counter_of(ctx, p)
+
+
+def step_counter_of(ctx, p: dict) -> None:
+    """_sync_step_counter on one pserver (its entry `p`)."""
+    prog = p["main"].prog
+    reads = [(bi, j) for bi, b in enumerate(prog.blocks) for j, op in enumerate(b.ops)
+             if LR_DECAY_COUNTER in input_names(op)]
+    writes = any(LR_DECAY_COUNTER in output_names(op) for b in prog.blocks[1:]
+                 for op in b.ops)
+    if reads and not writes:
+        _warn(ctx, FLEET_SYNC_STEP_COUNTER, p["main"], reads[0][0], reads[0][1],
+              "the LR decay reads %s, which no pserver op increments and no trainer "
+              "sends: the learning rate stays at its first value" % LR_DECAY_COUNTER)
 
 
 def _orphan_sum(ctx) -> None:
@@ -137,18 +154,22 @@ def _orphan_sum(ctx) -> None:
 def _large_scale_adam(ctx) -> None:
     for ep in ctx.config.pservers:
         p = ctx.split.pservers.get(ep)
-        if not p:
-            continue
-        for bi, block in enumerate(p["main"].prog.blocks):
-            for j, op in enumerate(block.ops):
-                if op.type == "lookup_sparse_table_fuse_adam":
-                    _warn(ctx, FLEET_LARGE_SCALE_ADAM, p["main"], bi, j,
-                          "the large-scale table %s is trained by the fused adam, which moves "
-                          "only each gradient's rows%s" % (
-                              op.attr("tablename"),
-                              " and, updating Beta1Pow / Beta2Pow in place first, corrects "
-                              "the bias with the next step's powers"
-                              if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))
+        if p and not ctx.replay("large_scale_adam", ep):
+            large_scale_adam_of(ctx, p)
+
+
+def large_scale_adam_of(ctx, p: dict) -> None:
+    """_large_scale_adam on one pserver (its entry `p`)."""
+    for bi, block in enumerate(p["main"].prog.blocks):
+        for j, op in enumerate(block.ops):
+            if op.type == "lookup_sparse_table_fuse_adam":
+                _warn(ctx, FLEET_LARGE_SCALE_ADAM, p["main"], bi, j,
+                      "the large-scale table %s is trained by the fused adam, which moves "
+                      "only each gradient's rows%s" % (
+                          op.attr("tablename"),
+                          " and, updating Beta1Pow / Beta2Pow in place first, corrects "
+                          "the bias with the next step's powers"
+                          if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))
 
 
 def _sparse_clip(ctx) -> None:

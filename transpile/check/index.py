@@ -52,41 +52,63 @@ class SplitIndex:
 
 def build_index(config: ClusterConfig, split: Split, parts: list) -> SplitIndex:
     """The index of `split` (`parts`: every program of it, trainers first)."""
-    reach, broken = {}, set()
+    builder = IndexBuilder(config, split)
     for part in parts:
-        n = len(part.prog.blocks)
-        if structure_broken(part.prog):
-            broken.add(part.name)
-            reach[part.name] = frozenset(range(n))
-        else:
-            reach[part.name] = frozenset(reachable_blocks(part.prog))
-    reader = _ListenReader(config)
+        builder.add_part(part)
     for ep in config.pservers:
         p = split.pservers.get(ep)
         if p is not None:
-            reader.read(ep, p["main"])
-    grad_eps: dict = {}
-    for ep in config.pservers:
-        for g in reader.grad_keys.get(ep, {}):
-            grad_eps.setdefault(g, []).append(ep)
-    by_grad = {}
-    for ep, blocks in reader.param_blocks.items():
-        first: dict = {}
-        for pb in blocks:
-            first.setdefault(pb.grad, pb)
-        by_grad[ep] = MappingProxyType(first)
-    progs: dict = {}
-    for t in split.trainers.values():
-        for k in ("main", "startup"):
-            if t.get(k) is not None:
-                progs.setdefault(t[k].name, t[k].prog)
-    frozen = MappingProxyType
-    return SplitIndex(
-        frozen(reach), frozenset(broken), frozen(reader.listen),
-        frozen({ep: frozen(k) for ep, k in reader.grad_keys.items()}),
-        frozen({ep: tuple(b) for ep, b in reader.param_blocks.items()}), frozen(by_grad),
-        frozen({g: tuple(e) for g, e in grad_eps.items()}), frozen(progs),
-        tuple(reader.findings))
+            builder.read_pserver(ep, p["main"])
+    return builder.index()
+
+
+class IndexBuilder:
+    """The index, built a program at a time (a streamed check reads each pserver's programs,
+    checks them and lets them go): add_part for every program, read_pserver for every pserver
+    main program in cluster order; index() is what is known so far."""
+
+    def __init__(self, config: ClusterConfig, split: Split):
+        self.config = config
+        self.split = split
+        self.reach: dict = {}
+        self.broken: set = set()
+        self.reader = _ListenReader(config)
+
+    def add_part(self, part: Part) -> None:
+        n = len(part.prog.blocks)
+        if structure_broken(part.prog):
+            self.broken.add(part.name)
+            self.reach[part.name] = frozenset(range(n))
+        else:
+            self.reach[part.name] = frozenset(reachable_blocks(part.prog))
+
+    def read_pserver(self, ep: str, part: Part) -> None:
+        self.reader.read(ep, part)
+
+    def index(self) -> SplitIndex:
+        reader, split = self.reader, self.split
+        grad_eps: dict = {}
+        for ep in self.config.pservers:
+            for g in reader.grad_keys.get(ep, {}):
+                grad_eps.setdefault(g, []).append(ep)
+        by_grad = {}
+        for ep, blocks in reader.param_blocks.items():
+            first: dict = {}
+            for pb in blocks:
+                first.setdefault(pb.grad, pb)
+            by_grad[ep] = MappingProxyType(first)
+        progs: dict = {}
+        for t in split.trainers.values():
+            for k in ("main", "startup"):
+                if t.get(k) is not None:
+                    progs.setdefault(t[k].name, t[k].prog)
+        frozen = MappingProxyType
+        return SplitIndex(
+            frozen(dict(self.reach)), frozenset(self.broken), frozen(dict(reader.listen)),
+            frozen({ep: frozen(k) for ep, k in reader.grad_keys.items()}),
+            frozen({ep: tuple(b) for ep, b in reader.param_blocks.items()}), frozen(by_grad),
+            frozen({g: tuple(e) for g, e in grad_eps.items()}), frozen(progs),
+            tuple(reader.findings))
 
 
 class _ListenReader:

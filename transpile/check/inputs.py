@@ -72,7 +72,10 @@ def check_inputs(ctx) -> None:
         for ep in ctx.config.pservers:
             p = ctx.split.pservers.get(ep)
             if p:
-                _pserver_reads(ctx, p)
+                misses = ctx.recorded.get(("reads", ep))
+                if misses is None:
+                    misses = pserver_reads(ctx, p)
+                _add_misses(ctx, misses)
 
 
 def _ids(ctx, part, fault: str) -> None:
@@ -120,7 +123,8 @@ def _unwritten_sends(ctx, part) -> None:
         if op.type == "send":
             for name in op.input("X"):
                 if name not in written and not _initialized(part, name):
-                    clip = name.split(".block")[0].split(".trainer_")[0] in _clip_outputs(ctx)
+                    clip = name.split(".block")[0].split(".trainer_")[0] in \
+                        ctx.memo("clip_outputs", lambda: _clip_outputs(ctx))
                     fault = CLASSIC_CLIP_ON_PSERVER if clip else ""
                     ctx.add("send", part, 0, j, "%ssends %s, which no op of the trainer writes"
                             % ("Paddle fault %s: the trainer " % fault if fault else "", name),
@@ -147,7 +151,7 @@ def _clip_outputs(ctx) -> set:
             for n in op.output("Out")}
 
 
-def _pserver_reads(ctx, p) -> None:
+def pserver_reads(ctx, p) -> list:
     """What a pserver has before its optimize blocks run: what it receives, initializes in
     its startup, and computes in its LR-decay block; each block is read from there."""
     prog = p["main"].prog
@@ -155,7 +159,7 @@ def _pserver_reads(ctx, p) -> None:
     inited = set()
     if start is not None:
         inited = {n for op in start.prog.global_block.ops for n in output_names(op)}
-    received, blocks, lr_block = set(), [], -1
+    received, blocks, lr_block, misses = set(), [], -1, []
     for op in prog.global_block.ops:
         if op.type != "listen_and_serv":
             continue
@@ -171,11 +175,11 @@ def _pserver_reads(ctx, p) -> None:
     for bi in blocks:
         if not isinstance(bi, int) or not 0 < bi < len(prog.blocks) or bi == lr_block:
             continue
-        _block_reads(ctx, p["main"], prog, bi, set(early))
+        _block_reads(p["main"], prog, bi, set(early), misses)
+    return misses
 
 
-def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
-    sliced = _sliced_tables(ctx)
+def _block_reads(part, prog, bi: int, have: set, misses: list) -> None:
     for j, op in enumerate(prog.blocks[bi].ops):
         # the clip / regularization ops a pserver runs are its optimize-role ops that are no
         # update (their name scope is gone there)
@@ -184,13 +188,19 @@ def _block_reads(ctx, part, prog, bi: int, have: set) -> None:
         for name in reads:
             if name in have or name.split(".trainer_")[0] in have:
                 continue
-            fault = _read_fault(ctx, op, name, sliced)
-            ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
-                    "receives, nor initializes, nor computes before it" % (
-                        "Paddle fault %s: " % fault if fault else "", op.type, name),
-                    "a var of this pserver's", fault=fault)
+            misses.append((part, bi, j, op.type, name))
             have.add(name)
         have.update(output_names(op))
+
+
+def _add_misses(ctx, misses: list) -> None:
+    """The findings of pserver_reads: (part, block, op index, op type, name) of each read."""
+    for part, bi, j, op_type, name in misses:
+        fault = _read_fault(ctx, name)
+        ctx.add("optimize", part, bi, j, "%s%s reads %s, which this pserver neither "
+                "receives, nor initializes, nor computes before it" % (
+                    "Paddle fault %s: " % fault if fault else "", op_type, name),
+                "a var of this pserver's", fault=fault)
 
 
 def _sliced_tables(ctx) -> set:
@@ -199,13 +209,20 @@ def _sliced_tables(ctx) -> set:
             if pb.param and ".block" in pb.param}
 
 
-def _read_fault(ctx, op, name: str, sliced: set) -> str:
+def _remote_tables(ctx) -> set:
+    """The tables the original's remote-prefetch lookups read."""
+    return {op.input("W")[0] for op in ctx.main.global_block.ops
+            if is_remote_prefetch(op) and op.input("W")}
+
+
+def _read_fault(ctx, name: str) -> str:
     style = ctx.config.style
-    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and has_clip(ctx):
+    if KIND[CLASSIC_CLIP_ON_PSERVER].style == style and ctx.memo("has_clip",
+                                                                 lambda: has_clip(ctx)):
         return CLASSIC_CLIP_ON_PSERVER
     base = name.split("@GRAD")[0]
-    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and base in sliced:
-        remote = {op.input("W")[0] for op in ctx.main.global_block.ops
-                  if is_remote_prefetch(op) and op.input("W")}
+    if KIND[FLEET_SPARSE_DECAY_WHOLE_TABLE].style == style and \
+            base in ctx.memo("sliced_tables", lambda: _sliced_tables(ctx)):
+        remote = ctx.memo("remote_tables", lambda: _remote_tables(ctx))
         return FLEET_SPARSE_DECAY_WHOLE_TABLE if base in remote else FLEET_DECAY_WHOLE_PARAM
     return ""

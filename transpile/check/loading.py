@@ -55,9 +55,12 @@ def _find_program(folder: str, stem: str) -> Optional[str]:
     return None
 
 
-def load_split(root: str, config: ClusterConfig, progress=None) -> Split:
+def load_split(root: str, config: ClusterConfig, progress=None, lazy: bool = False) -> Split:
     """The programs of a split folder, keyed by trainer id and pserver endpoint.
-    `progress(done, total)` is called after each trainer / pserver folder read."""
+    `progress(done, total)` is called after each trainer / pserver folder read.
+    `lazy`: the pserver programs are only found, not read (Part.prog None, the paths in the
+    entry's "paths"): load_pserver() reads one, release_pserver() lets it go. A lazy split
+    refuses a folder exactly as an eager one would (lazy_error)."""
     if not os.path.exists(root):
         raise UserError("%s: no such folder" % root)
     if not os.path.isdir(root):
@@ -73,28 +76,78 @@ def load_split(root: str, config: ClusterConfig, progress=None) -> Split:
         m = _TRAINER_DIR.match(name)
         main_path = _find_program(folder, "main")
         if main_path is None:
+            if lazy:
+                raise lazy_error(root, config, None)
             raise UserError("%s: no main program (main.pb or main.json)" % folder)
         startup_path = _find_program(folder, "startup")
-        entry = {"main": Part(name + "/main", load_program_raw(main_path)),
-                 "startup": Part(name + "/startup", load_program_raw(startup_path))
-                 if startup_path else None}
+        if lazy and not m:
+            entry = {"main": Part(name + "/main", None),
+                     "startup": Part(name + "/startup", None) if startup_path else None,
+                     "paths": (main_path, startup_path)}
+        else:
+            entry = {"main": Part(name + "/main", _load(root, config, main_path, lazy)),
+                     "startup": Part(name + "/startup", _load(root, config, startup_path, lazy))
+                     if startup_path else None}
         if m:
-            rt_path = os.path.join(folder, "runtime.json")
-            entry["runtime"] = None
-            if os.path.isfile(rt_path):
-                try:
-                    with open(rt_path, "rb") as f:
-                        entry["runtime"] = json.loads(f.read().decode("utf-8"))
-                except (OSError, ValueError) as e:
-                    raise UserError("%s: cannot read JSON (%s)" % (rt_path, e)) from None
+            entry["runtime"] = _runtime(folder, root, config, lazy)
             split.trainers[int(m.group(1))] = entry
         elif name in by_dir:
             split.pservers[by_dir[name]] = entry
         else:
             split.stray.append(name)
+            if lazy:        # read and dropped: an unreadable one is refused, as always
+                load_pserver(split, entry, config)
         if progress is not None:
             progress(done, len(names))
     if not split.trainers and not split.pservers:
         raise UserError("%s: not a split folder (no trainer_<id>/ or pserver_<host>_<port>/ "
                         "folders)" % root)
     return split
+
+
+def _runtime(folder: str, root: str, config: ClusterConfig, lazy: bool):
+    rt_path = os.path.join(folder, "runtime.json")
+    if not os.path.isfile(rt_path):
+        return None
+    try:
+        with open(rt_path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError) as e:
+        if lazy:
+            raise lazy_error(root, config, None) from None
+        raise UserError("%s: cannot read JSON (%s)" % (rt_path, e)) from None
+
+
+def _load(root: str, config: ClusterConfig, path: str, lazy: bool) -> Program:
+    if not lazy:
+        return load_program_raw(path)
+    try:
+        return load_program_raw(path)
+    except (UserError, ProgramFormatError) as e:
+        raise lazy_error(root, config, e) from None
+
+
+def lazy_error(root: str, config: ClusterConfig, error):
+    """The error a lazy split meets, as the eager reading of the folder says it: that reads
+    the folders in their order and stops at the first it refuses, which may be an earlier
+    one than the lazy reading got to."""
+    try:
+        load_split(root, config)
+    except (UserError, ProgramFormatError) as e:
+        return e
+    return error if error is not None else UserError("%s: unreadable split" % root)
+
+
+def load_pserver(split: Split, entry: dict, config: ClusterConfig) -> None:
+    """Read the programs of a lazy pserver entry (load_split(lazy=True))."""
+    main_path, startup_path = entry["paths"]
+    entry["main"].prog = _load(split.root, config, main_path, True)
+    if startup_path:
+        entry["startup"].prog = _load(split.root, config, startup_path, True)
+
+
+def release_pserver(entry: dict) -> None:
+    """Let the programs of a lazy pserver entry go."""
+    for k in ("main", "startup"):
+        if entry.get(k) is not None:
+            entry[k].prog = None

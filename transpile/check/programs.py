@@ -24,33 +24,39 @@ def _undeclared_fault(ctx: CheckContext) -> set:
 
 def check_structure(ctx: CheckContext) -> None:
     """Structure findings for every program (ctx.index says which blocks can run)."""
-    clip_grads = _undeclared_fault(ctx)
     for part in ctx.parts():
-        prog = part.prog
-        n = len(prog.blocks)
-        broken = part.name in ctx.index.broken
-        for i, b in enumerate(prog.blocks):
-            if b.idx != i:
-                ctx.add("structure", part, i, None, "block %d says its idx is %d" % (i, b.idx),
-                        "idx %d" % i)
-            if i > 0 and not 0 <= b.parent_idx < n:
-                ctx.add("structure", part, i, None,
-                        "parent_idx %d is not a block of the program" % b.parent_idx,
-                        "a parent in 0..%d" % (n - 1))
-            for j, op in enumerate(b.ops):
-                for r in op.block_refs():
-                    if not isinstance(r, int) or not 0 <= r < n:
-                        ctx.add("structure", part, i, j,
-                                "%s points at block %s, which does not exist" % (op.type, r),
-                                "a block in 0..%d" % (n - 1))
-        reach = ctx.index.reach[part.name]
-        for i in range(n):
-            if i not in reach:
-                ctx.warn("structure", part, i, None,
-                         "block %d is never run (no op refers to it); not checked" % i)
-        if broken:
-            continue
-        _declared_vars(ctx, part, reach, clip_grads)
+        if not ctx.replay("structure", part.name):
+            structure_of(ctx, part)
+
+
+def structure_of(ctx: CheckContext, part) -> None:
+    """The structure findings of one program."""
+    clip_grads = ctx.memo("undeclared_fault", lambda: _undeclared_fault(ctx))
+    prog = part.prog
+    n = len(prog.blocks)
+    broken = part.name in ctx.index.broken
+    for i, b in enumerate(prog.blocks):
+        if b.idx != i:
+            ctx.add("structure", part, i, None, "block %d says its idx is %d" % (i, b.idx),
+                    "idx %d" % i)
+        if i > 0 and not 0 <= b.parent_idx < n:
+            ctx.add("structure", part, i, None,
+                    "parent_idx %d is not a block of the program" % b.parent_idx,
+                    "a parent in 0..%d" % (n - 1))
+        for j, op in enumerate(b.ops):
+            for r in op.block_refs():
+                if not isinstance(r, int) or not 0 <= r < n:
+                    ctx.add("structure", part, i, j,
+                            "%s points at block %s, which does not exist" % (op.type, r),
+                            "a block in 0..%d" % (n - 1))
+    reach = ctx.index.reach[part.name]
+    for i in range(n):
+        if i not in reach:
+            ctx.warn("structure", part, i, None,
+                     "block %d is never run (no op refers to it); not checked" % i)
+    if broken:
+        return
+    _declared_vars(ctx, part, reach, clip_grads)
 
 
 def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:

@@ -55,8 +55,14 @@ def check_listen(ctx: CheckContext) -> None:
             ctx.add("listen", endpoint_dir(ep), None, None,
                     "no program for pserver %s" % ep, "%s/main.pb" % endpoint_dir(ep))
             continue
-        if ep in ctx.index.listen:
-            _check_listen_op(ctx, ep, p["main"])
+        if not ctx.replay("listen", ep):
+            listen_of(ctx, ep, p)
+
+
+def listen_of(ctx: CheckContext, ep: str, p: dict) -> None:
+    """The listen findings of pserver `ep` (its entry `p`), past what the index found."""
+    if ep in ctx.index.listen:
+        _check_listen_op(ctx, ep, p["main"])
 
 
 def _check_listen_op(ctx: CheckContext, ep: str, part: Part) -> None:
@@ -107,24 +113,31 @@ def check_optimize(ctx: CheckContext) -> None:
         p = ctx.split.pservers.get(ep)
         if not p or ep not in ctx.param_blocks:
             continue
-        part, startup = p["main"], p["startup"]
-        prog = part.prog
-        want_acc: dict = {}
-        readers = None
-        for pb in ctx.param_blocks[ep]:
-            if pb.op is None or pb.var is None:
-                continue
-            block = prog.blocks[pb.block]
-            if not ctx.geo:
-                _check_accumulators(ctx, part, pb, want_acc)
-                if cfg.sync_mode and cfg.trainers > 1 and pb.var.kind != "SELECTED_ROWS":
-                    _check_average(ctx, part, pb)
-            if readers is None:
-                readers = _readers(ctx, part)
-            _check_dead_ops(ctx, part, pb, block, readers)
-        if startup is not None:
-            _check_startup_shapes(ctx, startup, prog, want_acc)
-            _check_initialised(ctx, startup, ctx.param_blocks[ep])
+        if not ctx.replay("optimize", ep):
+            optimize_of(ctx, ep, p)
+
+
+def optimize_of(ctx: CheckContext, ep: str, p: dict) -> None:
+    """The optimize findings of pserver `ep` (its entry `p`), past what the index found."""
+    cfg = ctx.config
+    part, startup = p["main"], p["startup"]
+    prog = part.prog
+    want_acc: dict = {}
+    readers = None
+    for pb in ctx.param_blocks[ep]:
+        if pb.op is None or pb.var is None:
+            continue
+        block = prog.blocks[pb.block]
+        if not ctx.geo:
+            _check_accumulators(ctx, part, pb, want_acc)
+            if cfg.sync_mode and cfg.trainers > 1 and pb.var.kind != "SELECTED_ROWS":
+                _check_average(ctx, part, pb)
+        if readers is None:
+            readers = _readers(ctx, part)
+        _check_dead_ops(ctx, part, pb, block, readers)
+    if startup is not None:
+        _check_startup_shapes(ctx, startup, prog, want_acc)
+        _check_initialised(ctx, startup, ctx.param_blocks[ep])
 
 
 def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:

@@ -20,8 +20,7 @@ from ..ir import roles
 from .context import CheckContext
 from .inputs import sparse_numbers
 from .loading import Part
-from .ops import (BLOCK_SUFFIX, fmt_shape, input_names, is_dense, is_geo_update, is_static,
-                  is_update_op, output_names)
+from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static, is_update_op
 
 # the per-peer copies Paddle makes of a sent grad: fc_w@GRAD.trainer_0
 _PEER_SUFFIX = re.compile(r"\.(trainer|pserver)_\d+$")
@@ -272,8 +271,7 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
 def _check_counter_target(ctx, e: _Edge) -> None:
     """A trainer's step counter must be read by the pserver's LR-decay ops (which sum the
     trainers' counters into the global step)."""
-    prog = ctx.split.pservers[e.endpoint]["main"].prog
-    if not any(e.name in input_names(op) for b in prog.blocks[1:] for op in b.ops):
+    if e.name not in ctx.pserver_summary(e.endpoint).later_inputs:
         ctx.add("send", e.part, e.block, e.op,
                 "sends the step counter %s to %s, where no block reads it"
                 % (e.name, e.endpoint),
@@ -282,27 +280,25 @@ def _check_counter_target(ctx, e: _Edge) -> None:
 
 def _check_send_target(ctx, e: _Edge, key: str) -> None:
     """The pserver must read what was sent, and its shape must be the block's."""
-    p = ctx.split.pservers[e.endpoint]["main"]
-    prog = p.prog
+    summary = ctx.pserver_summary(e.endpoint)
     bi = ctx.grad_keys[e.endpoint][key]
-    if not 0 < bi < len(prog.blocks):
+    if not 0 < bi < summary.n_blocks:
         return
-    block = prog.blocks[bi]
-    readers = [j for j, op in enumerate(block.ops) if e.name in input_names(op)]
-    writers = [j for j, op in enumerate(block.ops) if key in output_names(op)
-               and not is_update_op(op) and not is_geo_update(op)]
+    ops = summary.blocks[bi]
+    readers = [j for j, op in enumerate(ops) if e.name in op.inputs]
+    writers = [j for j, op in enumerate(ops) if key in op.outputs and op.plain_writer]
     if e.name != key and not readers:
         ctx.add("send", e.part, e.block, e.op,
                 "sends %s, which %s block %d never reads" % (e.name, e.endpoint, bi),
                 "a name block %d merges (%s)" % (bi, ", ".join(
-                    n for op in block.ops if op.type == "sum" for n in op.input("X")) or key))
+                    n for op in ops if op.type == "sum" for n in op.x) or key))
     elif e.name == key and writers and readers[:1] != [0] and not \
-            any(e.name in block.ops[j].input("X") for j in writers):
+            any(e.name in ops[j].x for j in writers):
         ctx.add("send", e.part, e.block, e.op,
                 "sends %s, which %s block %d overwrites with op %d (%s) before using it"
-                % (e.name, e.endpoint, bi, writers[0], block.ops[writers[0]].type),
+                % (e.name, e.endpoint, bi, writers[0], ops[writers[0]].type),
                 "one of the names op %d reads: %s" % (writers[0], ", ".join(
-                    input_names(block.ops[writers[0]]))))
+                    ops[writers[0]].inputs)))
     pb = ctx.param_block(e.endpoint, key)
     if pb is None or not is_dense(pb.var) or pb.sparse:
         return
@@ -351,13 +347,12 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
         here = [pb for pb in held.get(e.name, ()) if pb.endpoint == e.endpoint]
         if not here:
             others = [pb.endpoint for pb in held.get(e.name, ())]
-            pv = ctx.split.pservers[e.endpoint]["main"].prog.global_block.vars.get(e.name)
             if others:
                 ctx.add("recv", e.part, e.block, e.op,
                         "receives %s from %s, but %s holds it" % (e.name, e.endpoint,
                                                                  others[0]),
                         "endpoint %s" % others[0])
-            elif pv is None or not pv.persistable:
+            elif e.name not in ctx.pserver_summary(e.endpoint).persistable:
                 ctx.add("recv", e.part, e.block, e.op,
                         "receives %s from %s, which has no such parameter block"
                         % (e.name, e.endpoint),

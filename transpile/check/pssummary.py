@@ -1,0 +1,44 @@
+"""What the trainer checks read of a pserver's main program, kept small: a streamed check
+(stream.py) lets each pserver's programs go once it has checked them, and keeps this."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
+
+from ..ir.program import Program
+from .ops import input_names, is_geo_update, is_update_op, output_names
+
+
+@dataclass(frozen=True)
+class LiteOp:
+    """An op of an optimize block, as the send checks read it."""
+    type: str
+    inputs: tuple            # input_names(op)
+    outputs: tuple           # output_names(op)
+    x: tuple                 # op.input("X")
+    plain_writer: bool       # neither an optimizer update nor geo's sum(param, delta)
+
+
+@dataclass(frozen=True)
+class PserverSummary:
+    n_blocks: int
+    later_inputs: frozenset  # what the ops of blocks 1.. read
+    blocks: Mapping          # block idx -> (LiteOp, ...): the blocks grad_to_block_id names
+    persistable: frozenset   # the persistable vars of block 0
+
+
+def summarize(prog: Program, block_ids) -> PserverSummary:
+    """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""
+    n = len(prog.blocks)
+    later = frozenset(a for b in prog.blocks[1:] for op in b.ops for a in input_names(op))
+    blocks = {}
+    for bi in set(block_ids):
+        if 0 < bi < n:
+            blocks[bi] = tuple(
+                LiteOp(op.type, tuple(input_names(op)), tuple(output_names(op)),
+                       tuple(op.input("X")), not is_update_op(op) and not is_geo_update(op))
+                for op in prog.blocks[bi].ops)
+    persistable = frozenset(name for name, v in prog.global_block.vars.items()
+                            if v.persistable)
+    return PserverSummary(n, later, MappingProxyType(blocks), persistable)
