@@ -13,7 +13,7 @@ from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
 from .opsource import var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,
                     ProgramDesc, VarDescMsg, fd_is_repeated)
-from .wire import varint_bytes
+from .wire import length_delimited, varint_bytes
 
 
 def _set_scalar(m, d):
@@ -151,46 +151,41 @@ _ATTR_CHUNKS: dict = {}
 _CACHE_LIMIT = 1 << 17
 
 
-class _TextFields(dict):
-    """text -> that text as the string field with wire key `key` (key, length, UTF-8 bytes),
-    made on first use: looked up with the dict's own [] (a slot's arguments: with map)."""
+class _Made(dict):
+    """key -> the bytes `make(key)`, made on first use and then looked up with the dict's own
+    [] (a slot's arguments: with map); emptied when it holds more than _CACHE_LIMIT."""
 
-    def __init__(self, key: bytes):
+    def __init__(self, make):
         super().__init__()
-        self.key = key
+        self.make = make
 
-    def __missing__(self, text: str) -> bytes:
+    def __missing__(self, key) -> bytes:
         if len(self) > _CACHE_LIMIT:
             self.clear()
-        raw = text.encode("utf-8")
-        out = self[text] = self.key + varint_bytes(len(raw)) + raw
+        out = self[key] = self.make(key)
         return out
 
 
-_SLOT_NAMES = _TextFields(b"\x0a")       # OpDesc.Var.parameter = 1 (and VarDesc.name = 1)
-_ARGUMENTS = _TextFields(b"\x12")        # OpDesc.Var.arguments = 2
-_OP_TYPES = _TextFields(b"\x1a")         # OpDesc.type = 3
+def _text_field(key: bytes) -> _Made:
+    """text -> that text as the string field with wire key `key` (key, length, UTF-8 bytes)."""
+    return _Made(lambda text: length_delimited(key, text.encode("utf-8")))
 
 
-class _OneArgSlots(dict):
-    """(slot, argument) -> a slot with that one argument as the OpDesc field with wire key
-    `key` (inputs 1, outputs 2), key and length included, made on first use: most slots
-    hold one name, and each name is in several ops (a grad block is summed, scaled, read)."""
-
-    def __init__(self, key: bytes):
-        super().__init__()
-        self.key = key
-
-    def __missing__(self, slot_arg: tuple) -> bytes:
-        if len(self) > _CACHE_LIMIT:
-            self.clear()
-        body = _SLOT_NAMES[slot_arg[0]] + _ARGUMENTS[slot_arg[1]]
-        out = self[slot_arg] = self.key + varint_bytes(len(body)) + body
-        return out
+_SLOT_NAMES = _text_field(b"\x0a")      # OpDesc.Var.parameter = 1 (and VarDesc.name = 1)
+_ARGUMENTS = _text_field(b"\x12")       # OpDesc.Var.arguments = 2
+_OP_TYPES = _text_field(b"\x1a")        # OpDesc.type = 3
 
 
-_INPUTS = _OneArgSlots(b"\x0a")          # OpDesc.inputs = 1
-_OUTPUTS = _OneArgSlots(b"\x12")         # OpDesc.outputs = 2
+def _one_arg_slots(key: bytes) -> _Made:
+    """(slot, argument) -> a slot holding that one argument as the OpDesc field with wire key
+    `key`, key and length included: most slots hold one name, and each name is in several ops
+    (a grad block is summed, scaled, read)."""
+    return _Made(lambda slot_arg: length_delimited(
+        key, _SLOT_NAMES[slot_arg[0]] + _ARGUMENTS[slot_arg[1]]))
+
+
+_INPUTS = _one_arg_slots(b"\x0a")       # OpDesc.inputs = 1
+_OUTPUTS = _one_arg_slots(b"\x12")      # OpDesc.outputs = 2
 
 
 _EXACT = (str, int, bool)
@@ -276,22 +271,10 @@ _KEY_VAR = b"\x1a"        # BlockDesc.vars = 3
 _KEY_OP = b"\x22"         # BlockDesc.ops = 4
 
 
-class _Heads(dict):
-    """length -> a var's or op's key and that length, made on first use."""
-
-    def __init__(self, key: bytes):
-        super().__init__()
-        self.key = key
-
-    def __missing__(self, n: int) -> bytes:
-        out = self[n] = self.key + varint_bytes(n)
-        return out
-
-
-# lengths below _HEADS are kept (at most that many entries each)
+# a var's or op's key and length, made once per length below _HEADS (the lengths most have)
 _HEADS = 1 << 14
-_VAR_HEADS = _Heads(_KEY_VAR)
-_OP_HEADS = _Heads(_KEY_OP)
+_VAR_HEADS = _Made(lambda n: _KEY_VAR + varint_bytes(n))
+_OP_HEADS = _Made(lambda n: _KEY_OP + varint_bytes(n))
 
 
 def _block_bytes(b: Block) -> bytes:
