@@ -14,12 +14,13 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_split_reports_each_trainer_and_pserver():
+def test_split_reports_each_piece_of_work():
     case = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
     calls = []
     split(load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb")),
           load_config(os.path.join(case, "cluster.yaml")), progress=lambda d, t: calls.append((d, t)))
-    assert calls == [(1, 3), (2, 3), (3, 3)]      # one trainer, two pservers
+    # the pieces of work (Style.units): one trainer's main, startup and files, two pservers
+    assert calls == [(d, 5) for d in range(1, 6)]
 
 
 def test_bar_drawn_on_a_terminal_once_the_run_is_long():

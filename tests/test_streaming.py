@@ -2,6 +2,7 @@
 folder it writes must be exactly what the programs kept in memory would give, and a failure
 while writing must still leave no output behind."""
 import os
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -108,31 +109,42 @@ def test_a_write_failing_mid_split_keeps_the_previous_split(tmp_path, monkeypatc
     assert os.listdir(tmp_path) == ["out"]
 
 
-@pytest.mark.parametrize("family,name", [("classic", "l2decay_piecewise"),
-                                         ("fleet", "ctr_sparse_adam_sync")])
-def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, name):
-    """Half the pservers built by a forked child (PSTRANSPILE_WORKERS=2, 4 pservers): the
-    folder is byte for byte the one process's."""
+@pytest.mark.parametrize("family,name,n,all_ids", [
+    ("classic", "l2decay_piecewise", 4, False), ("fleet", "ctr_sparse_adam_sync", 4, False),
+    ("classic", "l2decay_piecewise", 2, True), ("fleet", "ctr_sparse_adam_async", 2, True),
+    ("ps", "ctr_adam_sync", 2, True), ("ps", "ctr_adam_geo", 3, False)])
+def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, name, n, all_ids):
+    """The pieces of the split shared with a forked child (PSTRANSPILE_WORKERS=2; at 2 or 3
+    pservers only for a large program, so the threshold is lowered here): the folder is byte
+    for byte the one process's, plan.json and report.md included (gathered in the pieces'
+    order whoever built which), with every trainer too (`--trainer-id all`)."""
     from transpile.core.config import load_config_text
+    split_mod = sys.modules["transpile.split"]
+    monkeypatch.setattr(split_mod, "MIN_FORKED_OPS", 0)
     case = os.path.join(CORPUS, family, name)
     with open(os.path.join(case, "cluster.yaml")) as f:
         text = f.read()
     cfg = tmp_path / "c.yaml"
-    eps = ["127.0.0.1:%d" % (7000 + i) for i in range(4)]
+    eps = ["127.0.0.1:%d" % (7000 + i) for i in range(n)]
     cfg.write_text("\n".join(l for l in text.splitlines() if not l.startswith(("pservers",
                                                                                 "  -", "- ")))
                    + "\npservers: [%s]\n" % ", ".join('"%s"' % e for e in eps))
     assert load_config_text(cfg.read_text()).pservers == tuple(eps)
     outs = []
+    forks = []
+    real = split_mod.Forked
+    monkeypatch.setattr(split_mod, "Forked", lambda fn: forks.append(1) or real(fn))
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         out = str(tmp_path / ("out" + workers))
         r = CliRunner().invoke(main, ["split", os.path.join(case, "main.pb"), "--startup",
                                       os.path.join(case, "startup.pb"), "--cluster", str(cfg),
-                                      "--out", out, "--quiet"])
+                                      "--out", out, "--quiet"]
+                               + (["--trainer-id", "all"] if all_ids else []))
         assert r.exit_code == 0, r.output
         outs.append(tree_files(out))
-    assert sorted(outs[0]) == sorted(outs[1]) and len(outs[0]) > 10
+    assert forks == [1]                 # the second split was shared with a child
+    assert sorted(outs[0]) == sorted(outs[1]) and len(outs[0]) > 6
     for rel in outs[0]:
         assert outs[0][rel] == outs[1][rel], rel
 
@@ -173,27 +185,44 @@ def test_the_work_queue_gives_each_index_to_one_process():
     assert mine == sorted(mine) and theirs == sorted(theirs)
 
 
-def test_the_parent_failing_leaves_the_child_nothing_to_build(tmp_path, monkeypatch):
-    """A trainer refused in the parent: the pservers still queued are taken off the queue, so
-    the child stops after the one it is building; exit 2, nothing written."""
+@pytest.mark.parametrize("who", ["parent", "child"])
+def test_a_failing_process_leaves_the_other_nothing_to_build(tmp_path, monkeypatch, who):
+    """A trainer refused in one process (the one that takes it first): the pieces still queued
+    are taken off the queue, so the other process stops after the pserver it is building;
+    exit 2, nothing written. `who`: the process that takes the trainer's main program (the
+    parent or the child, held back a little so that the other takes it)."""
+    from transpile.core import forked
     from transpile.styles import base
     monkeypatch.setenv("PSTRANSPILE_WORKERS", "2")
     built = tmp_path / "built"
     built.mkdir()
-    real = base.Style.build_pserver
+    real = base.Style.build
+    parent = os.getpid()
 
-    def slow_pserver(self, prep, endpoint, result, run):
-        (built / endpoint.replace(":", "_")).write_text("")
+    def build(self, prep, unit, result, run):
         import time
-        time.sleep(0.2)
-        return real(self, prep, endpoint, result, run)
+        if unit.role == "pserver":
+            (built / unit.who.replace(":", "_")).write_text("")
+            time.sleep(0.2)
+        elif unit.part == "main":
+            time.sleep(0.3)
+            raise UserError("trainer refused in the %s"
+                            % ("parent" if os.getpid() == parent else "child"))
+        return real(self, prep, unit, result, run)
+    real_fork = forked.Forked.__init__
 
-    def refuse(self, *a, **k):
-        import time
-        time.sleep(0.3)
-        raise UserError("trainer refused in the parent")
-    monkeypatch.setattr(base.Style, "build_pserver", slow_pserver)
-    monkeypatch.setattr(base.Style, "build_trainer", refuse)
+    def fork(self, fn):
+        def late():
+            import time
+            if who == "parent":
+                time.sleep(0.1)         # the parent takes the first piece
+            return fn()
+        real_fork(self, late)
+        if who == "child" and os.getpid() == parent:
+            import time
+            time.sleep(0.1)             # the child takes the first piece
+    monkeypatch.setattr(base.Style, "build", build)
+    monkeypatch.setattr(forked.Forked, "__init__", fork)
     case = os.path.join(CORPUS, "fleet", "mlp_sgd_sync")
     cfg = tmp_path / "c.yaml"
     cfg.write_text("pservers: [%s]\ntrainers: 2\n" % ", ".join("a:%d" % (i + 1) for i in range(40)))
@@ -201,6 +230,6 @@ def test_the_parent_failing_leaves_the_child_nothing_to_build(tmp_path, monkeypa
     r = CliRunner().invoke(main, ["split", os.path.join(case, "main.pb"), "--startup",
                                   os.path.join(case, "startup.pb"), "--cluster", str(cfg),
                                   "--out", out])
-    assert r.exit_code == 2 and "trainer refused in the parent" in r.output
+    assert r.exit_code == 2 and "trainer refused in the %s" % who in r.output
     assert not os.path.exists(out)
     assert 0 < len(os.listdir(built)) < 30          # not all 40: the queue was emptied

@@ -2,8 +2,8 @@
 
     style = style_of(config)                          (styles/registry.py)
     prep  = style.prepare(main, startup, config)      input fixes, the plan, the faults
-    trainer_<id>: style.build_trainer(...)            its pipelines of passes, its files
-    pserver_<ep>: style.build_pserver(...)
+    for unit in style.units(...):                     each trainer's main, startup, files;
+        style.build(prep, unit, ...)                  each pserver: its pipelines of passes
     plan.json:    style.plan_json(...)
 
 Refusals (RefusedError) come from the plan, before any program is built, or from the pass that
@@ -40,11 +40,12 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
     (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
-    programs are built. With a `sink`, each program and text file is handed to it when built
+    pieces of work (Style.units) are done. With a `sink`, each program and text file is handed to it when built
     instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
     every program after every pass (`split --dump-after`). `workers`: with 2 and a sink that
-    can be shared (split_to_folder's), a forked child builds pservers while the parent builds
-    the trainers, both taking the next pserver from one queue (the same bytes). Raises
+    can be shared (split_to_folder's), a forked child and the parent share the pieces of work
+    (Style.units: a trainer's programs and files, each pserver), each taking the next piece
+    from one queue when it is free (the same bytes, gathered in the pieces' order). Raises
     UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
@@ -61,32 +62,23 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         prep = style.prepare(main, startup, config, ids)
         result = SplitResult(sink=sink)
         result.faults = list(prep.faults)
-        endpoints = list(prep.plan.endpoints)
-        total = len(ids) + len(endpoints)
+        units = style.units(ids, list(prep.plan.endpoints))
+        made: dict = {}                 # unit index -> what building it added (a SplitResult)
         queue = child = None
-        if workers > 1 and MIN_FORKED_PSERVERS <= len(endpoints) <= _WorkQueue.MOST and \
-                after is None and hasattr(sink, "sections"):
-            queue = _WorkQueue(len(endpoints))
-            child = Forked(lambda: _pservers(style, prep, endpoints, queue, run, sink))
+        if workers > 1 and after is None and hasattr(sink, "sections") and \
+                1 < len(units) <= _WorkQueue.MOST and _worth_forking(main, units):
+            queue = _WorkQueue(len(units))
+            child = Forked(lambda: _build_units(style, prep, units, queue, run, sink))
         try:
-            done = 0
-            for tid in ids:
-                style.build_trainer(prep, tid, result, run)
-                done += 1
+            for i in (queue if queue is not None else range(len(units))):
+                made[i] = _build_unit(style, prep, units[i], run, sink)
                 if progress:
-                    progress(done, total)
-            for i in (queue if queue is not None else range(len(endpoints))):
-                style.build_pserver(prep, endpoints[i], result, run)
-                done += 1
-                if progress:
-                    progress(done, total)
+                    progress(len(made), len(units))
             if child is not None:
-                summaries, texts, sections = child.result()
+                theirs, sections = child.result()
                 child = None
-                result.summaries.update(summaries)
-                result.texts.update(texts)
+                made.update(theirs)
                 sink.sections.update(sections)
-                _in_split_order(result, sink, ids, endpoints)
         finally:
             if child is not None:
                 for _ in queue:                 # the parent failed: nothing more to build
@@ -94,19 +86,27 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 child.abandon()
             if queue is not None:
                 queue.close()
+        _gather(result, made, sink)
         result.plan = style.plan_json(prep, result, ids)
     return result
 
 
-# fewer pservers than this are built by one process (a fork costs more than they do)
+# a split of a main program this small (and to fewer pservers than MIN_FORKED_PSERVERS) is
+# built by one process: a fork costs more than sharing its work saves
+MIN_FORKED_OPS = 2000
 MIN_FORKED_PSERVERS = 4
 
 
+def _worth_forking(main: Program, units: list) -> bool:
+    pservers = sum(1 for u in units if u.role == "pserver")
+    return pservers >= MIN_FORKED_PSERVERS or len(main.global_block.ops) >= MIN_FORKED_OPS
+
+
 class _WorkQueue:
-    """The pservers still to build, shared by the parent and a forked child: each takes the
-    next index when it is free (the parent builds the trainers first), so that neither waits
-    for the other. A pipe filled before the fork: a read of one index (4 bytes) is atomic,
-    and reads end at the end of the pipe."""
+    """The pieces of work still to do (Style.units, by index), shared by the parent and a
+    forked child: each takes the next index when it is free, so that neither waits for the
+    other. A pipe filled before the fork: a read of one index (4 bytes) is atomic, and reads
+    end at the end of the pipe."""
 
     _ITEM = 4
     MOST = 8192                             # indices a pipe holds (64 KiB) with room to spare
@@ -131,27 +131,42 @@ class _WorkQueue:
         os.close(self._read)
 
 
-def _pservers(style, prep, endpoints: list, queue: _WorkQueue, run, sink) -> tuple:
-    """In a forked child: build the pservers it takes from `queue` (their files written by
-    the shared sink); what the parent needs of them: (summaries, texts, report sections)."""
-    result = SplitResult(sink=sink)
+def _build_unit(style, prep, unit, run, sink) -> SplitResult:
+    """Build one piece of the split into a result of its own (its programs and files handed
+    to `sink` when there is one)."""
+    part = SplitResult(sink=sink)
+    style.build(prep, unit, part, run)
+    return part
+
+
+def _build_units(style, prep, units: list, queue: _WorkQueue, run, sink) -> tuple:
+    """In a forked child: build the pieces it takes from `queue` (their files written by the
+    shared sink); what the parent needs of them: ({unit index: its result}, report
+    sections). The results hold no programs: the sink has written them."""
     sink.sections = {}
-    for i in queue:
-        style.build_pserver(prep, endpoints[i], result, run)
-    return result.summaries, result.texts, sink.sections
+    made = {}
+    try:
+        for i in queue:
+            made[i] = _build_unit(style, prep, units[i], run, sink)
+            made[i].sink = None             # not sent back
+    except BaseException:
+        for _ in queue:                     # failed: leave the parent nothing more to build
+            pass
+        raise
+    return made, sink.sections
 
 
-def _in_split_order(result: SplitResult, sink, ids: list, endpoints: list) -> None:
-    """What the parent and the child made, in the order one process makes it (trainers, then
-    pservers in the plan's order), whoever built which."""
-    rank = {("trainer_%d" % tid): n for n, tid in enumerate(ids)}
-    rank.update((endpoint_dir(ep), len(ids) + n) for n, ep in enumerate(endpoints))
-
-    def ordered(d: dict) -> dict:
-        return dict(sorted(d.items(), key=lambda kv: rank.get(kv[0].split("/", 1)[0], -1)))
-    result.summaries = ordered(result.summaries)
-    result.texts = ordered(result.texts)
-    sink.sections = ordered(sink.sections)
+def _gather(result: SplitResult, made: dict, sink) -> None:
+    """The pieces' results in `result`, in the order of the pieces, whoever built which: the
+    order one process building them in turn gives (plan.json and report.md follow it)."""
+    for i in sorted(made):
+        part = made[i]
+        result.programs.update(part.programs)
+        result.summaries.update(part.summaries)
+        result.runtime.update(part.runtime)
+        result.texts.update(part.texts)
+    if sink is not None and hasattr(sink, "sections"):
+        sink.sections = {k: sink.sections[k] for k in result.summaries if k in sink.sections}
 
 
 class _FolderSink:

@@ -30,6 +30,20 @@ class Prepared:
         return PassEnv(self.plan, self.main, self.startup, shared=self.shared, **kw)
 
 
+# a trainer's pieces of work (Style.units): its two programs are built apart, each with its own
+# PassEnv: no "trainer startup" pass reads what a "trainer main" pass leaves in env.scratch
+TRAINER_PARTS = ("main", "startup", "files")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of a split's work: `role` "trainer" (`who` its id, `part` one of
+    TRAINER_PARTS) or "pserver" (`who` its endpoint, the whole pserver)."""
+    role: str
+    who: Any
+    part: str = ""
+
+
 class Runner:
     """Runs a pipeline for one program of the split, handing each pass's output to `after`."""
 
@@ -59,27 +73,33 @@ class Style:
         "trainer startup", "pserver main", "pserver startup")."""
         raise NotImplementedError
 
-    def build_trainer(self, prep: Prepared, trainer_id: int, result: SplitResult,
-                      run: Runner) -> None:
-        """Add trainer `trainer_id`'s programs (its "trainer main" and "trainer startup"
-        pipelines) and files (trainer_files) to `result`."""
-        self._build(prep, "trainer", "trainer_%d" % trainer_id,
-                    prep.env(trainer_id=trainer_id), result, run)
-        self.trainer_files(prep, trainer_id, result)
+    def units(self, trainer_ids: list, endpoints: list) -> list["Unit"]:
+        """The pieces of a split's work, none reading what another makes, in the order one
+        process builds them: each trainer's main program, its startup program and its other
+        files, then each pserver's programs and files (a pserver's startup passes read what
+        its main passes leave, so they are one piece)."""
+        return [Unit("trainer", tid, part) for tid in trainer_ids for part in TRAINER_PARTS] + \
+            [Unit("pserver", ep) for ep in endpoints]
 
-    def build_pserver(self, prep: Prepared, endpoint: str, result: SplitResult,
-                      run: Runner) -> None:
-        """Add the pserver at `endpoint`'s programs and files to `result`."""
-        self._build(prep, "pserver", endpoint_dir(endpoint), self.pserver_env(prep, endpoint),
-                    result, run)
-        self.pserver_files(prep, endpoint, result)
-
-    def _build(self, prep: Prepared, role: str, key: str, env: PassEnv, result: SplitResult,
-               run: Runner) -> None:
+    def build(self, prep: Prepared, unit: "Unit", result: SplitResult, run: Runner) -> None:
+        """Add a piece of the split (`units`) to `result`: a trainer's program (its "trainer
+        main" or "trainer startup" pipeline) or files (trainer_files), or a pserver's programs
+        and files."""
         pipes = self.pipelines(prep.plan.mode)
-        for kind, prog in (("main", prep.main), ("startup", prep.startup)):
-            result.add("%s/%s" % (key, kind), run(pipes["%s %s" % (role, kind)], prog, env,
-                                                  "%s/%s" % (key, kind)))
+        if unit.role == "pserver":
+            key = endpoint_dir(unit.who)
+            env = self.pserver_env(prep, unit.who)
+            for kind, prog in (("main", prep.main), ("startup", prep.startup)):
+                result.add("%s/%s" % (key, kind), run(pipes["pserver " + kind], prog, env,
+                                                      "%s/%s" % (key, kind)))
+            self.pserver_files(prep, unit.who, result)
+        elif unit.part == "files":
+            self.trainer_files(prep, unit.who, result)
+        else:
+            key = "trainer_%d/%s" % (unit.who, unit.part)
+            prog = prep.main if unit.part == "main" else prep.startup
+            result.add(key, run(pipes["trainer " + unit.part], prog,
+                                prep.env(trainer_id=unit.who), key))
 
     def pserver_env(self, prep: Prepared, endpoint: str) -> PassEnv:
         """What the passes of one pserver's programs read."""
