@@ -24,7 +24,6 @@ from .ir.program import Program
 from .ir.roles import is_optimize_op
 from .ir.validate import validate_for_split
 from .output.result import Sink, SplitResult, endpoint_dir
-from .output.runtime import runtime_bytes
 from .passes.pipeline import AfterHook
 from .styles.base import Runner
 from .styles.registry import style_of
@@ -219,8 +218,10 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
             if dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % dump_after)
-            for key, rt in result.runtime.items():
-                stage.write(key + "/runtime.json", runtime_bytes(rt))
+            if result.runtime:              # fleet style's (its module loaded only then)
+                from .output.runtime import runtime_bytes
+                for key, rt in result.runtime.items():
+                    stage.write(key + "/runtime.json", runtime_bytes(rt))
             for rel, text in result.texts.items():
                 stage.write(rel, text.encode("utf-8"))
             stage.write("plan.json", outdir.json_chunks(result.plan))
