@@ -23,7 +23,7 @@ from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
 from .ir.validate import validate_for_split
-from .output.result import Sink, SplitResult, endpoint_dir
+from .output.result import Sink, SplitResult
 from .passes.pipeline import AfterHook
 from .styles.base import Runner
 from .styles.registry import style_of

@@ -11,6 +11,7 @@ from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
 from ..ir.program import Block, Op, Program
+from ..ir.validate import arg_names
 from .result import OpChange
 from .seqmatch import opcodes as _opcodes
 
@@ -41,7 +42,7 @@ def control_var_names(prog: Program) -> dict:
         taken.add(n)
         return n
     for b in prog.blocks:
-        if not any(filter(_is_control, _arg_names(b.ops, "outputs"))):
+        if not any(filter(_is_control, arg_names(b.ops, "outputs"))):
             continue
         for op in b.ops:
             for args in op.outputs.values():
@@ -51,7 +52,7 @@ def control_var_names(prog: Program) -> dict:
                         names[n] = claim("%s%s(%s)" % (_CONTROL, op.type, ",".join(others)))
     k = 0
     for b in prog.blocks:
-        for n in filter(_is_control, chain(_arg_names(b.ops, "inputs"), b.vars)):
+        for n in filter(_is_control, chain(arg_names(b.ops, "inputs"), b.vars)):
             if n not in names:
                 names[n] = claim("%s%d" % (_CONTROL, k))
                 k += 1
@@ -59,11 +60,6 @@ def control_var_names(prog: Program) -> dict:
 
 
 _is_control = methodcaller("startswith", _CONTROL)
-
-
-def _arg_names(ops, slots: str):
-    """Every argument name of the ops' inputs or outputs, in order (iterated in C)."""
-    return chain.from_iterable(chain.from_iterable(map(dict.values, map(attrgetter(slots), ops))))
 
 
 def fmt_value(v) -> str:

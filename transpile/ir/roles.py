@@ -44,7 +44,10 @@ def is_optimize_op(op: Op) -> bool:
 
 
 def is_clip_op(op: Op, name_scope: str) -> bool:
-    """A gradient-clip op: its op_namescope contains `name_scope` (see the constants above)."""
+    """A gradient-clip op: its op_namescope contains `name_scope` (see the constants above).
+    Most ops are told apart by their bytes alone (Op.lacks_text), without decoding the attr."""
+    if op.lacks_text(name_scope.encode()):
+        return False
     return name_scope in str(op.attr("op_namescope", "") or "")
 
 

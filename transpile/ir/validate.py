@@ -1,6 +1,9 @@
 """Structural checks on a freshly read program: things that would make every pass misbehave."""
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
+
 from ..core.errors import ProgramFormatError
 from .program import Program
 
@@ -28,6 +31,11 @@ def validate_structure(prog: Program) -> None:
                 raise ProgramFormatError("block %d var %r: unknown dtype %s" % (i, v.name, v.dtype))
 
 
+def arg_names(ops, slots: str):
+    """Every argument of the ops' "inputs" or "outputs" (`slots`), in order (iterated in C)."""
+    return chain.from_iterable(chain.from_iterable(map(dict.values, map(attrgetter(slots), ops))))
+
+
 EMPTY_VAR = "@EMPTY@"     # Paddle's name for "no variable here" (kEmptyVarName)
 TENSOR_KINDS = ("LOD_TENSOR", "SELECTED_ROWS")    # what a parameter and its gradient can be
 
@@ -38,25 +46,33 @@ def validate_for_split(prog: Program, role: str = "program") -> None:
     from .program import DTYPE_BYTES
     scopes: list = []
     for b in prog.blocks:
-        chain = []
+        scope = []
         idx, seen = b.idx, set()
         while 0 <= idx < len(prog.blocks) and idx not in seen:
             seen.add(idx)
-            chain.append(prog.blocks[idx].vars)
+            scope.append(prog.blocks[idx].vars)
             idx = prog.blocks[idx].parent_idx
         # a grad sub-block (a while_grad's) also reads the vars of its forward block: Paddle
         # runs it in the forward block's step scopes
         fwd = b.forward_block_idx
         if fwd is not None and 0 <= fwd < len(prog.blocks) and fwd not in seen:
-            chain.append(prog.blocks[fwd].vars)
-        scopes.append(chain)
+            scope.append(prog.blocks[fwd].vars)
+        scopes.append(scope)
     for b in prog.blocks:
-        chain = scopes[b.idx]
+        scope = scopes[b.idx]
+        # each distinct argument looked up once; op by op only to name the first that fails
+        names = set(arg_names(b.ops, "inputs"))
+        names.update(arg_names(b.ops, "outputs"))
+        names.discard(EMPTY_VAR)
+        for vs in scope:
+            names.difference_update(vs.keys())
+        if not names:
+            continue
         for i, op in enumerate(b.ops):
             for slots in (op.inputs, op.outputs):
                 for slot, args in slots.items():
                     for a in args:
-                        if a != EMPTY_VAR and not any(a in vs for vs in chain):
+                        if a != EMPTY_VAR and not any(a in vs for vs in scope):
                             raise ProgramFormatError(
                                 "%s block %d op %d (%s): %s argument %r names no var in scope"
                                 % (role, b.idx, i, op.type, slot, a))

@@ -375,8 +375,9 @@ def _fake_init_tables(block, params: list, remote_ops: list, table, fix: bool) -
     lookup (an nce first keeps the table). Tables fake_init'ed although the trainer reads them
     itself (a local lookup) are never filled (fault classic-local-table-fake-init); fixing it
     receives them instead."""
+    first_reader = _first_remote_reader_types(remote_ops)
     fake = {p.name for p in params if p.remote_prefetch
-            and _first_remote_reader_type(remote_ops, p.name) in LOOKUP_TABLE_TYPES}
+            and first_reader.get(p.name) in LOOKUP_TABLE_TYPES}
     for op in block.ops:
         if op.type in CLASSIC_FAKE_INIT_TYPES and op.attr("is_sparse") is True:
             fake.add(table_of(op))
@@ -391,12 +392,13 @@ def _fake_init_tables(block, params: list, remote_ops: list, table, fix: bool) -
     return fake, local
 
 
-def _first_remote_reader_type(remote_ops: list, name: str) -> Optional[str]:
-    """The type of the first remote-prefetch op that reads `name` (any input), or None."""
+def _first_remote_reader_types(remote_ops: list) -> dict:
+    """{var name: the type of the first remote-prefetch op that reads it (any input)}."""
+    out: dict = {}
     for op in remote_ops:
-        if name in op.input_names():
-            return op.type
-    return None
+        for name in op.input_names():
+            out.setdefault(name, op.type)
+    return out
 
 
 def _tables_read_locally(block) -> set:
