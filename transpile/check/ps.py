@@ -74,14 +74,18 @@ class PsExpect:
 
 
 def read_desc(ctx: CheckContext, folder: str, name: str, part: str):
-    """The parsed descriptor of a split folder, or None (and a finding)."""
+    """The parsed descriptor of a split folder, or None (and a finding). Each distinct text
+    is parsed once per check run (a split's server descs are mostly byte-identical: one
+    message, shared, that the checks only read); a text that does not parse is parsed again
+    wherever it is, its error naming its own path."""
     path = os.path.join(ctx.split.root, folder, name)
     if not os.path.isfile(path):
         ctx.add("tables", part, None, None, "no %s" % name, "%s/%s" % (folder, name))
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            return parse_text(f.read(), path)
+            text = f.read()
+        return ctx.memo(("desc", text), lambda: parse_text(text, path))
     except (UserError, OSError, UnicodeDecodeError) as e:
         ctx.add("tables", part, None, None, "cannot read %s: %s" % (name, e))
         return None
