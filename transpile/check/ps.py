@@ -19,6 +19,7 @@ contexts); nothing of our own split is used.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Optional
 
 from ..core.errors import UserError
@@ -183,13 +184,9 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 ctx.add("tables", part, None, None, "table %d has table_id %d" % (k, t.table_id),
                         "ids 0, 1, ... in order")
         for c in expect.ctxs:
-            if c.table_id < len(tables) and \
-                    _check_table(ctx, expect, part, role, c, tables[c.table_id], sync) and \
-                    fields is not None:
-                name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
-                fields.check(part, role, c.table_id, tables[c.table_id], name)
-                if c.is_sparse:
-                    fields.settings(part, c.table_id, tables[c.table_id], name)
+            if c.table_id < len(tables):
+                _check_table_fields(ctx, expect, fields, part, role, c, tables[c.table_id],
+                                    sync)
         if len(tables) == want:
             b = tables[-1]
             if (b.table_class, b.common.table_name) != ("BarrierTable", "barrier_table"):
@@ -201,6 +198,30 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                         "trainer_num %d, sync %s" % (cfg.trainers, sync))
             if fields is not None and b.table_class == "BarrierTable":
                 fields.check(part, role, want - 1, b, "the barrier table %d" % (want - 1))
+
+
+def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, sync) -> None:
+    """_check_table, then, when `t` is the table of `c`, every field of it and (sparse) its
+    settings. What they find depends on the table's bytes and, for a dense table only, the
+    role (its shard), never on which descriptor holds it (but for the part they name): so
+    it is found once per distinct table and replayed, as a split's descriptors repeat their
+    tables (every server desc lists every sparse table)."""
+    name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
+
+    def make():
+        with ctx.collecting() as got:
+            ok = _check_table(ctx, expect, part, role, c, t, sync)
+            if ok and fields is not None:
+                fields.check(part, role, c.table_id, t, name)
+        return got, fields.problems(t) if ok and fields is not None and c.is_sparse else []
+
+    (found, warned), problems = ctx.memo(("ps table", c.table_id, None if c.is_sparse
+                                          else role, t.SerializeToString(deterministic=True)),
+                                         make)
+    ctx.findings.extend(f if f.program == part else replace(f, program=part) for f in found)
+    ctx.warnings.extend(f if f.program == part else replace(f, program=part) for f in warned)
+    if problems:
+        fields.settings(part, c.table_id, problems, name)
 
 
 def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> bool:
