@@ -160,6 +160,44 @@ def test_descriptor_text_reads_the_same_in_any_layout():
         parse_text(text.replace("table_id: 1", "table_id: x"), "w.txt")
 
 
+# edits of a table's line that text_format reads its own way (octal, hex, a float's f suffix,
+# inf, nan, an enum by number, a bool as t) or refuses (out of range, a field set twice, an
+# unknown field or value, an escape, an unclosed or extra brace, a comment)
+TABLE_EDITS = [
+    ("table_id: 1", "table_id: 010"), ("table_id: 1", "table_id: 0x1"),
+    ("table_id: 1", "table_id: -1"), ("table_id: 1", "table_id: 18446744073709551616"),
+    ("table_id: 1", "table_id: 1\n      table_id: 1"), ("table_id: 1", "table_id: 1.0"),
+    ("table_id: 1", "table_id: \"1\""), ("table_id: 1", "table_ids: 1"),
+    ("table_id: 1", "table_id: 1 # one"), ("table_id: 1", "table_id:1"),
+    ("nonclk_coeff: 0.1", "nonclk_coeff: 0.1f"), ("nonclk_coeff: 0.1", "nonclk_coeff: inf"),
+    ("nonclk_coeff: 0.1", "nonclk_coeff: -nan"), ("nonclk_coeff: 0.1", "nonclk_coeff: 1e99"),
+    ("type: PS_DENSE_TABLE", "type: 0"), ("type: PS_DENSE_TABLE", "type: 7"),
+    ("type: PS_DENSE_TABLE", "type: PS_DENSE"), ("sync: true", "sync: t"),
+    ("sync: true", "sync: yes"), ('name: "sgd"', 'name: "s\\147d"'),
+    ('name: "sgd"', 'name: "sgd" "x"'), ("common {", "common {\n      }\n      common {"),
+    ("common {", "common: {"), ("common {", "common <"), ("common {", "common {\n{"),
+]
+
+
+def test_table_text_reads_as_text_formats_parse():
+    from google.protobuf import text_format
+    path = os.path.join(PS, "two_tables_sgd_sync", "expected", "trainer_1", "worker_desc.txt")
+    with open(path) as f:
+        text = f.read()
+    for old, new in [(None, None)] + TABLE_EDITS:
+        edited = text if old is None else text.replace(old, new, 1)
+        assert edited != text or old is None, old
+        want = PSParameter()
+        try:
+            text_format.Parse(edited, want)
+        except text_format.ParseError:
+            with pytest.raises(Exception, match="not a PSParameter text"):
+                parse_text(edited)
+            continue
+        assert parse_text(edited).SerializeToString(deterministic=True) == \
+            want.SerializeToString(deterministic=True), new
+
+
 # --- commands ----------------------------------------------------------------------------------
 def _args(case, *more):
     return [os.path.join(case, "main.pb"), "--startup", os.path.join(case, "startup.pb"),

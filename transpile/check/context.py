@@ -35,14 +35,22 @@ class CheckContext:
         self._memo: dict = {}
 
     @contextmanager
-    def recording(self, check: str, where: str):
-        """The findings and warnings added in the body are kept for replay(check, where)."""
+    def collecting(self):
+        """The findings and warnings added in the body go to the ([], []) it yields, not to
+        the report."""
         saved = self.findings, self.warnings
-        self.findings, self.warnings = self.recorded[(check, where)] = ([], [])
+        self.findings, self.warnings = got = ([], [])
         try:
-            yield
+            yield got
         finally:
             self.findings, self.warnings = saved
+
+    @contextmanager
+    def recording(self, check: str, where: str):
+        """The findings and warnings added in the body are kept for replay(check, where)."""
+        with self.collecting() as got:
+            self.recorded[(check, where)] = got
+            yield
 
     def replay(self, check: str, where: str) -> bool:
         """Add what recording(check, where) kept, if it ran: True; else False (the caller

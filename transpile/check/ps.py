@@ -19,6 +19,7 @@ contexts); nothing of our own split is used.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Optional
 
 from ..core.errors import UserError
@@ -74,52 +75,63 @@ class PsExpect:
 
 
 def read_desc(ctx: CheckContext, folder: str, name: str, part: str):
-    """The parsed descriptor of a split folder, or None (and a finding)."""
+    """The parsed descriptor of a split folder, its server tables and their bytes, or None
+    (and a finding). Each distinct text is parsed once per check run (a split's server descs
+    are mostly byte-identical: one message, shared, that the checks only read; the bytes key
+    the checks of its tables); a text that does not parse is parsed again wherever it is,
+    its error naming its own path."""
     path = os.path.join(ctx.split.root, folder, name)
     if not os.path.isfile(path):
         ctx.add("tables", part, None, None, "no %s" % name, "%s/%s" % (folder, name))
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            return parse_text(f.read(), path)
+            text = f.read()
+        return ctx.memo(("desc", text), lambda: _parsed(text, path))
     except (UserError, OSError, UnicodeDecodeError) as e:
         ctx.add("tables", part, None, None, "cannot read %s: %s" % (name, e))
         return None
 
 
+def _parsed(text: str, path: str) -> tuple:
+    d = parse_text(text, path)
+    tables = list(d.server_param.downpour_server_param.downpour_table_param)
+    return d, tables, [t.SerializeToString(deterministic=True) for t in tables]
+
+
 def descriptors(ctx: CheckContext) -> dict:
-    """{(kind, id): (part name, role id, [tables])} of every descriptor of the split: the
-    worker descs by trainer id (their server half), the server descs by endpoint."""
+    """{(kind, id): (part name, role id, [tables], [their bytes])} of every descriptor of the
+    split: the worker descs by trainer id (their server half), the server descs by
+    endpoint."""
     out = {}
     for tid in sorted(ctx.split.trainers):
         folder = "trainer_%d" % tid
         part = folder + "/" + WORKER_DESC
-        d = read_desc(ctx, folder, WORKER_DESC, part)
-        if d is None:
+        got = read_desc(ctx, folder, WORKER_DESC, part)
+        if got is None:
             continue
-        server = list(d.server_param.downpour_server_param.downpour_table_param)
+        d, server, raw = got
         worker = list(d.worker_param.downpour_worker_param.downpour_table_param)
-        if [t.SerializeToString(deterministic=True) for t in worker] != \
-                [t.SerializeToString(deterministic=True) for t in server]:
+        if [t.SerializeToString(deterministic=True) for t in worker] != raw:
             ctx.add("tables", part, None, None,
                     "worker_param's tables differ from server_param's",
                     "the same tables twice (build_worker_desc)")
         _check_service(ctx, part, d)
-        out[("trainer", tid)] = (part, tid, server)
+        out[("trainer", tid)] = (part, tid, server, raw)
     for i, ep in enumerate(ctx.config.pservers):
         if ep not in ctx.split.pservers:
             continue
         folder = endpoint_dir(ep)
         part = folder + "/" + SERVER_DESC
-        d = read_desc(ctx, folder, SERVER_DESC, part)
-        if d is None:
+        got = read_desc(ctx, folder, SERVER_DESC, part)
+        if got is None:
             continue
+        d, server, raw = got
         if d.HasField("worker_param"):
             ctx.add("tables", part, None, None, "a server desc with worker_param",
                     "server_param only (build_server_desc)")
         _check_service(ctx, part, d)
-        out[("pserver", ep)] = (part, i, list(d.server_param.downpour_server_param
-                                               .downpour_table_param))
+        out[("pserver", ep)] = (part, i, server, raw)
     return out
 
 
@@ -168,7 +180,7 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
     sync = cfg.mode == "sync"
     expect.tables = expected_tables(ctx, expect)
     fields = FieldChecker(ctx, expect.tables, expect.n_ps) if expect.tables else None
-    for part, role, tables in descs.values():
+    for part, role, tables, raw in descs.values():
         want = len(expect.ctxs) + 1
         if len(tables) != want:
             ctx.add("tables", part, None, None, "%d tables" % len(tables),
@@ -179,13 +191,9 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 ctx.add("tables", part, None, None, "table %d has table_id %d" % (k, t.table_id),
                         "ids 0, 1, ... in order")
         for c in expect.ctxs:
-            if c.table_id < len(tables) and \
-                    _check_table(ctx, expect, part, role, c, tables[c.table_id], sync) and \
-                    fields is not None:
-                name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
-                fields.check(part, role, c.table_id, tables[c.table_id], name)
-                if c.is_sparse:
-                    fields.settings(part, c.table_id, tables[c.table_id], name)
+            if c.table_id < len(tables):
+                _check_table_fields(ctx, expect, fields, part, role, c, tables[c.table_id],
+                                    raw[c.table_id], sync)
         if len(tables) == want:
             b = tables[-1]
             if (b.table_class, b.common.table_name) != ("BarrierTable", "barrier_table"):
@@ -199,10 +207,38 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 fields.check(part, role, want - 1, b, "the barrier table %d" % (want - 1))
 
 
+def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, raw, sync) -> None:
+    """_check_table, then, when `t` is the table of `c`, every field of it and (sparse) its
+    settings. What they find depends on the table's bytes `raw` and, for a dense table only,
+    the role (its shard), never on which descriptor holds it (but for the part they name):
+    so it is found once per distinct table and replayed, as a split's descriptors repeat
+    their tables (every server desc lists every sparse table)."""
+    def make():
+        with ctx.collecting() as got:
+            ok = _check_table(ctx, expect, part, role, c, t, sync)
+            if ok and fields is not None:
+                fields.check(part, role, c.table_id, t, _table_name(c))
+        return got, fields.problems(t) if ok and fields is not None and c.is_sparse else []
+
+    (found, warned), problems = ctx.memo(("ps table", c.table_id, None if c.is_sparse
+                                          else role, raw), make)
+    if found or warned:
+        ctx.findings.extend(f if f.program == part else replace(f, program=part)
+                            for f in found)
+        ctx.warnings.extend(f if f.program == part else replace(f, program=part)
+                            for f in warned)
+    if problems:
+        fields.settings(part, c.table_id, problems, _table_name(c))
+
+
+def _table_name(c) -> str:
+    return "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
+
+
 def _check_table(ctx, expect: PsExpect, part, role, c, t, sync) -> bool:
     """The table's kind, dims, rule, shards and flags; False when it is not the table of `c`
     at all (then its fields are not compared)."""
-    name = "table %d (%s)" % (c.table_id, c.params[0] if c.is_sparse else c.name)
+    name = _table_name(c)
     cm = t.common
     want_t = expect.tables[c.table_id] if expect.tables else None
 

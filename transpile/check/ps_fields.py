@@ -155,11 +155,16 @@ class FieldChecker:
                 if i >= len(params) or params[i] not in DENSE_SHARDED]
         return ([got[i] for i in keep if i < len(got)], [exp[i] for i in keep if i < len(exp)])
 
-    def settings(self, part: str, k: int, actual, name: str) -> None:
-        """The consistency of a sparse table's settings (each problem said once)."""
+    @staticmethod
+    def problems(actual) -> list:
+        """[(key, problem)] of the consistency of a sparse table's settings."""
         if actual.type != 0 or actual.table_class == "MemorySparseGeoTable":
-            return
-        for key, problem in table_problems(as_dict(actual), ""):
+            return []
+        return table_problems(as_dict(actual), "")
+
+    def settings(self, part: str, k: int, problems: list, name: str) -> None:
+        """The problems() of table `k`, each said once (at the first descriptor that has it)."""
+        for key, problem in problems:
             if (k, key, problem) in self._seen:
                 continue
             self._seen.add((k, key, problem))

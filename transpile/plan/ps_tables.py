@@ -153,8 +153,8 @@ class TableSources:
 
       optimizer   param -> (index in block 0, op) of the first optimizer op (of `opt`)
                   whose Param it is
-      inits       var -> the initializer string of the first startup op of INIT_ATTRS's types
-                  whose Out[0] it is ("" for none: get_initializer_attr)
+      inits       var -> the first startup op of INIT_ATTRS's types whose Out[0] it is;
+                  init(var) its initializer string
       entries     table -> the entry of its first sparse or distributed lookup (parse_entry:
                   lookup_table's `entry` attr, "none" for lookup_table_v2)
     """
@@ -169,9 +169,8 @@ class TableSources:
                 self.optimizer.setdefault(p[0], (i, op))
         self.inits: dict = {}
         for op in startup.global_block.ops:
-            if op.type in INIT_ATTRS and op.output("Out")[:1] and \
-                    op.output("Out")[0] not in self.inits:
-                self.inits[op.output("Out")[0]] = initializer_attr(op)
+            if op.type in INIT_ATTRS and op.output("Out")[:1]:
+                self.inits.setdefault(op.output("Out")[0], op)
         self.entries: dict = {}
         for op in ops:
             if not (is_sparse_lookup(op) or is_distributed_lookup(op)) or \
@@ -181,6 +180,12 @@ class TableSources:
                 self.entries[table_of(op)] = str(op.attr("entry", "none"))
             elif op.type == "lookup_table_v2":
                 self.entries[table_of(op)] = "none"
+
+    def init(self, var: str) -> str:
+        """The initializer string of `var` ("" for none: get_initializer_attr), made when
+        asked: the startup initializes every var, the tables read a few each."""
+        op = self.inits.get(var)
+        return "" if op is None else initializer_attr(op)
 
 
 def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
@@ -207,7 +212,7 @@ def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
             name = LR_VAR
         params.append(formal)
         dims.append(dim)
-        inits.append(index.inits.get(name, ""))
+        inits.append(index.init(name))
     if rule == "summary":
         # the decay rate is read off the data_norm op of the first statistic, if any
         oop = next((op for op in main.global_block.ops if op.type == "data_norm"
