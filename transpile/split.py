@@ -39,8 +39,8 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
 
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
     (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
-    pieces of work (Style.units) are done. With a `sink`, each program and text file is handed to it when built
-    instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
+    pieces of work (Style.units) are done. With a `sink`, each program and text file is handed
+    to it when built instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
     every program after every pass (`split --dump-after`). `workers`: with 2 and a sink that
     can be shared (split_to_folder's), a forked child and the parent share the pieces of work
     (Style.units: a trainer's programs and files, each pserver), each taking the next piece
@@ -80,8 +80,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 sink.sections.update(sections)
         finally:
             if child is not None:
-                for _ in queue:                 # the parent failed: nothing more to build
-                    pass
+                queue.drain()                   # the parent failed: nothing more to build
                 child.abandon()
             if queue is not None:
                 queue.close()
@@ -126,6 +125,11 @@ class _WorkQueue:
                 return
             yield int.from_bytes(raw, "little")
 
+    def drain(self) -> None:
+        """Take every index left, so that the other process finds none."""
+        for _ in self:
+            pass
+
     def close(self) -> None:
         os.close(self._read)
 
@@ -149,8 +153,7 @@ def _build_units(style, prep, units: list, queue: _WorkQueue, run, sink) -> tupl
             made[i] = _build_unit(style, prep, units[i], run, sink)
             made[i].sink = None             # not sent back
     except BaseException:
-        for _ in queue:                     # failed: leave the parent nothing more to build
-            pass
+        queue.drain()                       # failed: leave the parent nothing more to build
         raise
     return made, sink.sections
 

@@ -222,11 +222,8 @@ def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, raw, sy
 
     (found, warned), problems = ctx.memo(("ps table", c.table_id, None if c.is_sparse
                                           else role, raw), make)
-    if found or warned:
-        ctx.findings.extend(f if f.program == part else replace(f, program=part)
-                            for f in found)
-        ctx.warnings.extend(f if f.program == part else replace(f, program=part)
-                            for f in warned)
+    for kept, got in ((ctx.findings, found), (ctx.warnings, warned)):
+        kept.extend(f if f.program == part else replace(f, program=part) for f in got)
     if problems:
         fields.settings(part, c.table_id, problems, _table_name(c))
 
