@@ -479,3 +479,4 @@ def test_each_dropped_sparse_send_is_caught(case, op_type, phrase, tmp_path):
         assert any(phrase in f.message for f in report.findings), \
             "dropping %s %s: %s" % (op_type, dropped.inputs,
                                     "\n".join(f.line() for f in report.findings))
+

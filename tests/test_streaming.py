@@ -1,6 +1,7 @@
 """`split` writes each program as soon as it is built and lets it go (SplitResult.emit): the
 folder it writes must be exactly what the programs kept in memory would give, and a failure
-while writing must still leave no output behind."""
+while writing must still leave no output behind. Split and check share their pieces of work
+with a forked child: the output is one process's."""
 import os
 import sys
 
@@ -16,6 +17,7 @@ from transpile.render.report import render_report
 from transpile.split import split
 
 from golden import CORPUS, load_case, split_args, tree_files
+from test_check import MUTATIONS, Split, _applies, case_path, mutate, run_check
 
 CASES = [("classic", "l2decay_piecewise"), ("classic", "dist_lookup_table"),
          ("fleet", "ctr_sparse_adam_sync"), ("fleet", "lrdecay_momentum_async")]
@@ -132,8 +134,9 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
     assert load_config_text(cfg.read_text()).pservers == tuple(eps)
     outs = []
     forks = []
-    real = split_mod.Forked
-    monkeypatch.setattr(split_mod, "Forked", lambda fn: forks.append(1) or real(fn))
+    from transpile.core import forked
+    real = forked.Forked
+    monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         out = str(tmp_path / ("out" + workers))
@@ -172,11 +175,10 @@ def test_a_child_that_fails_leaves_nothing(tmp_path, monkeypatch):
 
 
 def test_the_work_queue_gives_each_index_to_one_process():
-    """split's queue of pservers: a forked child and the parent each take indices until none
-    are left; together they take every index once."""
-    from transpile.core.forked import Forked
-    from transpile.split import _WorkQueue
-    queue = _WorkQueue(500)
+    """The queue of pieces split and check share: a forked child and the parent each take
+    indices until none are left; together they take every index once."""
+    from transpile.core.forked import Forked, WorkQueue
+    queue = WorkQueue(500)
     child = Forked(lambda: list(queue))
     mine = list(queue)
     theirs = child.result()
@@ -233,3 +235,59 @@ def test_a_failing_process_leaves_the_other_nothing_to_build(tmp_path, monkeypat
     assert r.exit_code == 2 and "trainer refused in the %s" % who in r.output
     assert not os.path.exists(out)
     assert 0 < len(os.listdir(built)) < 30          # not all 40: the queue was emptied
+
+
+# ---------------------------------------------------------------------------------------------
+# a check whose pservers a forked child shares (check/stream.py)
+
+FORK_PAIRS = [(c, k) for c in ("classic/l2decay_piecewise", "fleet/ctr_sparse_adam_sync",
+                               "paddlerec-fleet/esmm_sync", "paddlerec-classic/esmm_sync")
+              for k in (None, "shrink_block", "drop_opt_op", "fanin", "drop_scale",
+                        "dup_block", "undeclared_var", "drop_init")
+              if k is None or _applies(c, k)]
+
+
+@pytest.mark.parametrize("case,kind", FORK_PAIRS, ids=["%s-%s" % p for p in FORK_PAIRS])
+def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
+    """The pservers of a classic / fleet split read by the parent and a forked child (at any
+    pserver count here: the threshold is lowered): the findings and warnings, and their order,
+    are one process's, on Paddle's split and on one broken on a pserver."""
+    from transpile.core import forked
+    stream = sys.modules["transpile.check.stream"]
+    split_dir = None
+    if kind is not None:
+        s = Split(case, tmp_path)
+        assert mutate(s, kind), kind
+        split_dir = s.save()
+    reports = []
+    forks = []
+    real = forked.Forked
+    monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
+    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 1)
+    for workers in ("1", "2"):
+        monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
+        r = run_check(case, split_dir)
+        reports.append(([f.line() for f in r.findings], [w.line() for w in r.warnings]))
+    assert forks == [1]
+    assert reports[0] == reports[1]
+    if kind is not None:
+        assert any(MUTATIONS[kind] in line for line in reports[1][0]), reports[1][0]
+
+
+def test_a_forked_check_refuses_a_pserver_as_one_process(tmp_path, monkeypatch):
+    """An unreadable pserver program, whichever process reads it: exit 2 and the same line."""
+    stream = sys.modules["transpile.check.stream"]
+    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 1)
+    case = "fleet/ctr_sparse_adam_sync"
+    s = Split(case, tmp_path)
+    eps = sorted(d for d in os.listdir(s.dir) if d.startswith("pserver_"))
+    with open(os.path.join(s.dir, eps[-1], "main.pb"), "wb") as f:
+        f.write(b"\x0a\xff\xff")
+    outs = []
+    for workers in ("1", "2"):
+        monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
+        r = CliRunner().invoke(main, ["check", case_path(case, "main.pb"), s.dir, "--startup",
+                                      case_path(case, "startup.pb"), "--cluster",
+                                      case_path(case, "cluster.yaml")])
+        outs.append((r.exit_code, r.output))
+    assert outs[0] == outs[1] and outs[0][0] == 2 and eps[-1] in outs[0][1], outs

@@ -13,12 +13,11 @@ transpiler did not). `split --list-passes` prints each style's pipelines.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 
 from .core.config import ClusterConfig
 from .core.errors import UserError
-from .core.forked import Forked, workers_available
+from .core.forked import WorkQueue, share_pieces, take_pieces, workers_available
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
@@ -62,28 +61,20 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         result = SplitResult(sink=sink)
         result.faults = list(prep.faults)
         units = style.units(ids, list(prep.plan.endpoints))
-        made: dict = {}                 # unit index -> what building it added (a SplitResult)
-        queue = child = None
         if workers > 1 and after is None and hasattr(sink, "sections") and \
-                1 < len(units) <= _WorkQueue.MOST and _worth_forking(main, units):
-            queue = _WorkQueue(len(units))
-            child = Forked(lambda: _build_units(style, prep, units, queue, run, sink))
-        try:
-            for i in (queue if queue is not None else range(len(units))):
+                1 < len(units) <= WorkQueue.MOST and _worth_forking(main, units):
+            made, (theirs, sections) = share_pieces(
+                len(units), lambda i: _build_unit(style, prep, units[i], run, sink),
+                lambda queue: _build_units(style, prep, units, queue, run, sink),
+                progress and (lambda done: progress(done, len(units))))
+            made.update(theirs)
+            sink.sections.update(sections)
+        else:
+            made = {}                   # unit index -> what building it added (a SplitResult)
+            for i in range(len(units)):
                 made[i] = _build_unit(style, prep, units[i], run, sink)
                 if progress:
                     progress(len(made), len(units))
-            if child is not None:
-                theirs, sections = child.result()
-                child = None
-                made.update(theirs)
-                sink.sections.update(sections)
-        finally:
-            if child is not None:
-                queue.drain()                   # the parent failed: nothing more to build
-                child.abandon()
-            if queue is not None:
-                queue.close()
         _gather(result, made, sink)
         result.plan = style.plan_json(prep, result, ids)
     return result
@@ -100,40 +91,6 @@ def _worth_forking(main: Program, units: list) -> bool:
     return pservers >= MIN_FORKED_PSERVERS or len(main.global_block.ops) >= MIN_FORKED_OPS
 
 
-class _WorkQueue:
-    """The pieces of work still to do (Style.units, by index), shared by the parent and a
-    forked child: each takes the next index when it is free, so that neither waits for the
-    other. A pipe filled before the fork: a read of one index (4 bytes) is atomic, and reads
-    end at the end of the pipe."""
-
-    _ITEM = 4
-    MOST = 8192                             # indices a pipe holds (64 KiB) with room to spare
-
-    def __init__(self, n: int):
-        self._read, write = os.pipe()
-        data = b"".join(i.to_bytes(self._ITEM, "little") for i in range(n))
-        try:
-            while data:
-                data = data[os.write(write, data):]
-        finally:
-            os.close(write)
-
-    def __iter__(self):
-        while True:
-            raw = os.read(self._read, self._ITEM)
-            if not raw:
-                return
-            yield int.from_bytes(raw, "little")
-
-    def drain(self) -> None:
-        """Take every index left, so that the other process finds none."""
-        for _ in self:
-            pass
-
-    def close(self) -> None:
-        os.close(self._read)
-
-
 def _build_unit(style, prep, unit, run, sink) -> SplitResult:
     """Build one piece of the split into a result of its own (its programs and files handed
     to `sink` when there is one)."""
@@ -142,20 +99,17 @@ def _build_unit(style, prep, unit, run, sink) -> SplitResult:
     return part
 
 
-def _build_units(style, prep, units: list, queue: _WorkQueue, run, sink) -> tuple:
+def _build_units(style, prep, units: list, queue: WorkQueue, run, sink) -> tuple:
     """In a forked child: build the pieces it takes from `queue` (their files written by the
     shared sink); what the parent needs of them: ({unit index: its result}, report
     sections). The results hold no programs: the sink has written them."""
     sink.sections = {}
-    made = {}
-    try:
-        for i in queue:
-            made[i] = _build_unit(style, prep, units[i], run, sink)
-            made[i].sink = None             # not sent back
-    except BaseException:
-        queue.drain()                       # failed: leave the parent nothing more to build
-        raise
-    return made, sink.sections
+
+    def build(i):
+        made = _build_unit(style, prep, units[i], run, sink)
+        made.sink = None                    # not sent back
+        return made
+    return take_pieces(queue, build), sink.sections
 
 
 def _gather(result: SplitResult, made: dict, sink) -> None:

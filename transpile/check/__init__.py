@@ -37,6 +37,7 @@ import itertools
 from typing import Optional
 
 from ..core.config import ClusterConfig
+from ..core.forked import workers_available
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
 from .context import CheckContext
@@ -72,11 +73,12 @@ CHECK_STEPS = len(CHECK_ORDER)
 
 
 def check_split(main: Program, startup: Optional[Program], config: ClusterConfig,
-                split: Split, step=None) -> CheckReport:
+                split: Split, step=None, workers: int = 1) -> CheckReport:
     """Run every check on a loaded split; findings and warnings in a report.
-    `step()` is called after each of the CHECK_STEPS groups of checks."""
+    `step()` is called after each of the CHECK_STEPS groups of checks. `workers`: 2 lets a
+    forked child read some of a lazy split's pservers (stream.py); the report is the same."""
     if is_lazy(split):
-        ctx = streamed_context(main, startup, config, split)
+        ctx = streamed_context(main, startup, config, split, workers)
     else:
         ctx = CheckContext(main, startup, config, split)
     order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
@@ -107,7 +109,8 @@ def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
         keep_until_exit(split)
         checked = itertools.count(folders[0] + 1)
         report = check_split(main, startup, config, split,
-                             lambda: progress(next(checked), folders[0] + CHECK_STEPS))
+                             lambda: progress(next(checked), folders[0] + CHECK_STEPS),
+                             workers_available())
         if expect_dir is not None:
             report.findings.extend(golden_findings(split_dir, expect_dir, op_defaults))
     return report

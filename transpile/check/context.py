@@ -79,6 +79,10 @@ class CheckContext:
             v = self._memo[key] = make()
             return v
 
+    def remember(self, key, value) -> None:
+        """Keep `value` as memo(key, ...)'s: what another process made (check/stream.py)."""
+        self._memo[key] = value
+
     @property
     def reach(self):
         """part name -> the blocks of that program that can run."""

@@ -27,6 +27,14 @@ class PserverSummary:
     blocks: Mapping          # block idx -> (LiteOp, ...): the blocks grad_to_block_id names
     persistable: frozenset   # the persistable vars of block 0
 
+    def __reduce__(self):        # a forked check's child sends summaries back (stream.py)
+        return (_unpickled, (self.n_blocks, self.later_inputs, dict(self.blocks),
+                             self.persistable))
+
+
+def _unpickled(n_blocks, later_inputs, blocks: dict, persistable) -> PserverSummary:
+    return PserverSummary(n_blocks, later_inputs, MappingProxyType(blocks), persistable)
+
 
 def summarize(prog: Program, block_ids) -> PserverSummary:
     """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""

@@ -1,15 +1,20 @@
 """The checks of a lazily read split (classic and fleet styles, where every pserver has a main
 and a startup program about as large as the original's): each pserver's programs are read,
-checked and let go in cluster order, so that one pserver's programs are held at a time.
+checked and let go, so that one pserver's programs are held at a time (by each process: a
+forked child may read some of them, check_dir's workers).
 
 What the checks do with one pserver's programs is done while they are held, and kept
-(CheckContext.recording); the index (index.py) grows a pserver at a time and keeps the small
-things the later checks read (parameter blocks, grad keys), the trainer checks read a summary
-of each pserver main program (pssummary.py). Then the checks run in their order as ever,
-replaying what was kept in its place: the findings and warnings, and their order, are those of
-the checks on a split read whole."""
+(CheckContext.recording): they read only that pserver's programs, the trainers' and the
+index of both. What the later checks read of it is kept too: its part of the index (index.py:
+parameter blocks, grad keys), gathered pserver by pserver in cluster order, and a summary of
+its main program for the trainer checks (pssummary.py). Then the checks run in their order as
+ever, replaying what was kept in its place: the findings and warnings, and their order, are
+those of the checks on a split read whole."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..core.forked import WorkQueue, share_pieces, take_pieces
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -26,9 +31,31 @@ def is_lazy(split: Split) -> bool:
     return any("paths" in p for p in split.pservers.values())
 
 
-def streamed_context(main, startup, config, split: Split) -> CheckContext:
+# a check of a split to fewer pservers than this reads them in one process: a fork costs more
+# than sharing the reading saves
+MIN_FORKED_PSERVERS = 4
+
+
+@dataclass
+class PserverRead:
+    """What reading one pserver's programs left: its part of the index (the reach of its
+    programs, its listen_and_serv read, what reading that found), the findings and warnings
+    of the checks of its programs (CheckContext.recorded) and its summary. Picklable: a
+    forked child sends these back."""
+    endpoint: str
+    reach: dict
+    broken: set
+    reader: tuple               # (listen entry or None, grad keys, parameter blocks, findings)
+    recorded: dict
+    summary: object
+
+
+def streamed_context(main, startup, config, split: Split, workers: int = 1) -> CheckContext:
     """A CheckContext whose index is complete and whose per-pserver findings are recorded,
-    every pserver program read once and let go."""
+    every pserver program read once and let go. With `workers` 2 (and MIN_FORKED_PSERVERS
+    pservers), a forked child reads some of the pservers: what each pserver's checks find
+    depends only on its own programs and the trainers', and the reads are gathered in cluster
+    order, so the report is the same however they were shared."""
     builder = IndexBuilder(config, split)
     for tid in sorted(split.trainers):
         t = split.trainers[tid]
@@ -36,24 +63,66 @@ def streamed_context(main, startup, config, split: Split) -> CheckContext:
             if t[k] is not None:
                 builder.add_part(t[k])
     ctx = CheckContext(main, startup, config, split, index=builder.index())
-    for ep in config.pservers:
-        p = split.pservers.get(ep)
-        if p is None:
-            continue
-        load_pserver(split, p, config)
-        parts = [p["main"]] + ([p["startup"]] if p["startup"] is not None else [])
-        for part in parts:
-            builder.add_part(part)
-        builder.read_pserver(ep, p["main"])
-        ctx.index = builder.index()
-        _record(ctx, ep, p, parts)
-        release_pserver(p)
+    eps = [ep for ep in config.pservers if ep in split.pservers]
+    trainers = (dict(builder.reach), set(builder.broken))
+
+    def read(i):
+        return _read_pserver(ctx, trainers, eps[i])
+    if workers > 1 and MIN_FORKED_PSERVERS <= len(eps) <= WorkQueue.MOST:
+        reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
+        reads.update(theirs)
+    else:
+        reads = {i: read(i) for i in range(len(eps))}
+    for i in range(len(eps)):
+        _gather(builder, ctx, reads[i])
     ctx.index = builder.index()
     return ctx
 
 
-def _record(ctx: CheckContext, ep: str, p: dict, parts: list) -> None:
-    """What the checks do with pserver `ep`'s programs, kept for their replay."""
+def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str) -> PserverRead:
+    """Read pserver `ep`'s programs, check them (the findings recorded) and let them go. The
+    index the checks see meanwhile is the trainers' and this pserver's."""
+    split, config = ctx.split, ctx.config
+    p = split.pservers[ep]
+    load_pserver(split, p, config)
+    own = IndexBuilder(config, split)
+    own.reach, own.broken = dict(trainers[0]), set(trainers[1])
+    parts = [p["main"]] + ([p["startup"]] if p["startup"] is not None else [])
+    for part in parts:
+        own.add_part(part)
+    own.read_pserver(ep, p["main"])
+    ctx.index = own.index()
+    saved, ctx.recorded = ctx.recorded, {}
+    try:
+        summary = _record(ctx, ep, p, parts)
+        recorded = ctx.recorded
+    finally:
+        ctx.recorded = saved
+    release_pserver(p)
+    r = own.reader
+    return PserverRead(ep, {part.name: own.reach[part.name] for part in parts},
+                       {part.name for part in parts if part.name in own.broken},
+                       (r.listen.get(ep), r.grad_keys[ep], r.param_blocks[ep], r.findings),
+                       recorded, summary)
+
+
+def _gather(builder: IndexBuilder, ctx: CheckContext, read: PserverRead) -> None:
+    """One pserver's read in the index being built and in `ctx`, as if read there."""
+    ep = read.endpoint
+    builder.reach.update(read.reach)
+    builder.broken |= read.broken
+    listen, keys, blocks, findings = read.reader
+    r = builder.reader
+    if listen is not None:
+        r.listen[ep] = listen
+    r.grad_keys[ep], r.param_blocks[ep] = keys, blocks
+    r.findings.extend(findings)
+    ctx.recorded.update(read.recorded)
+    ctx.remember(("pserver_summary", ep), read.summary)
+
+
+def _record(ctx: CheckContext, ep: str, p: dict, parts: list):
+    """What the checks do with pserver `ep`'s programs, kept for their replay; its summary."""
     for part in parts:
         with ctx.recording("structure", part.name):
             structure_of(ctx, part)
@@ -75,4 +144,4 @@ def _record(ctx: CheckContext, ep: str, p: dict, parts: list) -> None:
     if KIND[FLEET_LARGE_SCALE_ADAM].style == style:
         with ctx.recording("large_scale_adam", ep):
             large_scale_adam_of(ctx, p)
-    ctx.pserver_summary(ep)
+    return ctx.pserver_summary(ep)

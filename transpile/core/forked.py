@@ -3,8 +3,8 @@
 The child is a copy of the parent at the fork (the programs already read and planned are shared
 copy-on-write, nothing is pickled on the way in); it runs one function and sends back its
 result, or the error it raised, through a pipe. The parent goes on with its own share of the
-work and collects the child's at the end. Used for the independent programs of a split
-(split.py): the output is the same bytes however the work is shared.
+work and collects the child's at the end. Used for the independent pieces of a split (split.py)
+and of a check (check/stream.py): the output is the same bytes however the work is shared.
 """
 from __future__ import annotations
 
@@ -59,8 +59,14 @@ class Forked:
                 payload = ("bug", "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
                 code = 1
             try:
+                try:
+                    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+                except BaseException as e:      # noqa: BLE001 - a result pickle refuses
+                    code = 1
+                    data = pickle.dumps(("bug", "cannot send the result back: %s: %s"
+                                         % (type(e).__name__, e)))
                 with os.fdopen(write_fd, "wb") as f:
-                    pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+                    f.write(data)
             finally:
                 os._exit(code)
         os.close(write_fd)
@@ -70,12 +76,15 @@ class Forked:
         """The function's return value; its UserError raised again here, anything else as
         ChildFailed."""
         with os.fdopen(self._read_fd, "rb") as f:
-            data = f.read()
+            try:        # read as it is unpickled: the whole payload is never held as bytes
+                kind, value = pickle.load(f)
+            except (EOFError, pickle.UnpicklingError):      # cut short: the child died
+                kind = None
+            f.read()                        # to the end: the child has written all it will
         self._read_fd = None
         os.waitpid(self.pid, 0)
-        if not data:
+        if kind is None:
             raise ChildFailed("the child process died without a result")
-        kind, value = pickle.loads(data)
         if kind == "ok":
             return value
         if kind == "user":
@@ -89,3 +98,76 @@ class Forked:
                 self.result()
             except Exception:  # noqa: BLE001 - the parent's error is the one reported
                 pass
+
+
+class WorkQueue:
+    """The pieces of work still to do (by index), shared by the parent and a forked child: each
+    takes the next index when it is free, so that neither waits for the other. A pipe filled
+    before the fork: a read of one index (4 bytes) is atomic, and reads end at the end of the
+    pipe."""
+
+    _ITEM = 4
+    MOST = 8192                             # indices a pipe holds (64 KiB) with room to spare
+
+    def __init__(self, n: int):
+        self._read, write = os.pipe()
+        data = b"".join(i.to_bytes(self._ITEM, "little") for i in range(n))
+        try:
+            while data:
+                data = data[os.write(write, data):]
+        finally:
+            os.close(write)
+
+    def __iter__(self):
+        while True:
+            raw = os.read(self._read, self._ITEM)
+            if not raw:
+                return
+            yield int.from_bytes(raw, "little")
+
+    def drain(self) -> None:
+        """Take every index left, so that the other process finds none."""
+        for _ in self:
+            pass
+
+    def close(self) -> None:
+        os.close(self._read)
+
+
+def take_pieces(queue: WorkQueue, do: Callable[[int], Any]) -> dict:
+    """{index: do(index)} for each index this process takes from `queue`; when `do` fails,
+    the indices left are taken off the queue first (the other process stops after its
+    current piece)."""
+    made = {}
+    try:
+        for i in queue:
+            made[i] = do(i)
+    except BaseException:
+        queue.drain()
+        raise
+    return made
+
+
+def share_pieces(n: int, do: Callable[[int], Any], child: Callable[[WorkQueue], Any],
+                 done: Optional[Callable[[int], None]] = None) -> tuple:
+    """Pieces 0..n-1 shared by this process, which runs do(i) on those it takes, and a forked
+    child, which runs child(queue) (take_pieces with what the child is to send back):
+    ({index: do(index)} of this process's pieces, what child() returned). `done(count)`
+    after each piece of this process. A failure in either process stops the other after its
+    current piece; the first failure seen here is raised."""
+    queue = WorkQueue(n)
+    forked: Optional[Forked] = Forked(lambda: child(queue))
+    made: dict = {}
+    try:
+        for i in queue:
+            made[i] = do(i)
+            if done is not None:
+                done(len(made))
+        theirs = forked.result()
+        forked = None
+    finally:
+        if forked is not None:
+            queue.drain()                   # this process failed: nothing more to do
+            forked.abandon()
+        queue.close()
+    return made, theirs
