@@ -263,7 +263,7 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
     forks = []
     real = forked.Forked
     monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
-    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 1)
+    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 2)
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         r = run_check(case, split_dir)
@@ -277,7 +277,7 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
 def test_a_forked_check_refuses_a_pserver_as_one_process(tmp_path, monkeypatch):
     """An unreadable pserver program, whichever process reads it: exit 2 and the same line."""
     stream = sys.modules["transpile.check.stream"]
-    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 1)
+    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 2)
     case = "fleet/ctr_sparse_adam_sync"
     s = Split(case, tmp_path)
     eps = sorted(d for d in os.listdir(s.dir) if d.startswith("pserver_"))

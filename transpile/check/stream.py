@@ -31,8 +31,9 @@ def is_lazy(split: Split) -> bool:
     return any("paths" in p for p in split.pservers.values())
 
 
-# a check of a split to fewer pservers than this reads them in one process: a fork costs more
-# than sharing the reading saves
+# a check of a split of a main program this small to fewer pservers than MIN_FORKED_PSERVERS
+# reads them in one process: a fork costs more than sharing the reading saves
+MIN_FORKED_OPS = 2000
 MIN_FORKED_PSERVERS = 4
 
 
@@ -53,7 +54,7 @@ class PserverRead:
 def streamed_context(main, startup, config, split: Split, workers: int = 1) -> CheckContext:
     """A CheckContext whose index is complete and whose per-pserver findings are recorded,
     every pserver program read once and let go. With `workers` 2 (and MIN_FORKED_PSERVERS
-    pservers), a forked child reads some of the pservers: what each pserver's checks find
+    pservers, or 2+ of a main program of MIN_FORKED_OPS), a forked child reads some of them: what each pserver's checks find
     depends only on its own programs and the trainers', and the reads are gathered in cluster
     order, so the report is the same however they were shared."""
     builder = IndexBuilder(config, split)
@@ -68,7 +69,8 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
 
     def read(i):
         return _read_pserver(ctx, trainers, eps[i])
-    if workers > 1 and MIN_FORKED_PSERVERS <= len(eps) <= WorkQueue.MOST:
+    if workers > 1 and 1 < len(eps) <= WorkQueue.MOST and (
+            len(eps) >= MIN_FORKED_PSERVERS or len(main.global_block.ops) >= MIN_FORKED_OPS):
         reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
         reads.update(theirs)
     else:
