@@ -39,12 +39,12 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
     (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
     pieces of work (Style.units) are done. With a `sink`, each program and text file is handed
-    to it when built instead of being kept in the result (SplitResult.add). `after(pass, key, program)` sees
-    every program after every pass (`split --dump-after`). `workers`: with 2 and a sink that
-    can be shared (split_to_folder's), a forked child and the parent share the pieces of work
-    (Style.units: a trainer's programs and files, each pserver), each taking the next piece
-    from one queue when it is free (the same bytes, gathered in the pieces' order). Raises
-    UserError (RefusedError) for programs that cannot be split.
+    to it when built instead of being kept in the result (SplitResult.add). `after(pass, key,
+    program)` sees every program after every pass (`split --dump-after`). `workers`: with 2
+    and a sink that can be shared (split_to_folder's), a forked child and the parent share the
+    pieces of work (Style.units: a trainer's programs and files, each pserver), each taking
+    the next piece from one queue when it is free (the same bytes, gathered in the pieces'
+    order). Raises UserError (RefusedError) for programs that cannot be split.
     """
     if startup is None:
         startup = Program.empty()

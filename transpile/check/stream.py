@@ -54,9 +54,10 @@ class PserverRead:
 def streamed_context(main, startup, config, split: Split, workers: int = 1) -> CheckContext:
     """A CheckContext whose index is complete and whose per-pserver findings are recorded,
     every pserver program read once and let go. With `workers` 2 (and MIN_FORKED_PSERVERS
-    pservers, or 2+ of a main program of MIN_FORKED_OPS), a forked child reads some of them: what each pserver's checks find
-    depends only on its own programs and the trainers', and the reads are gathered in cluster
-    order, so the report is the same however they were shared."""
+    pservers, or 2+ of a main program of MIN_FORKED_OPS ops), a forked child reads some of
+    them: what each pserver's checks find depends only on its own programs and the trainers',
+    and the reads are gathered in cluster order, so the report is the same however they were
+    shared."""
     builder = IndexBuilder(config, split)
     for tid in sorted(split.trainers):
         t = split.trainers[tid]
