@@ -3,7 +3,6 @@ folder it writes must be exactly what the programs kept in memory would give, an
 while writing must still leave no output behind. Split and check share their pieces of work
 with a forked child: the output is one process's."""
 import os
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -121,8 +120,8 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
     for byte the one process's, plan.json and report.md included (gathered in the pieces'
     order whoever built which), with every trainer too (`--trainer-id all`)."""
     from transpile.core.config import load_config_text
-    split_mod = sys.modules["transpile.split"]
-    monkeypatch.setattr(split_mod, "MIN_FORKED_OPS", 0)
+    from transpile.core import forked
+    monkeypatch.setattr(forked, "MIN_FORKED_OPS", 0)
     case = os.path.join(CORPUS, family, name)
     with open(os.path.join(case, "cluster.yaml")) as f:
         text = f.read()
@@ -134,7 +133,6 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
     assert load_config_text(cfg.read_text()).pservers == tuple(eps)
     outs = []
     forks = []
-    from transpile.core import forked
     real = forked.Forked
     monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
     for workers in ("1", "2"):
@@ -253,7 +251,6 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
     pserver count here: the threshold is lowered): the findings and warnings, and their order,
     are one process's, on Paddle's split and on one broken on a pserver."""
     from transpile.core import forked
-    stream = sys.modules["transpile.check.stream"]
     split_dir = None
     if kind is not None:
         s = Split(case, tmp_path)
@@ -263,7 +260,7 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
     forks = []
     real = forked.Forked
     monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
-    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 2)
+    monkeypatch.setattr(forked, "MIN_FORKED_PSERVERS", 2)
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         r = run_check(case, split_dir)
@@ -276,8 +273,8 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
 
 def test_a_forked_check_refuses_a_pserver_as_one_process(tmp_path, monkeypatch):
     """An unreadable pserver program, whichever process reads it: exit 2 and the same line."""
-    stream = sys.modules["transpile.check.stream"]
-    monkeypatch.setattr(stream, "MIN_FORKED_PSERVERS", 2)
+    from transpile.core import forked
+    monkeypatch.setattr(forked, "MIN_FORKED_PSERVERS", 2)
     case = "fleet/ctr_sparse_adam_sync"
     s = Split(case, tmp_path)
     eps = sorted(d for d in os.listdir(s.dir) if d.startswith("pserver_"))

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from .core.config import ClusterConfig
 from .core.errors import UserError
-from .core.forked import WorkQueue, share_pieces, take_pieces, workers_available
+from .core.forked import WorkQueue, share_pieces, take_pieces, workers_available, worth_forking
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
@@ -61,8 +61,9 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         result = SplitResult(sink=sink)
         result.faults = list(prep.faults)
         units = style.units(ids, list(prep.plan.endpoints))
-        if workers > 1 and after is None and hasattr(sink, "sections") and \
-                1 < len(units) <= WorkQueue.MOST and _worth_forking(main, units):
+        pservers = sum(1 for u in units if u.role == "pserver")
+        if after is None and hasattr(sink, "sections") and \
+                worth_forking(workers, len(units), pservers, len(main.global_block.ops)):
             made, (theirs, sections) = share_pieces(
                 len(units), lambda i: _build_unit(style, prep, units[i], run, sink),
                 lambda queue: _build_units(style, prep, units, queue, run, sink),
@@ -78,17 +79,6 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         _gather(result, made, sink)
         result.plan = style.plan_json(prep, result, ids)
     return result
-
-
-# a split of a main program this small (and to fewer pservers than MIN_FORKED_PSERVERS) is
-# built by one process: a fork costs more than sharing its work saves
-MIN_FORKED_OPS = 2000
-MIN_FORKED_PSERVERS = 4
-
-
-def _worth_forking(main: Program, units: list) -> bool:
-    pservers = sum(1 for u in units if u.role == "pserver")
-    return pservers >= MIN_FORKED_PSERVERS or len(main.global_block.ops) >= MIN_FORKED_OPS
 
 
 def _build_unit(style, prep, unit, run, sink) -> SplitResult:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.forked import WorkQueue, share_pieces, take_pieces
+from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -29,12 +29,6 @@ from .pserver import listen_of, optimize_of
 def is_lazy(split: Split) -> bool:
     """Whether the split's pserver programs are read on demand (load_split(lazy=True))."""
     return any("paths" in p for p in split.pservers.values())
-
-
-# a check of a split of a main program this small to fewer pservers than MIN_FORKED_PSERVERS
-# reads them in one process: a fork costs more than sharing the reading saves
-MIN_FORKED_OPS = 2000
-MIN_FORKED_PSERVERS = 4
 
 
 @dataclass
@@ -53,11 +47,10 @@ class PserverRead:
 
 def streamed_context(main, startup, config, split: Split, workers: int = 1) -> CheckContext:
     """A CheckContext whose index is complete and whose per-pserver findings are recorded,
-    every pserver program read once and let go. With `workers` 2 (and MIN_FORKED_PSERVERS
-    pservers, or 2+ of a main program of MIN_FORKED_OPS ops), a forked child reads some of
-    them: what each pserver's checks find depends only on its own programs and the trainers',
-    and the reads are gathered in cluster order, so the report is the same however they were
-    shared."""
+    every pserver program read once and let go. With `workers` 2 (and a split large enough:
+    core/forked.py's worth_forking, as split's), a forked child reads some of them: what
+    each pserver's checks find depends only on its own programs and the trainers', and the
+    reads are gathered in cluster order, so the report is the same however they were shared."""
     builder = IndexBuilder(config, split)
     for tid in sorted(split.trainers):
         t = split.trainers[tid]
@@ -70,8 +63,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
 
     def read(i):
         return _read_pserver(ctx, trainers, eps[i])
-    if workers > 1 and 1 < len(eps) <= WorkQueue.MOST and (
-            len(eps) >= MIN_FORKED_PSERVERS or len(main.global_block.ops) >= MIN_FORKED_OPS):
+    if worth_forking(workers, len(eps), len(eps), len(main.global_block.ops)):
         reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
         reads.update(theirs)
     else:

@@ -100,6 +100,19 @@ class Forked:
                 pass
 
 
+# work on a main program this small, to fewer pservers than MIN_FORKED_PSERVERS, is done by one
+# process: a fork costs more than sharing the work saves
+MIN_FORKED_OPS = 2000
+MIN_FORKED_PSERVERS = 4
+
+
+def worth_forking(workers: int, pieces: int, pservers: int, ops: int) -> bool:
+    """Whether `pieces` pieces of work on a main program of `ops` ops to `pservers` pservers
+    are shared with a forked child (share_pieces), `workers` processes being allowed."""
+    return workers > 1 and 1 < pieces <= WorkQueue.MOST and \
+        (pservers >= MIN_FORKED_PSERVERS or ops >= MIN_FORKED_OPS)
+
+
 class WorkQueue:
     """The pieces of work still to do (by index), shared by the parent and a forked child: each
     takes the next index when it is free, so that neither waits for the other. A pipe filled
