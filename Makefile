@@ -58,4 +58,4 @@ bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) *.egg-info bench/out tests/.node
+	rm -rf $(VENV) $(DEMO_OUT) *.egg-info bench/out tests/.node build transpile/format/*.so

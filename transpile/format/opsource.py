@@ -83,8 +83,8 @@ class OpSource:
                  decoded: dict | None):
         self.wire = wire
         self.type = op_type             # the Op's own string (msg.type would make another)
-        self.inputs = {k: v[:] for k, v in inputs.items()}
-        self.outputs = {k: v[:] for k, v in outputs.items()}
+        self.inputs = inputs            # the slots as read: dicts and lists no Op shares
+        self.outputs = outputs
         self.is_target = is_target
         self.names = names              # the attr names in file order (no name twice)
         self._positions = positions     # attr name -> its position in the OpDesc's attrs

@@ -205,6 +205,8 @@ TextView = message_factory.GetMessageClass(
 BlockDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".BlockDesc"))
 OpDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc"))
 VarDescMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarDesc"))
+AttrMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".OpDesc.Attr"))
+VarTypeMsg = message_factory.GetMessageClass(_pool.FindMessageTypeByName(_PKG + ".VarType"))
 
 # ----------------------------------------------------------------------------------------------
 # decode

@@ -14,9 +14,10 @@ from ..core.errors import ProgramFormatError
 from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
                        VarSource, serialized, vartype_key)
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
-from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, BlockDescMsg, DecodeError, EncodeError,
-                    ProgramDesc, TextView, decode_attr, decode_vartype, optional_field,
-                    text_is_utf8, where_malformed)
+from . import wirescan
+from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
+                    EncodeError, OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg, decode_attr, decode_vartype,
+                    optional_field, text_is_utf8, where_malformed)
 from .wire import NotPlain, field_end, read_varint, varint_bytes
 
 
@@ -192,7 +193,8 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
         if not o.IsInitialized():
             cls = IncompleteOpSource
     return Op(op_type, inputs, outputs, None, is_target,
-              source=cls(wire, op_type, inputs, outputs, is_target, names, positions,
+              source=cls(wire, op_type, {k: v[:] for k, v in inputs.items()},
+                         {k: v[:] for k, v in outputs.items()}, is_target, names, positions,
                          block_attrs, role, decoded))
 
 
@@ -262,6 +264,9 @@ def decode(data: bytes) -> Program:
         return _decode_pieces(data)
     except (NotPlain, ProgramFormatError):
         return _decode_tree(data)
+    finally:
+        if wirescan.FAST is not None:
+            wirescan.FAST.forget()      # the strings it shared while reading this program
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,7 +295,12 @@ def _decode_pieces(data: bytes) -> Program:
 
 def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block:
     """The Block whose BlockDesc is data[start:end]: its own fields (idx...) parsed alone,
-    its vars and ops run by run (_runs)."""
+    its vars and ops by the compiled scanner (_decode_scanned) when it is there and takes
+    them, else run by run (_runs)."""
+    if wirescan.FAST is not None:
+        scanned = wirescan.FAST.block(data, start, end)
+        if scanned is not None:
+            return _decode_scanned(*scanned, seen)
     items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
     head = _parse(BlockDescMsg, rest)
     idx = head.idx
@@ -305,6 +315,63 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block
                     for o, wire in zip(*_run_items(run, wires, "ops"))]
     return Block(idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
+
+
+def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -> Block:
+    """The Block from what wirescan_c.block() read of it: its other fields' bytes, and a tuple
+    for each var and op (see wirescan_c.c: take_var, take_op), or the item's bytes alone where
+    protobuf is to read it (a var with attrs, an op that repeats a name). Every item is
+    protobuf's own serialization of itself: its bytes are its wire, as in _run_items."""
+    head = _parse(BlockDescMsg, rest)
+    idx = head.idx
+    vars_: dict = {}
+    types = seen.types
+    for item in var_items:
+        if item.__class__ is bytes:
+            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+        else:
+            wire, name, raw, p, c, i, s = item
+            typed = types.get(raw)
+            if typed is None:
+                vt = decode_vartype(VarTypeMsg.FromString(raw))
+                typed = types[raw] = (vt, vartype_key(vt))
+            var = Var(name, typed[0], p, c, i, s, ())
+            var.source = VarSource(wire, (name, p, c, i, s, (), typed[1]))
+        _add_var(vars_, var, idx)
+    ops = []
+    add = ops.append
+    shared = seen.names
+    role_bytes, shape_bytes = seen.role_bytes, seen.shape_bytes
+    for item in op_items:
+        if item.__class__ is bytes:
+            add(_decode_op(OpDescMsg.FromString(item), False, seen, item))
+            continue
+        wire, op_type, inputs, outputs, read_inputs, read_outputs, is_target, names, role, \
+            shape, block_attrs = item
+        found = shared.get(names)
+        if found is None:
+            found = _shared_names(names, shared)
+        if role is not None:
+            attr = role_bytes.get(role)
+            role = attr if attr is not None else _attr_from_bytes(
+                role, role_bytes, lambda a: _shared_role(a, seen))
+        if shape is not None:
+            attr = shape_bytes.get(shape)
+            shape = {SHAPE_ATTR: attr if attr is not None
+                     else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
+        add(Op(op_type, inputs, outputs, None, is_target,
+               source=OpSource(wire, op_type, read_inputs, read_outputs, is_target, found[0],
+                               found[1], block_attrs, role, shape)))
+    return Block(idx, head.parent_idx, vars_, ops,
+                 forward_block_idx=optional_field(head, "forward_block_idx"))
+
+
+def _attr_from_bytes(raw: bytes, made: dict, decode) -> Attr:
+    """_attr_by_bytes for an Attr message's bytes (not yet in `made`)."""
+    if len(made) >= _ATTRS_KEPT:
+        made.clear()
+    attr = made[raw] = decode(AttrMsg.FromString(raw))
+    return attr
 
 
 def _split_fields(data: bytes, start: int, end: int, keys: tuple) -> tuple[list, bytes]:
