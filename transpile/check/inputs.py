@@ -175,18 +175,22 @@ def pserver_reads(ctx, p) -> list:
     for bi in blocks:
         if not isinstance(bi, int) or not 0 < bi < len(prog.blocks) or bi == lr_block:
             continue
-        _block_reads(p["main"], prog, bi, set(early), misses)
+        _block_reads(p["main"], prog, bi, early, misses)
     return misses
 
 
-def _block_reads(part, prog, bi: int, have: set, misses: list) -> None:
+def _block_reads(part, prog, bi: int, early: set, misses: list) -> None:
+    """The reads of block `bi` that neither `early` nor the block's earlier ops provide (what
+    the block adds is kept apart: `early` is shared by every block, and large)."""
+    have = set()
     for j, op in enumerate(prog.blocks[bi].ops):
         # the clip / regularization ops a pserver runs are its optimize-role ops that are no
         # update (their name scope is gone there)
         chain = roles.role(op) == roles.OPTIMIZE and not is_update_op(op)
         reads = input_names(op) if chain else (op.input("Grad") if is_update_op(op) else [])
         for name in reads:
-            if name in have or name.split(".trainer_")[0] in have:
+            base = name.split(".trainer_")[0]
+            if name in early or name in have or base in early or base in have:
                 continue
             misses.append((part, bi, j, op.type, name))
             have.add(name)
