@@ -12,7 +12,7 @@ ever, replaying what was kept in its place: the findings and warnings, and their
 those of the checks on a split read whole."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
@@ -95,9 +95,12 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str) -> PserverRead:
         ctx.recorded = saved
     release_pserver(p)
     r = own.reader
+    # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
+    # later ones read of a block is its names and var: the op, which holds its bytes, goes
+    blocks = [replace(pb, op=None) for pb in r.param_blocks[ep]]
     return PserverRead(ep, {part.name: own.reach[part.name] for part in parts},
                        {part.name for part in parts if part.name in own.broken},
-                       (r.listen.get(ep), r.grad_keys[ep], r.param_blocks[ep], r.findings),
+                       (r.listen.get(ep), r.grad_keys[ep], blocks, r.findings),
                        recorded, summary)
 
 
