@@ -53,7 +53,7 @@ def test_simulate_reports_each_step_of_both_runs():
 
 def test_check_reports_each_folder_read_and_each_group_of_checks(tmp_path):
     from transpile.check import CHECK_STEPS, check_dir
-    from transpile.output.outdir import json_bytes, write_tree
+    from transpile.output.outdir import write_tree
     from transpile.format.programio import to_bytes
     case = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
     main, startup = load(os.path.join(case, "main.pb")), load(os.path.join(case, "startup.pb"))

@@ -99,7 +99,6 @@ def _check_file(file: str, main, strict: bool) -> str:
     for key, problem in problems:
         click.echo("pstranspile: warning: %s: %s" % (where(key), problem), err=True)
     return yaml.safe_dump(cfg.to_dict(every_key=ps), sort_keys=False, default_flow_style=None)
-    return config
 
 
 def program_problems(cfg, main) -> list:
