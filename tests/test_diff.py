@@ -416,3 +416,28 @@ def test_nan_attrs_compare_equal_to_themselves():
     b.blocks[1].ops[1].set_attr("w", [float("nan"), 2.0], "FLOATS")
     d = diff_mod.diff_programs(a, b)
     assert [x for o in changes(d) for x in o.details] == ['attr w: ["nan", 1.0] -> ["nan", 2.0]']
+
+
+@pytest.mark.parametrize("case", ["classic/lr_decay_conditional", "classic/basic",
+                                  "fleet/mlp_adam_sync", "fleet/ctr_sparse_adam_sync"])
+def test_diff_without_details_finds_the_same_changes(case):
+    """report.md's diff (details=False) says where ops and vars changed, as the full diff does,
+    without saying how: no op rendered, a changed op with at most one of its changes."""
+    main, startup, r = _split_case(case)
+    several = False
+    for key in ("trainer_0/main", "trainer_0/startup"):
+        a = main if key.endswith("/main") else startup
+        full = diff_mod.diff_programs_and_names(a, r.programs[key])[0]
+        brief = diff_mod.diff_programs_and_names(a, r.programs[key], details=False)[0]
+        assert [bd.status for bd in brief.blocks] == [bd.status for bd in full.blocks]
+
+        def where(d):
+            return [[(o.kind, o.type, o.a_index, o.b_index) for o in bd.ops] for bd in d.blocks]
+        assert where(brief) == where(full)
+        assert [[(v.kind, v.name) for v in bd.vars] for bd in brief.blocks] == \
+            [[(v.kind, v.name) for v in bd.vars] for bd in full.blocks]
+        assert all(o.op == "" and len(o.details) <= 1 for o in changes(brief))
+        assert all(o.op for o in changes(full))
+        several |= any(len(o.details) > 1 for o in changes(full))
+    assert changes(full), "the split changed nothing: this compares nothing"
+    assert several or case.startswith("fleet/"), "no op with several changes to cut short"

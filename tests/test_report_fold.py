@@ -73,3 +73,18 @@ def test_short_lists_stay_inline():
     inline, block = fold.names(["x%d" % i for i in range(26)], "ids")
     assert inline == "26 ids: x0, x1, x2, …"
     assert block[0] == "<details><summary>the 26 ids</summary>" and "x25" in block[2]
+
+
+@pytest.mark.parametrize("n", [0, 1, fold.ROWS, fold.ROWS + 1, fold.CAP - 1, fold.CAP,
+                               fold.CAP + 1, 3 * fold.CAP])
+def test_a_listing_from_an_iterator_takes_only_the_lines_it_shows(n):
+    lines = ["line %d" % i for i in range(n)]
+    taken = []
+
+    def lazy():
+        for x in lines:
+            taken.append(x)
+            yield x
+    assert fold.listing(lazy(), "the lines", "elsewhere", count=n) == \
+        fold.listing(lines, "the lines", "elsewhere")
+    assert len(taken) == min(n, fold.CAP)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from itertools import chain
+from itertools import chain, islice
 from operator import attrgetter, eq as _eq, methodcaller
 from typing import Optional
 
@@ -83,6 +83,9 @@ class Side:
         self.keys = keys
         # the names this side and the other rename differently (set by diff_programs_and_names)
         self.differ: frozenset = frozenset()
+        # False: the caller reads where ops changed, not how: no op rendered on one line, a
+        # changed op's list of changes stops at the first, a paired delete + insert has none
+        self.details = True
 
     def name(self, n: str) -> str:
         return self.rename.get(n, n)
@@ -167,6 +170,10 @@ def _fmt_slots(slots: tuple) -> str:
                      for k, v in slots)
 
 
+def _no_key(key: tuple) -> str:
+    return ""
+
+
 def _fmt_key(key: tuple) -> str:
     """An op, from its key (type, inputs, outputs), on one line."""
     return "%s(%s) -> (%s)" % (key[0], _fmt_slots(key[1]), _fmt_slots(key[2]))
@@ -237,8 +244,12 @@ def _same_attrs(sa: Side, sb: Side, oa: Op, ob: Op) -> bool:
 
 
 def _attr_changes(sa: Side, sb: Side, oa: Op, ob: Op) -> list:
+    lines = _attr_change_lines(sa, sb, oa, ob)
+    return list(lines) if sa.details else list(islice(lines, 1))
+
+
+def _attr_change_lines(sa: Side, sb: Side, oa: Op, ob: Op):
     strict = sa.strict
-    out = []
     if not _same_attrs(sa, sb, oa, ob):
         na, nb = oa.attr_names(), ob.attr_names()
         if not strict:
@@ -260,18 +271,17 @@ def _attr_changes(sa: Side, sb: Side, oa: Op, ob: Op) -> list:
                     (a is None and _is_default(sb, ob.type, k, _attr_value(sb, b))):
                 continue        # absent means the registered default
             if b is None:
-                out.append("attr %s: %s -> (absent)" % (k, fmt_value(_attr_value(sa, a))))
+                yield "attr %s: %s -> (absent)" % (k, fmt_value(_attr_value(sa, a)))
             elif a is None:
-                out.append("attr %s: (absent) -> %s" % (k, fmt_value(_attr_value(sb, b))))
+                yield "attr %s: (absent) -> %s" % (k, fmt_value(_attr_value(sb, b)))
             else:
                 va, vb = _attr_value(sa, a, k), _attr_value(sb, b, k)
                 if va != vb:
-                    out.append("attr %s: %s -> %s" % (k, fmt_value(va), fmt_value(vb)))
+                    yield "attr %s: %s -> %s" % (k, fmt_value(va), fmt_value(vb))
                 elif strict and a.type != b.type:
-                    out.append("attr %s: type %s -> %s" % (k, a.type, b.type))
+                    yield "attr %s: type %s -> %s" % (k, a.type, b.type)
     if strict and oa.is_target != ob.is_target:
-        out.append("is_target: %s -> %s" % (oa.is_target, ob.is_target))
-    return out
+        yield "is_target: %s -> %s" % (oa.is_target, ob.is_target)
 
 
 def _slot_changes(what: str, a: tuple, b: tuple) -> list:
@@ -348,6 +358,7 @@ def _diff_op_lists(sa: Side, sb: Side, va: _View, vb: _View) -> list:
     ops_a, ops_b = va.ops, vb.ops
     # the same op on both sides has the same attrs, unless a VAR attr is renamed differently
     same_if_shared = not sa.differ
+    fmt = _fmt_key if sa.details else _no_key
     out = []
     for tag, i1, i2, j1, j2 in _opcodes(sa.intern(keys_a), sb.intern(keys_b)):
         if tag == "equal":
@@ -357,7 +368,7 @@ def _diff_op_lists(sa: Side, sb: Side, va: _View, vb: _View) -> list:
                     continue
                 ch = _attr_changes(sa, sb, oa, ob)
                 if ch:
-                    out.append(OpChange("change", oa.type, i, j, _fmt_key(keys_a[i]), ch))
+                    out.append(OpChange("change", oa.type, i, j, fmt(keys_a[i]), ch))
             continue
         dels = list(range(i1, i2))
         inss = list(range(j1, j2))
@@ -381,16 +392,17 @@ def _diff_op_lists(sa: Side, sb: Side, va: _View, vb: _View) -> list:
             if i in paired:
                 j = paired[i]
                 events.append((j, 1, OpChange("change", ops_a[i].type, i, j,
-                                              _fmt_key(keys_a[i]),
+                                              fmt(keys_a[i]),
                                               _op_changes(sa, sb, ops_a[i], ops_b[j],
-                                                          keys_a[i], keys_b[j]))))
+                                                          keys_a[i], keys_b[j])
+                                              if sa.details else [])))
             else:
                 events.append((j1, 0, OpChange("delete", ops_a[i].type, i, None,
-                                               _fmt_key(keys_a[i]))))
+                                               fmt(keys_a[i]))))
         for j in inss:
             if j not in used:
                 events.append((j, 2, OpChange("insert", ops_b[j].type, None, j,
-                                              _fmt_key(keys_b[j]))))
+                                              fmt(keys_b[j]))))
         events.sort(key=lambda e: (e[0], e[1]))
         out.extend(e[2] for e in events)
     return out

@@ -129,12 +129,15 @@ def diff_programs(a: Program, b: Program, strict: bool = False,
 
 
 def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name: str = "A",
-                   b_name: str = "B", op_defaults=None, var_details: bool = True) -> tuple:
+                   b_name: str = "B", op_defaults=None, details: bool = True) -> tuple:
     """diff_programs, and the control var names of each side: (diff, names in a, names in b).
-    Without `var_details`, added and removed vars come without their details."""
+    Without `details`, added and removed vars come without their details, ops without their
+    one-line rendering (OpChange.op), and changed ops with at most one of their changes (none
+    for an op replaced by one of its type)."""
     keys: dict = {}
     defaults = None if strict else op_defaults
     sa, sb = Side(a, strict, keys, defaults), Side(b, strict, keys, defaults)
+    sa.details = sb.details = details
     ra, rb = sa.rename, sb.rename
     sa.differ = sb.differ = frozenset(n for n in ra.keys() | rb.keys()
                                       if ra.get(n, n) != rb.get(n, n))
@@ -159,7 +162,7 @@ def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name
             bd.details.append("forward_block_idx: %s -> %s"
                               % (ba.forward_block_idx, bb.forward_block_idx))
         bd.ops = diff_ops(sa, sb, ba, bb)
-        bd.vars = _diff_vars(sa, sb, ba, bb, var_details)
+        bd.vars = _diff_vars(sa, sb, ba, bb, details)
         if bd.changed:
             bd.status = "changed"
         result.blocks.append(bd)

@@ -63,9 +63,17 @@ def table(head: list, rows, what: str, where: str = "", count: int | None = None
                    left=count - CAP)
 
 
-def listing(lines: list, what: str, where: str = "") -> list:
-    """A fenced listing: open when short, else folded (first CAP lines)."""
+def listing(lines, what: str, where: str = "", count: int | None = None) -> list:
+    """A fenced listing: open when short, else folded (first CAP lines). With `count` (the
+    number of lines), `lines` may be an iterator: only the lines shown are taken from it (a
+    listing of thousands of ops formats no more than its first CAP)."""
+    if count is None:
+        lines = list(lines)
+        count = len(lines)
+    else:
+        lines = list(itertools.islice(lines, CAP))
     fenced = ["```"] + lines + ["```"]
-    if len(lines) <= ROWS:
+    if count <= ROWS:
         return fenced + [""]
-    return details("%d lines: %s" % (len(lines), what), fenced, where, cap=CAP + 1)
+    return details("%d lines: %s" % (count, what), fenced, where, cap=CAP + 1,
+                   left=count - CAP + 1)

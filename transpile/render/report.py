@@ -7,6 +7,7 @@ Formatting only: everything here is read off the programs and the plan.
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from operator import attrgetter
 from typing import Optional
@@ -58,9 +59,9 @@ def _op_line(op: Op) -> str:
 
 def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
-    # (added and removed vars are listed by name only: no need for their details)
+    # (ops and vars are listed by name only: no need for the details of their changes)
     d, _, control = diff_programs_and_names(original, prog, a_name="original", b_name=name,
-                                            var_details=False)
+                                            details=False)
     a_ops = original.global_block.ops
     b_ops = prog.global_block.ops
     b0 = d.blocks[0] if d.blocks else None
@@ -94,7 +95,7 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         out.append("**Inserted and changed, in place** (`+` inserted, `~` changed, "
                    "%d ops of context)" % CONTEXT)
         out.append("")
-        lines = []
+        rows: list = []
         marks = {}
         for c in inserted:
             marks[c.b_index] = "+"
@@ -105,15 +106,18 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
             for j in range(max(0, i - CONTEXT), min(len(b_ops), i + CONTEXT + 1)):
                 shown.add(j)
         last = -1
-        for j in sorted(shown):
+        for j in sorted(shown):         # op indices, None for a "..." line
             if j != last + 1:
-                lines.append("     ...")
-            lines.append("%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])))
+                rows.append(None)
+            rows.append(j)
             last = j
         if last != len(b_ops) - 1:
-            lines.append("     ...")
+            rows.append(None)
+        lines = ("     ..." if j is None else
+                 "%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])) for j in rows)
         out += fold.listing(lines, "the ops inserted or changed, in place",
-                            "`pstranspile diff` of the original and %s lists them" % name)
+                            "`pstranspile diff` of the original and %s lists them" % name,
+                            count=len(rows))
     var_changes = b0.vars if b0 else []
     # the diff names control vars by the op that writes them; show the real names here
     real = {v: k for k, v in control.items()}
@@ -140,19 +144,18 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
 def _startup_section(name: str, original: Optional[Program], prog: Program) -> list[str]:
     out = ["## %s" % name, ""]
     ops = prog.global_block.ops
-    inits = [op for op in ops if op.output_names()]
     out.append("%d ops:" % len(ops))
     out.append("")
-    lines = []
-    for i, op in enumerate(ops):
+
+    def line(i, op):
         shape = op.attr("shape")
-        lines.append("%4d  %s%s" % (i, _op_line(op) if op.type in ("recv", "fetch_barrier",
-                                                                   "concat", "fake_init")
-                                    else format_op(op),
-                                    "  shape=%s" % shape if shape and op.type not in (
-                                        "recv", "fetch_barrier", "concat") else ""))
-    out += fold.listing(lines, "the startup ops", "`pstranspile show %s` lists them" % name)
-    del inits, original
+        return "%4d  %s%s" % (i, _op_line(op) if op.type in ("recv", "fetch_barrier", "concat",
+                                                             "fake_init") else format_op(op),
+                              "  shape=%s" % shape if shape and op.type not in (
+                                  "recv", "fetch_barrier", "concat") else "")
+    out += fold.listing(itertools.starmap(line, enumerate(ops)), "the startup ops",
+                        "`pstranspile show %s` lists them" % name, count=len(ops))
+    del original
     return out
 
 
