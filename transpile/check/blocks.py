@@ -9,12 +9,27 @@ from .ops import colon_pairs
 _BLOCK_MAP_ATTRS = ("grad_to_block_id", "prefetch_var_name_to_block_id")
 
 
+# an op's attr names -> those of them that can name a block: ops mostly share a few lists of
+# attr names (one per op type), each looked through once
+_REF_NAMES: dict = {}
+_REF_NAMES_KEPT = 4096
+
+
+def _ref_names(op: Op) -> tuple:
+    names = tuple(op.attr_names())
+    found = _REF_NAMES.get(names)
+    if found is None:
+        if len(_REF_NAMES) >= _REF_NAMES_KEPT:
+            _REF_NAMES.clear()
+        found = _REF_NAMES[names] = tuple(k for k in names if k.endswith("block_id") or
+                                          k in _BLOCK_MAP_ATTRS)
+    return found
+
+
 def block_refs(op: Op) -> list:
     """Blocks an op makes run: BLOCK(S) attrs, *block_id ints, name:block string maps."""
     refs = list(op.block_refs())
-    for k in op.attr_names():
-        if not (k.endswith("block_id") or k in _BLOCK_MAP_ATTRS):
-            continue
+    for k in _ref_names(op):
         a = op.find_attr(k)     # only the attrs that can name a block are decoded
         if a.type in ("INT", "LONG") and k.endswith("block_id") and isinstance(a.value, int) \
                 and a.value >= 0:

@@ -32,10 +32,12 @@ def new_var_clips(main: Program) -> dict:
     var (Paddle 2.x's ClipGradByValue / ClipGradByNorm: `clip` / `clip_by_norm` of
     `<param>@GRAD` into the var the update reads; op_role_var names that var)."""
     out = {}
+    kinds = ELEMENTWISE_CLIPS + PER_PARAM_CLIPS
     for op in main.global_block.ops:
+        if op.type not in kinds:
+            continue            # (before its attr is read: most ops are no clip)
         rv = op.attr(roles.ROLE_VAR_ATTR) or []
-        if op.type in ELEMENTWISE_CLIPS + PER_PARAM_CLIPS and len(rv) == 2 and \
-                op.input("X") and op.output("Out") == [rv[1]] and \
+        if len(rv) == 2 and op.input("X") and op.output("Out") == [rv[1]] and \
                 op.input("X") != op.output("Out"):
             out[rv[0]] = (op, op.input("X")[0])
     return out
