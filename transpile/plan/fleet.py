@@ -263,22 +263,23 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
 
 def _tables(ops) -> tuple:
     """(remote-prefetch params: Fleet's "sparse" params, sparse tables, distributed tables),
-    each in first-use order."""
-    remote, sparse_tables, dist_tables = [], [], []
+    each in first-use order: dicts with None values, ordered sets (a CTR model has a table per
+    slot, thousands of them: looked up, not searched)."""
+    remote, sparse_tables, dist_tables = {}, {}, {}
     for op in ops:
         table = table_of(op)
         if table is None:
             continue
         if is_remote_prefetch(op):
-            _add(remote, table)
+            remote.setdefault(table)
         if is_sparse_lookup(op):
-            _add(sparse_tables, table)
+            sparse_tables.setdefault(table)
         if is_distributed_lookup(op):
-            _add(dist_tables, table)
+            dist_tables.setdefault(table)
     return remote, sparse_tables, dist_tables
 
 
-def _check_geo(sparse: list, dist_tables: list) -> None:
+def _check_geo(sparse: list, dist_tables: dict) -> None:
     if not sparse:
         raise RefusedError("geo mode needs a sparse parameter (an embedding looked up with "
                            "is_sparse and remote_prefetch); this program has none")
@@ -383,7 +384,7 @@ def _fixes(main: Program, config: ClusterConfig, orphans: tuple, need_global_ste
     return fixes
 
 
-def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None:
+def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: dict) -> None:
     """The slots and attrs the fleet passes rely on are there (a saved program that lost them
     would otherwise fail deep inside a pass)."""
     def need(op, io, slot):
@@ -415,16 +416,11 @@ def _check_ops(ops: list, optimize_ops: list, pairs: list, remote: list) -> None
             need(op, "output", "W@GRAD")
 
 
-def _add(items: list, x) -> None:
-    if x not in items:
-        items.append(x)
-
-
 def _first_per_grad(pairs: list, placed: dict) -> list:
     """The pairs whose grad is not placed yet, the first of those sharing a grad."""
-    out, seen = [], set(placed)
+    out, seen = [], set()
     for p in pairs:
-        if p.grad not in seen:
+        if p.grad not in placed and p.grad not in seen:
             seen.add(p.grad)
             out.append(p)
     return out
