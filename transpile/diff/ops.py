@@ -60,6 +60,7 @@ def control_var_names(prog: Program) -> dict:
 
 
 _is_control = methodcaller("startswith", _CONTROL)
+_CONTROL_BYTES = _CONTROL.encode()
 
 
 def fmt_value(v) -> str:
@@ -210,6 +211,8 @@ def _names_renamed_differently(op: Op, name: str, differ: frozenset) -> bool:
 def _has_var_attrs(op: Op, differ: frozenset) -> bool:
     """Whether a VAR / VARS attr of the op (its value is renamed like a slot argument) names
     a var the two sides rename differently (in `differ`)."""
+    if op.lacks_text(_CONTROL_BYTES):
+        return False        # only control vars are renamed: `differ` holds nothing else
     raw = op.attrs_as_read()
     if raw is not None:
         types = list(map(_type_of, raw.values()))
