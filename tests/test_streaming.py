@@ -185,6 +185,30 @@ def test_the_work_queue_gives_each_index_to_one_process():
     assert mine == sorted(mine) and theirs == sorted(theirs)
 
 
+def test_the_work_queue_gives_the_indices_in_the_order_asked():
+    from transpile.core.forked import WorkQueue, share_pieces, take_pieces
+    order = [3, 0, 4, 1, 2]
+    queue = WorkQueue(5, order)
+    assert list(queue) == order
+    queue.close()
+    mine, theirs = share_pieces(5, lambda i: i * i,
+                                lambda q: take_pieces(q, lambda i: i * i), order=order)
+    assert {**mine, **theirs} == {i: i * i for i in range(5)}
+
+
+def test_a_split_builds_its_longest_pieces_first():
+    """Two processes take a split's pieces a trainer's main program first, then the pservers,
+    then the trainers' startup programs and files (each kind in its own order)."""
+    from transpile.split import _longest_first
+    from transpile.styles.base import Unit
+    units = [Unit("trainer", t, part) for t in (0, 1) for part in ("main", "startup", "files")]
+    units += [Unit("pserver", ep) for ep in ("a:1", "a:2")]
+    assert [(u.role, u.who, u.part) for u in map(units.__getitem__, _longest_first(units))] \
+        == [("trainer", 0, "main"), ("trainer", 1, "main"), ("pserver", "a:1", ""),
+            ("pserver", "a:2", ""), ("trainer", 0, "startup"), ("trainer", 1, "startup"),
+            ("trainer", 0, "files"), ("trainer", 1, "files")]
+
+
 @pytest.mark.parametrize("who", ["parent", "child"])
 def test_a_failing_process_leaves_the_other_nothing_to_build(tmp_path, monkeypatch, who):
     """A trainer refused in one process (the one that takes it first): the pieces still queued

@@ -122,9 +122,11 @@ class WorkQueue:
     _ITEM = 4
     MOST = 8192                             # indices a pipe holds (64 KiB) with room to spare
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, order: Optional[list] = None):
+        """Indices 0..n-1, taken in `order` (a permutation of them) when it is given."""
         self._read, write = os.pipe()
-        data = b"".join(i.to_bytes(self._ITEM, "little") for i in range(n))
+        data = b"".join(i.to_bytes(self._ITEM, "little")
+                        for i in (range(n) if order is None else order))
         try:
             while data:
                 data = data[os.write(write, data):]
@@ -162,13 +164,16 @@ def take_pieces(queue: WorkQueue, do: Callable[[int], Any]) -> dict:
 
 
 def share_pieces(n: int, do: Callable[[int], Any], child: Callable[[WorkQueue], Any],
-                 done: Optional[Callable[[int], None]] = None) -> tuple:
+                 done: Optional[Callable[[int], None]] = None,
+                 order: Optional[list] = None) -> tuple:
     """Pieces 0..n-1 shared by this process, which runs do(i) on those it takes, and a forked
     child, which runs child(queue) (take_pieces with what the child is to send back):
     ({index: do(index)} of this process's pieces, what child() returned). `done(count)`
-    after each piece of this process. A failure in either process stops the other after its
-    current piece; the first failure seen here is raised."""
-    queue = WorkQueue(n)
+    after each piece of this process. `order`: the order the pieces are taken in (the
+    longest first, so that neither process is left with a long one at the end); by index
+    when None. A failure in either process stops the other after its current piece; the
+    first failure seen here is raised."""
+    queue = WorkQueue(n, order)
     forked: Optional[Forked] = Forked(lambda: child(queue))
     made: dict = {}
     try:
