@@ -92,32 +92,7 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         out.append("")
         out += folded
     if inserted or changed:
-        out.append("**Inserted and changed, in place** (`+` inserted, `~` changed, "
-                   "%d ops of context)" % CONTEXT)
-        out.append("")
-        rows: list = []
-        marks = {}
-        for c in inserted:
-            marks[c.b_index] = "+"
-        for c in changed:
-            marks[c.b_index] = "~"
-        shown = set()
-        for i in sorted(marks):
-            for j in range(max(0, i - CONTEXT), min(len(b_ops), i + CONTEXT + 1)):
-                shown.add(j)
-        last = -1
-        for j in sorted(shown):         # op indices, None for a "..." line
-            if j != last + 1:
-                rows.append(None)
-            rows.append(j)
-            last = j
-        if last != len(b_ops) - 1:
-            rows.append(None)
-        lines = ("     ..." if j is None else
-                 "%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])) for j in rows)
-        out += fold.listing(lines, "the ops inserted or changed, in place",
-                            "`pstranspile diff` of the original and %s lists them" % name,
-                            count=len(rows))
+        out += _in_place(name, b_ops, inserted, changed)
     var_changes = b0.vars if b0 else []
     # the diff names control vars by the op that writes them; show the real names here
     real = {v: k for k, v in control.items()}
@@ -139,6 +114,36 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         out.append("")
         out += folded
     return out
+
+
+def _in_place(name: str, b_ops: list, inserted: list, changed: list) -> list[str]:
+    """The trainer's ops inserted and changed, in place with CONTEXT ops around each: a
+    listing that formats only the lines it shows."""
+    out = ["**Inserted and changed, in place** (`+` inserted, `~` changed, "
+           "%d ops of context)" % CONTEXT, ""]
+    marks = {}
+    for c in inserted:
+        marks[c.b_index] = "+"
+    for c in changed:
+        marks[c.b_index] = "~"
+    shown = set()
+    for i in sorted(marks):
+        for j in range(max(0, i - CONTEXT), min(len(b_ops), i + CONTEXT + 1)):
+            shown.add(j)
+    rows: list = []         # op indices, None for a "..." line
+    last = -1
+    for j in sorted(shown):
+        if j != last + 1:
+            rows.append(None)
+        rows.append(j)
+        last = j
+    if last != len(b_ops) - 1:
+        rows.append(None)
+    lines = ("     ..." if j is None else
+             "%s %4d  %s" % (marks.get(j, " "), j, _op_line(b_ops[j])) for j in rows)
+    return out + fold.listing(lines, "the ops inserted or changed, in place",
+                              "`pstranspile diff` of the original and %s lists them" % name,
+                              count=len(rows))
 
 
 def _startup_section(name: str, original: Optional[Program], prog: Program) -> list[str]:
