@@ -63,10 +63,14 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
     """Every var an op of a block that runs uses is declared in the block or an ancestor (a
     grad classic-clip-on-pserver leaves undeclared is named so)."""
     prog = part.prog
+    # names not in a block itself: whether an ancestor has them. The blocks whose only
+    # ancestor is block 0 (a pserver's optimize blocks, hundreds of them) share one answer
+    under_top: dict = {}
+    top_is_root = bool(prog.blocks) and not 0 <= prog.blocks[0].parent_idx < len(prog.blocks)
     for bi in sorted(reach):
         b = prog.blocks[bi]
         own = b.vars
-        declared: dict = {}     # names not in the block itself: whether an ancestor has them
+        declared = under_top if top_is_root and bi != 0 and b.parent_idx == 0 else {}
         for j, op in enumerate(b.ops):
             for slots in (op.inputs, op.outputs):
                 for args in slots.values():
