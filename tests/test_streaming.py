@@ -94,6 +94,38 @@ def test_a_write_failing_mid_split_leaves_nothing(tmp_path, monkeypatch):
     assert written and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("failing", ["plan.json", "runtime.json", "report.md"])
+def test_a_json_write_failing_in_the_child_leaves_nothing(tmp_path, monkeypatch, failing):
+    """plan.json and runtime.json are written by a forked child while the parent writes
+    report.md: a write failing in either process is exit 2 with one line, nothing left."""
+    from transpile.core import forked
+    monkeypatch.setattr(forked, "MIN_FORKED_OPS", 0)
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "2")
+    case = os.path.join(CORPUS, "fleet", "ctr_sparse_adam_sync")
+    real_write = outdir.Staging.write
+    parent = os.getpid()
+
+    def write(self, rel, data):
+        if rel.endswith(failing):
+            if os.getpid() != parent:
+                # the child's own record is lost with it: tell the parent through the disk
+                (tmp_path / "in_child").write_text(rel)
+            raise OSError(28, "No space left on device")
+        real_write(self, rel, data)
+
+    monkeypatch.setattr(outdir.Staging, "write", write)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, split_args(case, str(out)))
+    assert r.exit_code == 2, r.output
+    assert "cannot write" in r.output and "No space left" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    in_child = (tmp_path / "in_child").exists()
+    assert in_child == (failing != "report.md")
+    if in_child:
+        (tmp_path / "in_child").unlink()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_write_failing_mid_split_keeps_the_previous_split(tmp_path, monkeypatch):
     case = os.path.join(CORPUS, "classic", "l2decay_piecewise")
     out = tmp_path / "out"

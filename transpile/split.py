@@ -17,7 +17,8 @@ from typing import Callable, Optional
 
 from .core.config import ClusterConfig
 from .core.errors import UserError
-from .core.forked import WorkQueue, share_pieces, take_pieces, workers_available, worth_forking
+from .core.forked import (Forked, WorkQueue, share_pieces, take_pieces, workers_available,
+                          worth_forking)
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
@@ -179,15 +180,36 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
             if dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % dump_after)
-            if result.runtime:              # fleet style's (its module loaded only then)
-                from .output.runtime import runtime_bytes
-                for key, rt in result.runtime.items():
-                    stage.write(key + "/runtime.json", runtime_bytes(rt))
-            for rel, text in result.texts.items():
-                stage.write(rel, text.encode("utf-8"))
-            stage.write("plan.json", outdir.json_chunks(result.plan))
-            stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
-                main, {}, result.plan, title=title, config=config, sections=sink.sections)))
+
+            def write_json():
+                try:
+                    if result.runtime:      # fleet style's (its module loaded only then)
+                        from .output.runtime import runtime_bytes
+                        for key, rt in result.runtime.items():
+                            stage.write(key + "/runtime.json", runtime_bytes(rt))
+                    stage.write("plan.json", outdir.json_chunks(result.plan))
+                except OSError as e:
+                    raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) \
+                        from None
+            # plan.json (and runtime.json) by a forked child while this process writes the
+            # rest: on a large split, megabytes of JSON, the last thing a split does
+            writer = Forked(write_json) if worth_forking(
+                workers_available(), 2, len(config.pservers), len(main.global_block.ops)) \
+                else None
+            try:
+                if writer is None:
+                    write_json()
+                for rel, text in result.texts.items():
+                    stage.write(rel, text.encode("utf-8"))
+                stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
+                    main, {}, result.plan, title=title, config=config,
+                    sections=sink.sections)))
+            except BaseException:
+                if writer is not None:
+                    writer.abandon()
+                raise
+            if writer is not None:
+                writer.result()
     except OSError as e:
         raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
     return result
