@@ -163,6 +163,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     from .output import outdir
     from .render.report import report_chunks
     outdir.check_target(out_dir, force)
+    workers = workers_available()
     dumped = []
     try:
         with outdir.staged(out_dir, force) as stage:
@@ -176,7 +177,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
 
             result = split(main, startup, config, progress=progress, sink=sink,
                            after=after if dump_after else None, names=names,
-                           workers=workers_available())
+                           workers=workers)
             if dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % dump_after)
@@ -188,14 +189,12 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                         for key, rt in result.runtime.items():
                             stage.write(key + "/runtime.json", runtime_bytes(rt))
                     stage.write("plan.json", outdir.json_chunks(result.plan))
-                except OSError as e:
-                    raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) \
-                        from None
+                except OSError as e:        # (a forked child reports a UserError)
+                    raise _cannot_write(out_dir, e) from None
             # plan.json (and runtime.json) by a forked child while this process writes the
             # rest: on a large split, megabytes of JSON, the last thing a split does
             writer = Forked(write_json) if worth_forking(
-                workers_available(), 2, len(config.pservers), len(main.global_block.ops)) \
-                else None
+                workers, 2, len(config.pservers), len(main.global_block.ops)) else None
             try:
                 if writer is None:
                     write_json()
@@ -211,8 +210,12 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
             if writer is not None:
                 writer.result()
     except OSError as e:
-        raise UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e)) from None
+        raise _cannot_write(out_dir, e) from None
     return result
+
+
+def _cannot_write(out_dir: str, e: OSError) -> UserError:
+    return UserError("%s: cannot write (%s)" % (out_dir, e.strerror or e))
 
 
 def pass_listing() -> list:
