@@ -1,7 +1,9 @@
-"""The reader's optional compiled fast path (transpile/format/wirescan_c.c); everything else is
-in pyproject.toml. `optional=True`: without a C compiler the install goes on without it and the
-reader runs in pure Python (the same program read, only slower)."""
+"""The reader's and the writer's optional compiled fast paths (transpile/format/wirescan_c.c,
+wirewrite_c.c); everything else is in pyproject.toml. `optional=True`: without a C compiler
+the install goes on without them and the reader and writer run in pure Python (the same
+program read, the same bytes written, only slower)."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("transpile.format.wirescan_c", ["transpile/format/wirescan_c.c"],
-                             optional=True)])
+setup(ext_modules=[Extension("transpile.format.%s" % name, ["transpile/format/%s.c" % name],
+                             optional=True)
+                   for name in ("wirescan_c", "wirewrite_c")])

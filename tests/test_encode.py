@@ -1,6 +1,7 @@
 """The writer copies what is unchanged as bytes and writes changed ops and new vars directly,
 field by field: on every corpus split (both styles) its bytes must be exactly what protobuf
-writes for the same model, message by message."""
+writes for the same model, message by message; with its compiled fast path (wirewrite_c.c)
+and without."""
 import os
 
 import pytest
@@ -69,6 +70,16 @@ def _reference(prog) -> bytes:
         for name, ver in prog.op_version_map:
             msg.op_version_map.pair.add(op_name=name).op_version.version = ver
     return msg.SerializeToString(deterministic=True)
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def writer(request, monkeypatch):
+    """Each test runs with the compiled writer and with the pure-Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(protowrite, "FAST", None)
+    elif protowrite.FAST is None:
+        pytest.skip("the C fast path is not built here")
+    return request.param
 
 
 CASES = [(fam, os.path.basename(d)) for fam in ("classic", "fleet") for d in case_dirs(fam)

@@ -5,8 +5,14 @@ attr's bytes); everything else is written field by field in field-number order, 
 writes a message, without building messages: a large split is mostly copies and a few kinds of
 new ops and vars, whose recurring pieces (names, VarTypes, attrs such as op_role) are made once.
 tests/test_encode.py checks the result against protobuf's own serialization.
+
+`FAST`: the compiled fast path (wirewrite_c.c) that writes op heads, plain vars and block bodies
+in one go, or None (not built, or PSTRANSPILE_PURE_PYTHON=1): the same bytes either way
+(tests/test_wirewrite.py).
 """
 from __future__ import annotations
+
+import os
 
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
@@ -14,6 +20,20 @@ from .opsource import var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,
                     ProgramDesc, VarDescMsg, fd_is_repeated)
 from .wire import length_delimited, varint_bytes
+from .wirescan import PURE_ENV
+
+
+def _load_fast():
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from . import wirewrite_c
+    except ImportError:
+        return None
+    return wirewrite_c
+
+
+FAST = _load_fast()
 
 
 def _set_scalar(m, d):
@@ -101,15 +121,8 @@ def op_bytes(op: Op) -> bytes:
     src = op.source
     if src is not None and src.unchanged(op):
         return src.raw()
-    parts = []
-    for key, slots, single in ((b"\x0a", op.inputs, _INPUTS), (b"\x12", op.outputs, _OUTPUTS)):
-        for slot, args in slots.items():
-            if len(args) == 1:
-                parts.append(single[slot, args[0]])
-            else:
-                body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
-                parts += (key, varint_bytes(len(body)), body)
-    parts.append(_OP_TYPES[op.type])
+    head = FAST.op_head(op.inputs, op.outputs, op.type) if FAST is not None else None
+    parts = [head] if head is not None else _op_head(op)
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
         parts.append(src.attrs_bytes() if not patch else _patched_attrs(src, patch))
@@ -121,6 +134,20 @@ def op_bytes(op: Op) -> bytes:
     if op.is_target is not None:
         parts.append(b"\x28\x01" if op.is_target else b"\x28\x00")
     return b"".join(parts)
+
+
+def _op_head(op: Op) -> list:
+    """OpDesc fields 1-3 (inputs, outputs, type) as a list of byte strings."""
+    parts = []
+    for key, slots, single in ((b"\x0a", op.inputs, _INPUTS), (b"\x12", op.outputs, _OUTPUTS)):
+        for slot, args in slots.items():
+            if len(args) == 1:
+                parts.append(single[slot, args[0]])
+            else:
+                body = _SLOT_NAMES[slot] + b"".join(map(_ARGUMENTS.__getitem__, args))
+                parts += (key, varint_bytes(len(body)), body)
+    parts.append(_OP_TYPES[op.type])
+    return parts
 
 
 def _patched_attrs(src, patch: dict) -> bytes:
@@ -260,6 +287,8 @@ def _plain_var_bytes(v: Var) -> bytes:
         tail = _FLAG_BYTES[flags] = b"".join(
             key + (b"\x01" if flag else b"\x00")
             for key, flag in zip(_FLAG_KEYS, flags) if flag is not None)
+    if FAST is not None:
+        return FAST.plain_var(v.name, vtype, tail)
     return _SLOT_NAMES[v.name] + vtype + tail
 
 
@@ -279,8 +308,14 @@ _OP_HEADS = _Made(lambda n: _KEY_OP + varint_bytes(n))
 
 def _block_bytes(b: Block) -> bytes:
     """The BlockDesc of `b`: its head, then each var and op as a field of it."""
-    head = BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx)
-    parts = [head.SerializePartialToString(deterministic=True)]
+    head = BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx).SerializePartialToString(
+        deterministic=True)
+    tail = b"" if b.forward_block_idx is None else BlockDescMsg(
+        forward_block_idx=b.forward_block_idx).SerializePartialToString()
+    if FAST is not None:
+        return FAST.block(head, list(map(var_bytes, b.vars.values())), list(map(op_bytes, b.ops)),
+                          tail)
+    parts = [head]
     add = parts.append
     for heads, key, items, to_bytes in ((_VAR_HEADS, _KEY_VAR, b.vars.values(), var_bytes),
                                         (_OP_HEADS, _KEY_OP, b.ops, op_bytes)):
@@ -289,8 +324,7 @@ def _block_bytes(b: Block) -> bytes:
             n = len(raw)
             add(heads[n] if n < _HEADS else key + varint_bytes(n))
             add(raw)
-    if b.forward_block_idx is not None:
-        add(BlockDescMsg(forward_block_idx=b.forward_block_idx).SerializePartialToString())
+    add(tail)
     return b"".join(parts)
 
 

@@ -1,0 +1,133 @@
+"""The writer's compiled fast path (transpile/format/wirewrite_c.c) against its pure-Python path:
+the same bytes for op heads (slots and type), plain vars and block bodies, at the edges of the
+wire format (long names whose lengths take several varint bytes, non-ASCII names, empty slots),
+and None (the Python path) for slots of other types than it takes. Whole programs are written
+both ways in tests/test_encode.py (against protobuf's own serialization) and whole splits in
+tests/test_wirescan.py (PSTRANSPILE_PURE_PYTHON turns both fast paths off)."""
+import os
+import shutil
+import subprocess
+import sys
+from collections import OrderedDict
+
+import pytest
+
+from transpile.core.errors import ProgramFormatError
+from transpile.format import protoread, protowrite, wirescan
+from transpile.ir.program import Attr, Block, Op, Program, Var
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FAST = protowrite.FAST
+needs_fast = pytest.mark.skipif(FAST is None, reason="the C fast path is not built here")
+
+
+def test_the_fast_path_is_built_where_there_is_a_c_compiler():
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler: the pure-Python writer runs alone")
+    if os.environ.get(wirescan.PURE_ENV, "") not in ("", "0"):
+        pytest.skip("%s is set" % wirescan.PURE_ENV)
+    assert FAST is not None, "transpile/format/wirewrite_c.c was not built by the install"
+
+
+def test_the_environment_variable_turns_the_fast_path_off():
+    code = "from transpile.format import protowrite; print(protowrite.FAST is None)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, **{wirescan.PURE_ENV: "1"}), check=True).stdout
+    assert out.strip() == "True"
+
+
+LONG = "n" * 200                 # a name whose length takes two varint bytes
+HUGE = "h" * 20000               # and three, with the slot around it
+HEADS = [
+    ({}, {}, "t"),
+    ({"X": ["a"]}, {"Out": ["b"]}, "sum"),
+    ({"X": ["a", "b", "c"], "Y": []}, {"Out": []}, "concat"),
+    ({"X": [LONG]}, {LONG: [LONG, "x"]}, LONG),
+    ({"X": [HUGE]}, {"Out": [HUGE, HUGE]}, "big"),
+    ({"ünï": ["名字", "é"]}, {"Out": ["ø"]}, "ÿ"),
+    ({"X": ("a", "b")}, {"Out": ("c",)}, "tuples"),
+    ({"X": [""]}, {"": [""]}, ""),
+]
+
+
+@needs_fast
+@pytest.mark.parametrize("inputs,outputs,type", HEADS)
+def test_op_heads_are_the_same_both_ways(inputs, outputs, type):
+    op = Op(type, inputs, outputs)
+    assert FAST.op_head(inputs, outputs, type) == b"".join(protowrite._op_head(op))
+
+
+class _ListSub(list):
+    pass
+
+
+@needs_fast
+@pytest.mark.parametrize("inputs", [
+    OrderedDict([("X", ["a"])]),            # a dict subclass may order its items otherwise
+    {"X": _ListSub(["a"])},
+    {"X": ["a", 1]},
+    {1: ["a"]},
+    {"X": "a"},
+])
+def test_slots_of_other_types_are_left_to_python(inputs):
+    assert FAST.op_head(inputs, {}, "t") is None
+    assert FAST.op_head({}, inputs, "t") is None
+
+
+def _program_with(op: Op, var: Var = None) -> Program:
+    prog = Program.empty()
+    prog.global_block.ops.append(op)
+    if var is not None:
+        prog.global_block.vars[var.name] = var
+    return prog
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["compiled", "python"])
+def test_text_that_cannot_be_utf8_is_a_format_error_both_ways(fast, monkeypatch):
+    if fast and FAST is None:
+        pytest.skip("the C fast path is not built here")
+    monkeypatch.setattr(protowrite, "FAST", FAST if fast else None)
+    for prog in (_program_with(Op("t", {"X": ["\ud800"]}, {})),
+                 _program_with(Op("\ud800", {}, {})),
+                 _program_with(Op("t", {}, {}), Var.tensor("\udfff", "FP32", (2,)))):
+        with pytest.raises(ProgramFormatError):
+            protowrite.encode(prog)
+
+
+def _edge_program() -> Program:
+    prog = Program.empty()
+    b = prog.global_block
+    for inputs, outputs, type in HEADS:
+        b.ops.append(Op(type, dict(inputs), dict(outputs), {"a": Attr("INT", 3)},
+                        is_target=type == "sum" or None))
+    for name in ("v", LONG, HUGE, "ünï"):
+        b.vars[name] = Var.tensor(name, "FP32", (-1, 3), persistable=True)
+    b.vars["rows"] = Var.tensor("rows", "INT64", (7,), kind="SELECTED_ROWS")
+    sub = Block(1, 0)
+    sub.forward_block_idx = 0
+    sub.ops.append(Op("big", {"X": [HUGE]}, {}, {"blob": Attr("STRING", HUGE)}))
+    prog.blocks.append(sub)
+    return prog
+
+
+@needs_fast
+def test_a_program_at_the_edges_is_written_the_same_both_ways(monkeypatch):
+    prog = _edge_program()
+    fast = protowrite.encode(prog)
+    monkeypatch.setattr(protowrite, "FAST", None)
+    assert protowrite.encode(prog) == fast
+    back = protoread.decode(fast)
+    assert [op.type for op in back.blocks[0].ops] == [t for _, _, t in HEADS]
+    assert back.blocks[1].forward_block_idx == 0 and list(back.blocks[0].vars)[2] == HUGE
+
+
+@needs_fast
+def test_block_frames_each_item_and_refuses_what_is_not_bytes():
+    body = FAST.block(b"H", [b"v", b"w" * 300], [b"o" * 20000], b"T")
+    assert body == (b"H" + b"\x1a\x01v" + b"\x1a\xac\x02" + b"w" * 300
+                    + b"\x22\xa0\x9c\x01" + b"o" * 20000 + b"T")
+    assert FAST.block(b"", [], [], b"") == b""
+    with pytest.raises(TypeError):
+        FAST.block(b"", ["v"], [], b"")
+    assert FAST.plain_var("ü", b"V", b"T") == b"\x0a\x02" + "ü".encode() + b"VT"
