@@ -236,3 +236,25 @@ def test_json_chunks_write_a_large_plan_in_pieces_with_the_same_bytes():
         assert b"".join(pieces) == (_reference_json(big, depth) + "\n").encode()
         if depth >= 2:          # (at depth 1 each top-level value is one compact line)
             assert max(map(len, pieces)) < len(b"".join(pieces)) / 3
+
+
+def test_entries_encoded_ahead_are_written_as_json_chunks_would(split_case):
+    """split encodes plan.json's early entries while the programs are built (json_entry) and
+    json_chunks writes them as given: the same bytes as encoding the whole plan at the end,
+    whichever entries are ready; a dict shown less than 2 levels deep has no entries apart."""
+    from transpile.output import outdir
+    _, _, res, _ = split_case
+    plan = res.plan
+    whole = b"".join(outdir.json_chunks(plan))
+    keys = sorted(plan)
+    for ready_keys in (keys, keys[::2], ["params"], ["params", "notes", "faults"]):
+        ready = {k: outdir.json_entry(plan, k) for k in ready_keys}
+        assert b"".join(outdir.json_chunks(plan, ready=ready)) == whole
+    odd = {"b": {"k": [1, {"x": "ü"}]}, "a": [], "c": {"keep": {"z": 1, "a": 2}}}
+    for depth in (2, 3, 4):
+        ready = {"b": outdir.json_entry(odd, "b", depth, {"keep"}),
+                 "c": outdir.json_entry(odd, "c", depth, {"keep"})}
+        assert b"".join(outdir.json_chunks(odd, depth, {"keep"}, ready)) == \
+            b"".join(outdir.json_chunks(odd, depth, {"keep"}))
+    with pytest.raises(ValueError):
+        list(outdir.json_chunks(odd, 1, ready={"b": b"{}"}))

@@ -167,6 +167,10 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
     forks = []
     real = forked.Forked
     monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
+    ahead = []                      # plan.json entries encoded while the programs are built
+    real_entry = outdir.json_entry
+    monkeypatch.setattr(outdir, "json_entry", lambda obj, key: ahead.append(key) or
+                        real_entry(obj, key))
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         out = str(tmp_path / ("out" + workers))
@@ -177,6 +181,9 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
         assert r.exit_code == 0, r.output
         outs.append(tree_files(out))
     assert forks == [1]                 # the second split was shared with a child
+    # classic and fleet: plan.json's params (and all it takes from the plan alone) encoded
+    # ahead, by the parent, in the second split only; style ps makes its plan.json at the end
+    assert ("params" in ahead) == (family != "ps") and len(ahead) == len(set(ahead))
     assert sorted(outs[0]) == sorted(outs[1]) and len(outs[0]) > 6
     for rel in outs[0]:
         assert outs[0][rel] == outs[1][rel], rel
@@ -202,6 +209,24 @@ def test_a_child_that_fails_leaves_nothing(tmp_path, monkeypatch):
                                   "--out", out])
     assert r.exit_code == 2 and "pserver refused in the child" in r.output
     assert not os.path.exists(out) and os.listdir(tmp_path) == ["c.yaml"]
+
+
+def test_work_done_first_by_the_parent_and_its_failure():
+    """share_pieces' first(): run by the parent before it takes a piece (the child takes the
+    pieces meanwhile); when it fails, the child stops after its piece and the error is
+    raised here."""
+    from transpile.core import forked
+    order = []
+    made, theirs = forked.share_pieces(
+        6, lambda i: i * 10, lambda q: forked.take_pieces(q, lambda i: -i),
+        first=lambda: order.append("first"))
+    assert order == ["first"] and sorted(list(made) + list(theirs)) == list(range(6))
+
+    def fail():
+        raise UserError("first failed")
+    with pytest.raises(UserError, match="first failed"):
+        forked.share_pieces(50, lambda i: i, lambda q: forked.take_pieces(
+            q, lambda i: __import__("time").sleep(0.01)), first=fail)
 
 
 def test_the_work_queue_gives_each_index_to_one_process():

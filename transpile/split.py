@@ -4,7 +4,8 @@
     prep  = style.prepare(main, startup, config)      input fixes, the plan, the faults
     for unit in style.units(...):                     each trainer's main, startup, files;
         style.build(prep, unit, ...)                  each pserver: its pipelines of passes
-    plan.json:    style.plan_json(...)
+    plan.json:    style.plan_parts(...): its early entries (while the programs are built),
+                  then .finish(result)
 
 Refusals (RefusedError) come from the plan, before any program is built, or from the pass that
 meets them (the error names it). Every pass reads its inputs and returns new programs; the
@@ -63,12 +64,21 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         result.faults = list(prep.faults)
         units = style.units(ids, list(prep.plan.endpoints))
         pservers = sum(1 for u in units if u.role == "pserver")
+        parts = []                      # plan.json's two steps (Style.plan_parts)
         if after is None and hasattr(sink, "sections") and \
                 worth_forking(workers, len(units), pservers, len(main.global_block.ops)):
+            def first():
+                # while the child builds programs: what plan.json takes from the plan alone
+                # (and the sink's encoding of it), else the last thing the split does
+                parts.append(style.plan_parts(prep, ids))
+                started = getattr(sink, "plan_started", None)
+                if started is not None:
+                    started(parts[0].early)
             made, (theirs, sections) = share_pieces(
                 len(units), lambda i: _build_unit(style, prep, units[i], run, sink),
                 lambda queue: _build_units(style, prep, units, queue, run, sink),
-                progress and (lambda done: progress(done, len(units))), _longest_first(units))
+                progress and (lambda done: progress(done, len(units))), _longest_first(units),
+                first)
             made.update(theirs)
             sink.sections.update(sections)
         else:
@@ -77,8 +87,9 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 made[i] = _build_unit(style, prep, units[i], run, sink)
                 if progress:
                     progress(len(made), len(units))
+            parts.append(style.plan_parts(prep, ids))
         _gather(result, made, sink)
-        result.plan = style.plan_json(prep, result, ids)
+        result.plan = parts[0].finish(result)
     return result
 
 
@@ -136,6 +147,13 @@ class _FolderSink:
     def __init__(self, stage, main: Program):
         self.stage, self.main = stage, main
         self.sections: dict = {}
+        self.plan_ready: dict = {}      # plan.json entries encoded ahead (outdir.json_entry)
+
+    def plan_started(self, early: dict) -> None:
+        """plan.json's entries that the plan alone decides, encoded while the programs are
+        built (split's first(): on a large split, most of plan.json's bytes)."""
+        from .output.outdir import json_entry
+        self.plan_ready = {k: json_entry(early, k) for k in early}
 
     def program(self, key: str, prog: Program) -> None:
         # each program is written as soon as it is built and then let go: a split to many
@@ -188,7 +206,8 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                         from .output.runtime import runtime_bytes
                         for key, rt in result.runtime.items():
                             stage.write(key + "/runtime.json", runtime_bytes(rt))
-                    stage.write("plan.json", outdir.json_chunks(result.plan))
+                    stage.write("plan.json", outdir.json_chunks(result.plan,
+                                                                 ready=sink.plan_ready))
                 except OSError as e:        # (a forked child reports a UserError)
                     raise _cannot_write(out_dir, e) from None
             # plan.json (and runtime.json) by a forked child while this process writes the

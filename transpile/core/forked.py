@@ -165,18 +165,22 @@ def take_pieces(queue: WorkQueue, do: Callable[[int], Any]) -> dict:
 
 def share_pieces(n: int, do: Callable[[int], Any], child: Callable[[WorkQueue], Any],
                  done: Optional[Callable[[int], None]] = None,
-                 order: Optional[list] = None) -> tuple:
+                 order: Optional[list] = None,
+                 first: Optional[Callable[[], None]] = None) -> tuple:
     """Pieces 0..n-1 shared by this process, which runs do(i) on those it takes, and a forked
     child, which runs child(queue) (take_pieces with what the child is to send back):
     ({index: do(index)} of this process's pieces, what child() returned). `done(count)`
     after each piece of this process. `order`: the order the pieces are taken in (the
     longest first, so that neither process is left with a long one at the end); by index
-    when None. A failure in either process stops the other after its current piece; the
-    first failure seen here is raised."""
+    when None. `first()`: work of this process's own, done after the fork and before it
+    takes a piece (the child takes more of them meanwhile). A failure in either process
+    stops the other after its current piece; the first failure seen here is raised."""
     queue = WorkQueue(n, order)
     forked: Optional[Forked] = Forked(lambda: child(queue))
     made: dict = {}
     try:
+        if first is not None:
+            first()
         for i in queue:
             made[i] = do(i)
             if done is not None:

@@ -235,11 +235,35 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
     yield "\n" + indent + "]"
 
 
-def json_chunks(obj, depth: int = 3, keep: frozenset = frozenset()):
-    """json_bytes's bytes in pieces, made as they are written (see _pretty)."""
-    for piece in _pretty(obj, depth, "", frozenset(keep)):
-        yield piece.encode("utf-8")
+def json_chunks(obj, depth: int = 3, keep: frozenset = frozenset(), ready=None):
+    """json_bytes's bytes in pieces, made as they are written (see _pretty). `ready`: {key:
+    bytes} of entries of the dict `obj` already encoded (json_entry), written as they are."""
+    keep = frozenset(keep)
+    if not ready:
+        for piece in _pretty(obj, depth, "", keep):
+            yield piece.encode("utf-8")
+    elif depth < 2 or not isinstance(obj, dict) or not obj:
+        raise ValueError("json_chunks: encoded entries need a dict shown 2 levels deep or more")
+    else:
+        yield b"{\n "
+        for n, k in enumerate(sorted(obj)):
+            if n:
+                yield b",\n "
+            yield (_compact(str(k)) + ": ").encode("utf-8")
+            done = ready.get(k)
+            if done is not None:
+                yield done
+            else:
+                for piece in _pretty(obj[k], depth - 1, " ", keep, k in keep):
+                    yield piece.encode("utf-8")
+        yield b"\n}"
     yield b"\n"
+
+
+def json_entry(obj: dict, key, depth: int = 3, keep: frozenset = frozenset()) -> bytes:
+    """The JSON of obj[key] as json_chunks(obj, depth, keep) writes it (for its `ready`)."""
+    keep = frozenset(keep)
+    return "".join(_pretty(obj[key], depth - 1, " ", keep, key in keep)).encode("utf-8")
 
 
 def json_bytes(obj, depth: int = 3, keep: frozenset = frozenset()) -> bytes:

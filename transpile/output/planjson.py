@@ -148,77 +148,118 @@ def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
 def classic_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
                       trainer_ids) -> dict:
     """The plan.json dict of a classic split (`main` / `startup`: the original programs)."""
-    return _plan_json(_classic(plan, main), plan, main, startup, config, result, trainer_ids)
+    return classic_plan_parts(plan, main, startup, config, trainer_ids,
+                              result.faults).finish(result)
 
 
 def fleet_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
                     trainer_ids) -> dict:
     """The plan.json dict of a fleet split (`main` / `startup`: the original programs)."""
-    return _plan_json(_fleet(plan, main), plan, main, startup, config, result, trainer_ids)
+    return fleet_plan_parts(plan, main, startup, config, trainer_ids,
+                            result.faults).finish(result)
 
 
-def _plan_json(read: tuple, plan, main: Program, startup: Program, config, result: SplitResult,
-               trainer_ids) -> dict:
-    """plan.json from a style reader's (params, removed ops, clip ops, lr, effective settings,
-    notes)."""
-    params, removed, clip, lr, effective, notes = read
-    endpoints = list(plan.endpoints)
-    where = _pserver_blocks(result, endpoints)
-    ops = main.global_block.ops
+def classic_plan_parts(plan, main: Program, startup: Program, config, trainer_ids,
+                       faults) -> "PlanParts":
+    return PlanParts(_classic(plan, main), plan, main, startup, config, trainer_ids, faults)
 
-    def block_of(ep, merged):
-        return where[ep][0].get(merged)
 
-    holds = holdings(params, endpoints)
-    grads = []
-    for p in params:
-        grads.append({"name": p.grad, "param": p.name, "kind": p.grad_kind, "blocks": [
-            {"merged": m, "endpoint": b.endpoint, "block": block_of(b.endpoint, m),
-             "sent": {str(t): name for t, name in enumerate(sent)}}
-            for b, m, sent in zip(p.blocks, p.merged, p.sent)]})
-    total = sum(h["bytes"] for h in holds.values())
-    mean = total / float(len(endpoints)) if endpoints else 0
-    imbalance = round(max(h["bytes"] for h in holds.values()) / mean, 4) if mean else None
-    balance = _balance(plan, params, endpoints, holds, effective["split_method"])
+def fleet_plan_parts(plan, main: Program, startup: Program, config, trainer_ids,
+                     faults) -> "PlanParts":
+    return PlanParts(_fleet(plan, main), plan, main, startup, config, trainer_ids, faults)
 
-    by_name = {p.name: p for p in params}
-    removed_out = []
-    for r in removed:
-        moved = []
-        if r.param in by_name:
-            p = by_name[r.param]
-            moved = [{"endpoint": b.endpoint, "block": block_of(b.endpoint, m)}
-                     for b, m in zip(p.blocks, p.merged)]
-        elif r.lr:
-            moved = [{"endpoint": ep, "block": where[ep][1]} for ep in endpoints]
-        entry = {"index": r.index, "type": ops[r.index].type, "why": r.why, "moved_to": moved}
-        if r.param:
-            entry["param"] = r.param
-        if r.replaced_by:
-            entry["replaced_by"] = r.replaced_by
-        removed_out.append(entry)
-    removed_out.sort(key=lambda e: e["index"])
 
-    return {
-        "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
-        "config": config.to_dict(), "effective": effective,
-        "trainer_ids": list(trainer_ids),
-        "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype,
-                    "bytes": nbytes(p.shape, p.dtype), "grad": p.grad,
-                    "sparse": p.table is not None, "optimizer": p.optimizer,
-                    "optimizer_op": p.optimizer_op,
-                    "blocks": [_block_dict(b) for b in p.blocks],
-                    "accumulators": p.accumulators} for p in params],
-        "sparse_tables": [dict(p.table, name=p.name, grad=p.grad,
-                               endpoints=[b.endpoint for b in p.blocks])
-                          for p in params if p.table is not None],
-        "grads": grads,
-        "lr": dict(lr, decay_ops=[{"index": i, "type": op.type}
-                                  for i, op in indexed(ops, plan.lr_ops)]),
-        "ops": {"removed": removed_out,
-                "kept_as_backward": [{"index": i, "type": ops[i].type} for i in clip]},
-        "endpoints": holds, "total_bytes": total, "imbalance": imbalance, "balance": balance,
-        "programs": _programs(result, main, startup),
-        "faults": [f.to_dict() for f in result.faults],
-        "notes": notes,
-    }
+class PlanParts:
+    """plan.json in two steps: `early`, the entries the plan alone decides (made while the
+    programs are built: on a split to many pservers, most of plan.json), and finish(result),
+    the whole dict once the built programs say which pserver block each grad landed in and how
+    many ops each program has."""
+
+    # the entries finish() adds (all others are in `early`)
+    LATE = ("grads", "ops", "programs")
+
+    def __init__(self, read: tuple, plan, main: Program, startup: Program, config, trainer_ids,
+                 faults):
+        """`read`: a style reader's (params, removed ops, clip ops, lr, effective settings,
+        notes)."""
+        params, removed, clip, lr, effective, notes = read
+        self.plan, self.main, self.startup = plan, main, startup
+        self.params, self.removed, self.clip = params, removed, clip
+        endpoints = list(plan.endpoints)
+        holds = holdings(params, endpoints)
+        total = sum(h["bytes"] for h in holds.values())
+        mean = total / float(len(endpoints)) if endpoints else 0
+        imbalance = round(max(h["bytes"] for h in holds.values()) / mean, 4) if mean else None
+        balance = _balance(plan, params, endpoints, holds, effective["split_method"])
+        ops = main.global_block.ops
+        self.early = {
+            "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
+            "config": config.to_dict(), "effective": effective,
+            "trainer_ids": list(trainer_ids),
+            "params": [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype,
+                        "bytes": nbytes(p.shape, p.dtype), "grad": p.grad,
+                        "sparse": p.table is not None, "optimizer": p.optimizer,
+                        "optimizer_op": p.optimizer_op,
+                        "blocks": [_block_dict(b) for b in p.blocks],
+                        "accumulators": p.accumulators} for p in params],
+            "sparse_tables": [dict(p.table, name=p.name, grad=p.grad,
+                                   endpoints=[b.endpoint for b in p.blocks])
+                              for p in params if p.table is not None],
+            "lr": dict(lr, decay_ops=[{"index": i, "type": op.type}
+                                      for i, op in indexed(ops, plan.lr_ops)]),
+            "endpoints": holds, "total_bytes": total, "imbalance": imbalance,
+            "balance": balance,
+            "faults": [f.to_dict() for f in faults],
+            "notes": notes,
+        }
+
+    def finish(self, result: SplitResult) -> dict:
+        """The plan.json dict (the entries of `early` as they are, in the same order as
+        always)."""
+        endpoints = list(self.plan.endpoints)
+        where = _pserver_blocks(result, endpoints)
+        ops = self.main.global_block.ops
+        params = self.params
+
+        def block_of(ep, merged):
+            return where[ep][0].get(merged)
+
+        grads = []
+        for p in params:
+            grads.append({"name": p.grad, "param": p.name, "kind": p.grad_kind, "blocks": [
+                {"merged": m, "endpoint": b.endpoint, "block": block_of(b.endpoint, m),
+                 "sent": {str(t): name for t, name in enumerate(sent)}}
+                for b, m, sent in zip(p.blocks, p.merged, p.sent)]})
+
+        by_name = {p.name: p for p in params}
+        removed_out = []
+        for r in self.removed:
+            moved = []
+            if r.param in by_name:
+                p = by_name[r.param]
+                moved = [{"endpoint": b.endpoint, "block": block_of(b.endpoint, m)}
+                         for b, m in zip(p.blocks, p.merged)]
+            elif r.lr:
+                moved = [{"endpoint": ep, "block": where[ep][1]} for ep in endpoints]
+            entry = {"index": r.index, "type": ops[r.index].type, "why": r.why,
+                     "moved_to": moved}
+            if r.param:
+                entry["param"] = r.param
+            if r.replaced_by:
+                entry["replaced_by"] = r.replaced_by
+            removed_out.append(entry)
+        removed_out.sort(key=lambda e: e["index"])
+
+        late = {"grads": grads,
+                "ops": {"removed": removed_out,
+                        "kept_as_backward": [{"index": i, "type": ops[i].type}
+                                             for i in self.clip]},
+                "programs": _programs(result, self.main, self.startup)}
+        early = self.early
+        return {k: late[k] if k in late else early[k] for k in _ORDER}
+
+
+# plan.json's entries in the order the dict has them
+_ORDER = ("schema", "version", "style", "mode", "config", "effective", "trainer_ids", "params",
+          "sparse_tables", "grads", "lr", "ops", "endpoints", "total_bytes", "imbalance",
+          "balance", "programs", "faults", "notes")

@@ -54,6 +54,14 @@ class Runner:
         return pipeline.run(prog, env, key, self.after)
 
 
+class _AtTheEnd:
+    """A plan.json made whole once the programs are built (no early entries)."""
+    early: dict = {}
+
+    def __init__(self, finish):
+        self.finish = finish
+
+
 class Style:
     """One style's behaviour. Subclasses set `traits` and implement the methods below."""
     traits: StyleTraits
@@ -112,7 +120,13 @@ class Style:
         """The files a pserver gets besides its programs (server_desc.txt)."""
 
     def plan_json(self, prep: Prepared, result: SplitResult, trainer_ids: list) -> dict:
-        raise NotImplementedError
+        return self.plan_parts(prep, trainer_ids).finish(result)
+
+    def plan_parts(self, prep: Prepared, trainer_ids: list):
+        """plan.json in two steps (planjson.PlanParts): `early`, the entries the plan alone
+        decides, made before the programs are built or while they are; finish(result), the
+        dict. A style whose plan.json is made at the end alone keeps `early` empty."""
+        return _AtTheEnd(lambda result: self.plan_json(prep, result, trainer_ids))
 
     def faults(self, main: Program, startup: Program, config: ClusterConfig,
                plan=None) -> list:

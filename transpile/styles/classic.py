@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from ..core.styles import CLASSIC
-from ..output.planjson import classic_plan_json
+from ..output.planjson import classic_plan_parts
 from ..passes.classic import pserver_passes, trainer
 from ..passes.classic.lr_counter import merge_lr_counter
 from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
@@ -74,6 +74,6 @@ class ClassicStyle(Style):
         # Paddle's pserver names the copies of the trainer it was transpiled as
         return prep.env(endpoint=endpoint, trainer_id=prep.shared["index"].trainer_id)
 
-    def plan_json(self, prep, result, trainer_ids) -> dict:
-        return classic_plan_json(prep.plan, prep.origin_main, prep.origin_startup, prep.config,
-                                 result, trainer_ids)
+    def plan_parts(self, prep, trainer_ids):
+        return classic_plan_parts(prep.plan, prep.origin_main, prep.origin_startup, prep.config,
+                                  trainer_ids, prep.faults)

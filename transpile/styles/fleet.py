@@ -8,7 +8,7 @@ ir/pserver_pass.py) and the communicator contexts its trainers start with.
 from __future__ import annotations
 
 from ..core.styles import FLEET
-from ..output.planjson import fleet_plan_json
+from ..output.planjson import fleet_plan_parts
 from ..output.runtime import runtime_json
 from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
 from ..passes.fleet import pserver_passes, trainer
@@ -69,6 +69,6 @@ class FleetStyle(Style):
         result.runtime["trainer_%d" % trainer_id] = runtime_json(
             prep.plan, prep.main, prep.startup, trainer_id, prep.config.geo_push_nums)
 
-    def plan_json(self, prep, result, trainer_ids) -> dict:
-        return fleet_plan_json(prep.plan, prep.main, prep.startup, prep.config, result,
-                               trainer_ids)
+    def plan_parts(self, prep, trainer_ids):
+        return fleet_plan_parts(prep.plan, prep.main, prep.startup, prep.config, trainer_ids,
+                                prep.faults)
