@@ -105,3 +105,25 @@ def test_split_var_blocks_carry_row_offsets():
     assert [b.nbytes() for b in blocks] == [13360, 13360, 13280]
     whole = split_var("b", (10,), [10], "FP32")
     assert [(b.name, b.row_offset, b.shape) for b in whole] == [("b", 0, (10,))]
+
+
+def test_blocks_made_through_their_fields_are_the_dataclass_s_own():
+    """split_var and VarBlock.at fill a block's fields directly (faster than the frozen
+    dataclass's __init__): equality, hash, repr, fields, replace and pickling as if built by
+    VarBlock(...)."""
+    import dataclasses
+    import pickle
+    from transpile.plan.slicing import VarBlock, split_var
+    made = split_var("w", (10, 3, 2), [24, 24, 12], "FP16", "SELECTED_ROWS", 1)
+    built = [VarBlock("w.block%d" % i, "w", i, 4 * i, (rows, 3, 2), "FP16", "",
+                      "SELECTED_ROWS", 1) for i, rows in enumerate((4, 4, 2))]
+    assert made == built and [hash(b) for b in made] == [hash(b) for b in built]
+    assert [repr(b) for b in made] == [repr(b) for b in built]
+    for m, b in zip(made, built):
+        placed = m.at("h:1")
+        assert placed == dataclasses.replace(b, endpoint="h:1") and m.endpoint == ""
+        assert dataclasses.asdict(placed) == dataclasses.asdict(b.at("h:1"))
+        assert pickle.loads(pickle.dumps(placed)) == placed
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            placed.endpoint = "x"
+    assert split_var("v", (5,), [5], None) == [VarBlock("v", "v", 0, 0, (5,), None)]

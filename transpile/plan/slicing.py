@@ -122,20 +122,35 @@ class VarBlock:
         return _prod(self.shape) * DTYPE_BYTES.get(self.dtype, 0)
 
     def at(self, endpoint: str) -> "VarBlock":
-        """This block dispatched to `endpoint` (built field by field: dataclasses.replace
-        costs several times as much, and a large split places a hundred thousand blocks)."""
-        return VarBlock(self.name, self.origin, self.index, self.row_offset, self.shape,
-                        self.dtype, endpoint, self.kind, self.lod_level)
+        """This block dispatched to `endpoint`."""
+        new = _new_block()
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields["endpoint"] = endpoint
+        return new
+
+
+def _new_block(_new=object.__new__, _cls=VarBlock) -> VarBlock:
+    """A VarBlock without its fields, to be filled through its __dict__: a frozen dataclass's
+    __init__ sets each field through object.__setattr__, three times the cost, and a split to
+    many pservers makes and places a hundred thousand blocks. Equality, hash, repr and pickling
+    see the same fields."""
+    return _new(_cls)
 
 
 def split_var(name: str, shape: Sequence[int], sizes: Sequence[int], dtype: Optional[str],
               kind: str = "LOD_TENSOR", lod_level: Optional[int] = None) -> list[VarBlock]:
     """The blocks (not yet dispatched) of a var cut into `sizes` elements each."""
     shapes = block_shapes(shape, sizes)
+    if len(shapes) == 1:
+        return [VarBlock(name, name, 0, 0, shapes[0], dtype, "", kind, lod_level)]
     out, row = [], 0
     for i, s in enumerate(shapes):
-        bname = name if len(shapes) == 1 else block_name(name, i)
-        out.append(VarBlock(bname, name, i, row, s, dtype, "", kind, lod_level))
+        block = _new_block()
+        block.__dict__.update(name=block_name(name, i), origin=name, index=i, row_offset=row,
+                              shape=s, dtype=dtype, endpoint="", kind=kind,
+                              lod_level=lod_level)
+        out.append(block)
         row += int(s[0]) if s else 1
     return out
 
