@@ -299,3 +299,26 @@ def _set_attr(type_, name, value):
 def test_check_catches_a_broken_split(tmp_path, case, edit, found):
     code, out = _broken(tmp_path, case, edit)
     assert code == 1 and found in out, out
+
+
+def test_descriptors_in_pieces_share_the_tables_every_role_has():
+    """DescWriter's pieces: what a sink writes one after the other equals Paddle's files, and
+    the runs of tables that are the same for every role are one bytes object made once (only
+    a dense table's dims differ between pservers and trainers)."""
+    from transpile.output.psdesc import DescWriter
+    m, s, c = load_case("ps", "ctr_adam_sync")
+    plan = make_plan(m, s, c)
+    descs = DescWriter(plan)
+    pieces = {}
+    for ep in ("127.0.0.1:6174", "127.0.0.1:6175"):
+        pieces[ep] = descs.server_desc_pieces(ep)
+        path = os.path.join(PS, "ctr_adam_sync", "expected", "pserver_" + ep.replace(":", "_"),
+                            "server_desc.txt")
+        with open(path, "rb") as f:
+            assert b"".join(pieces[ep]) == f.read()
+    with open(os.path.join(PS, "ctr_adam_sync", "expected", "trainer_1", "worker_desc.txt"),
+              "rb") as f:
+        assert b"".join(descs.worker_desc_pieces(1)) == f.read()
+    a, b = pieces.values()
+    assert len(a) == len(b) and [x is y for x, y in zip(a, b)].count(False) == 1
+    assert any(x is y and len(x) > 100 for x, y in zip(a, b))       # a run of tables, shared

@@ -2,6 +2,7 @@
 folder it writes must be exactly what the programs kept in memory would give, and a failure
 while writing must still leave no output behind. Split and check share their pieces of work
 with a forked child: the output is one process's."""
+import importlib
 import os
 
 import pytest
@@ -94,10 +95,11 @@ def test_a_write_failing_mid_split_leaves_nothing(tmp_path, monkeypatch):
     assert written and os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("failing", ["plan.json", "runtime.json", "report.md"])
+@pytest.mark.parametrize("failing", ["plan.json", "runtime.json", "report.md", ".pb"])
 def test_a_json_write_failing_in_the_child_leaves_nothing(tmp_path, monkeypatch, failing):
-    """plan.json and runtime.json are written by a forked child while the parent writes
-    report.md: a write failing in either process is exit 2 with one line, nothing left."""
+    """plan.json is written by a forked child while the parent writes report.md; runtime.json
+    and the programs by whichever of the two processes sharing the pieces makes them: a
+    write failing in any process is exit 2 with one line, nothing left."""
     from transpile.core import forked
     monkeypatch.setattr(forked, "MIN_FORKED_OPS", 0)
     monkeypatch.setenv("PSTRANSPILE_WORKERS", "2")
@@ -106,7 +108,8 @@ def test_a_json_write_failing_in_the_child_leaves_nothing(tmp_path, monkeypatch,
     parent = os.getpid()
 
     def write(self, rel, data):
-        if rel.endswith(failing):
+        # ".pb": a program written by the child sharing the pieces (the parent held back)
+        if rel.endswith(failing) and (failing != ".pb" or os.getpid() != parent):
             if os.getpid() != parent:
                 # the child's own record is lost with it: tell the parent through the disk
                 (tmp_path / "in_child").write_text(rel)
@@ -114,13 +117,22 @@ def test_a_json_write_failing_in_the_child_leaves_nothing(tmp_path, monkeypatch,
         real_write(self, rel, data)
 
     monkeypatch.setattr(outdir.Staging, "write", write)
+    split_module = importlib.import_module("transpile.split")
+    started = split_module._FolderSink.plan_started
+
+    def held_back(self, early):
+        import time
+        time.sleep(0.3)                 # the child takes the first pieces meanwhile
+        started(self, early)
+    monkeypatch.setattr(split_module._FolderSink, "plan_started", held_back)
     out = tmp_path / "out"
     r = CliRunner().invoke(main, split_args(case, str(out)))
     assert r.exit_code == 2, r.output
     assert "cannot write" in r.output and "No space left" in r.output
     assert len(r.output.strip().splitlines()) == 1
     in_child = (tmp_path / "in_child").exists()
-    assert in_child == (failing != "report.md")
+    if failing != "runtime.json":
+        assert in_child == (failing != "report.md")
     if in_child:
         (tmp_path / "in_child").unlink()
     assert os.listdir(tmp_path) == []

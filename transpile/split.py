@@ -142,12 +142,20 @@ def _gather(result: SplitResult, made: dict, sink) -> None:
 
 
 class _FolderSink:
-    """Writes each program (and its report section) and text file as the split makes it."""
+    """Writes each program (and its report section) and text file as the split makes it. A
+    write that fails is a UserError naming the folder, in whichever process makes the file
+    (a forked child reports it as such)."""
 
-    def __init__(self, stage, main: Program):
-        self.stage, self.main = stage, main
+    def __init__(self, stage, main: Program, out_dir: str):
+        self.stage, self.main, self.out_dir = stage, main, out_dir
         self.sections: dict = {}
         self.plan_ready: dict = {}      # plan.json entries encoded ahead (outdir.json_entry)
+
+    def _write(self, rel: str, data) -> None:
+        try:
+            self.stage.write(rel, data)
+        except OSError as e:
+            raise _cannot_write(self.out_dir, e) from None
 
     def plan_started(self, early: dict) -> None:
         """plan.json's entries that the plan alone decides, encoded while the programs are
@@ -160,12 +168,19 @@ class _FolderSink:
         # pservers is many times larger than its input
         from .format import programio
         from .render.report import program_section
-        self.stage.write(key + ".pb", programio.to_chunks(prog))
+        self._write(key + ".pb", programio.to_chunks(prog))
         lines = program_section(key, self.main, prog)
         self.sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold
 
     def text(self, rel: str, text: str) -> None:
-        self.stage.write(rel, text.encode("utf-8"))
+        self._write(rel, text.encode("utf-8"))
+
+    def text_pieces(self, rel: str, pieces: list) -> None:
+        self._write(rel, pieces)
+
+    def runtime(self, folder: str, runtime: dict) -> None:
+        from .output.runtime import runtime_bytes
+        self._write(folder + "/runtime.json", runtime_bytes(runtime))
 
 
 def split_to_folder(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -185,7 +200,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     dumped = []
     try:
         with outdir.staged(out_dir, force) as stage:
-            sink = _FolderSink(stage, main)
+            sink = _FolderSink(stage, main, out_dir)
 
             def after(pass_name, key, prog):
                 if pass_name == dump_after:
@@ -201,17 +216,13 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                                 "that name (split --list-passes lists them)" % dump_after)
 
             def write_json():
-                try:
-                    if result.runtime:      # fleet style's (its module loaded only then)
-                        from .output.runtime import runtime_bytes
-                        for key, rt in result.runtime.items():
-                            stage.write(key + "/runtime.json", runtime_bytes(rt))
+                try:            # (each runtime.json was written as it was made: _FolderSink)
                     stage.write("plan.json", outdir.json_chunks(result.plan,
                                                                  ready=sink.plan_ready))
                 except OSError as e:        # (a forked child reports a UserError)
                     raise _cannot_write(out_dir, e) from None
-            # plan.json (and runtime.json) by a forked child while this process writes the
-            # rest: on a large split, megabytes of JSON, the last thing a split does
+            # plan.json by a forked child while this process writes the rest: on a large
+            # split, megabytes of JSON, the last thing a split does
             writer = Forked(write_json) if worth_forking(
                 workers, 2, len(config.pservers), len(main.global_block.ops)) else None
             try:

@@ -9,6 +9,8 @@ in the order and with the values Paddle sets them; format/psdesc.py prints the t
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..format.psdesc import (TABLE_TYPES, FsClientParameter, ServerServiceParameter,
                              TableParameter, field_text)
 from ..plan.ps import PsPlan
@@ -96,14 +98,19 @@ class DescWriter:
     """The descriptors of one plan. Each table is printed once and its text reused: only the
     dense tables' dims depend on the role, and a split to many servers would otherwise print
     every sparse table once per server and twice per trainer. The text is what to_text prints
-    for the whole PSParameter (format/psdesc.py's field_text is the same printer)."""
+    for the whole PSParameter (format/psdesc.py's field_text is the same printer).
+
+    The descriptors are made as UTF-8 pieces (*_pieces, written one after the other): the
+    tables between two dense tables are one piece, encoded once for every descriptor, so a
+    server's descriptor (megabytes of sparse tables at many tables) costs writing its bytes."""
 
     def __init__(self, plan: PsPlan):
         self.plan = plan
         self.n_ps = len(plan.endpoints)
         self._texts: dict = {}
-        self._service = _service_text()
-        self._fs_client = _fs_client_text(plan.fs_client_param)
+        self._runs: Optional[list] = None
+        self._service = _service_text().encode("utf-8")
+        self._fs_client = _fs_client_text(plan.fs_client_param).encode("utf-8")
 
     def _table(self, t: PsTable, role_id: int) -> str:
         key = (t.table_id, role_id if t.is_dense else None)
@@ -114,21 +121,43 @@ class DescWriter:
             text = self._texts[key] = field_text("downpour_table_param", msg, 4)
         return text
 
-    def _tables(self, role_id: int) -> str:
-        return "".join(self._table(t, role_id) for t in self.plan.tables)
+    def _tables(self, role_id: int) -> list:
+        """The tables' text as UTF-8 pieces: each run of tables that are the same for every
+        role one piece (made once), each dense table its own."""
+        if self._runs is None:
+            runs: list = []
+            for t in self.plan.tables:
+                if t.is_dense:
+                    runs.append(t)
+                elif runs and isinstance(runs[-1], list):
+                    runs[-1].append(t)
+                else:
+                    runs.append([t])
+            self._runs = [r if not isinstance(r, list) else
+                          "".join(self._table(t, 0) for t in r).encode("utf-8") for r in runs]
+        return [r if r.__class__ is bytes else self._table(r, role_id).encode("utf-8")
+                for r in self._runs]
+
+    def worker_desc_pieces(self, trainer_id: int) -> list:
+        """build_worker_desc() of trainer `trainer_id`, as UTF-8 pieces."""
+        tables = self._tables(trainer_id)
+        return [b"worker_param {\n  downpour_worker_param {\n", *tables,
+                b"  }\n}\nserver_param {\n  downpour_server_param {\n", *tables,
+                self._service, b"  }\n}\n", self._fs_client]
+
+    def server_desc_pieces(self, endpoint: str) -> list:
+        """build_server_desc() of the pserver at `endpoint`, as UTF-8 pieces."""
+        return [b"server_param {\n  downpour_server_param {\n",
+                *self._tables(self.plan.server_index(endpoint)),
+                self._service, b"  }\n}\n", self._fs_client]
 
     def worker_desc(self, trainer_id: int) -> str:
         """build_worker_desc() of trainer `trainer_id`."""
-        tables = self._tables(trainer_id)
-        return ("worker_param {\n  downpour_worker_param {\n" + tables + "  }\n}\n"
-                "server_param {\n  downpour_server_param {\n" + tables + self._service
-                + "  }\n}\n" + self._fs_client)
+        return b"".join(self.worker_desc_pieces(trainer_id)).decode("utf-8")
 
     def server_desc(self, endpoint: str) -> str:
         """build_server_desc() of the pserver at `endpoint`."""
-        tables = self._tables(self.plan.server_index(endpoint))
-        return ("server_param {\n  downpour_server_param {\n" + tables + self._service
-                + "  }\n}\n" + self._fs_client)
+        return b"".join(self.server_desc_pieces(endpoint)).decode("utf-8")
 
 
 def worker_desc(plan: PsPlan, trainer_id: int) -> str:

@@ -82,6 +82,23 @@ class SplitResult:
         else:
             self.sink.text(rel, text)
 
+    def add_text_pieces(self, rel: str, pieces: list) -> None:
+        """add_text of the text whose UTF-8 bytes are `pieces`: a sink that writes pieces
+        (text_pieces) gets them as they are, without joining or decoding megabytes."""
+        write = getattr(self.sink, "text_pieces", None)
+        if write is not None:
+            write(rel, pieces)
+        else:
+            self.add_text(rel, b"".join(pieces).decode("utf-8"))
+
+    def add_runtime(self, folder: str, runtime: dict) -> None:
+        """A trainer's runtime.json (fleet style) is made: kept (plan.json and check read
+        it), and handed to a sink that writes it (sink.runtime) as it is made."""
+        self.runtime[folder] = runtime
+        write = getattr(self.sink, "runtime", None)
+        if write is not None:
+            write(folder, runtime)
+
     def add(self, key: str, prog: Program) -> None:
         """A program of the split is built: summarize it, then keep it or hand it over."""
         self.summaries[key] = ProgramSummary.of(prog)

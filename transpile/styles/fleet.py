@@ -66,8 +66,8 @@ class FleetStyle(Style):
                 "pserver startup": pserver_passes.STARTUP}
 
     def trainer_files(self, prep, trainer_id, result) -> None:
-        result.runtime["trainer_%d" % trainer_id] = runtime_json(
-            prep.plan, prep.main, prep.startup, trainer_id, prep.config.geo_push_nums)
+        result.add_runtime("trainer_%d" % trainer_id, runtime_json(
+            prep.plan, prep.main, prep.startup, trainer_id, prep.config.geo_push_nums))
 
     def plan_parts(self, prep, trainer_ids):
         return fleet_plan_parts(prep.plan, prep.main, prep.startup, prep.config, trainer_ids,

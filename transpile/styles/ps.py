@@ -51,12 +51,12 @@ class PsStyle(Style):
                 "pserver startup": pserver.STARTUP}
 
     def trainer_files(self, prep, trainer_id, result) -> None:
-        result.add_text("trainer_%d/worker_desc.txt" % trainer_id,
-                        prep.shared["descs"].worker_desc(trainer_id))
+        result.add_text_pieces("trainer_%d/worker_desc.txt" % trainer_id,
+                               prep.shared["descs"].worker_desc_pieces(trainer_id))
 
     def pserver_files(self, prep, endpoint, result) -> None:
-        result.add_text(endpoint_dir(endpoint) + "/server_desc.txt",
-                        prep.shared["descs"].server_desc(endpoint))
+        result.add_text_pieces(endpoint_dir(endpoint) + "/server_desc.txt",
+                               prep.shared["descs"].server_desc_pieces(endpoint))
 
     def plan_json(self, prep, result, trainer_ids) -> dict:
         return plan_json(prep.plan, prep.main, prep.startup, prep.config, result, trainer_ids)
