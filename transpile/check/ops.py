@@ -38,7 +38,10 @@ def fmt_shape(shape) -> str:
 
 
 def is_dense(v: Optional[Var]) -> bool:
-    return v is not None and v.kind == "LOD_TENSOR" and v.shape is not None
+    if v is None:
+        return False
+    t = v.type
+    return t.type == "LOD_TENSOR" and t.shape is not None
 
 
 def is_static(shape) -> bool:
