@@ -334,15 +334,18 @@ def test_a_failing_process_leaves_the_other_nothing_to_build(tmp_path, monkeypat
 FORK_PAIRS = [(c, k) for c in ("classic/l2decay_piecewise", "fleet/ctr_sparse_adam_sync",
                                "paddlerec-fleet/esmm_sync", "paddlerec-classic/esmm_sync")
               for k in (None, "shrink_block", "drop_opt_op", "fanin", "drop_scale",
-                        "dup_block", "undeclared_var", "drop_init")
+                        "dup_block", "undeclared_var", "drop_init",
+                        # what the trainer checks find (run aside)
+                        "drop_send", "drop_recv", "wrong_epmap", "wrong_send_ctx")
               if k is None or _applies(c, k)]
 
 
 @pytest.mark.parametrize("case,kind", FORK_PAIRS, ids=["%s-%s" % p for p in FORK_PAIRS])
 def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
-    """The pservers of a classic / fleet split read by the parent and a forked child (at any
-    pserver count here: the threshold is lowered): the findings and warnings, and their order,
-    are one process's, on Paddle's split and on one broken on a pserver."""
+    """The pservers of a classic / fleet split read by the parent and a forked child, and the
+    trainer checks run by another child while the parent runs the others (at any pserver
+    count here: the threshold is lowered): the findings and warnings, and their order, are
+    one process's, on Paddle's split and on one broken on a pserver or a trainer."""
     from transpile.core import forked
     split_dir = None
     if kind is not None:
@@ -358,7 +361,7 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         r = run_check(case, split_dir)
         reports.append(([f.line() for f in r.findings], [w.line() for w in r.warnings]))
-    assert forks == [1]
+    assert forks == [1, 1]          # the pservers shared, the trainer checks run aside
     assert reports[0] == reports[1]
     if kind is not None:
         assert any(MUTATIONS[kind] in line for line in reports[1][0]), reports[1][0]

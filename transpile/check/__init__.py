@@ -37,7 +37,8 @@ import itertools
 from typing import Optional
 
 from ..core.config import ClusterConfig
-from ..core.forked import workers_available
+from ..core import forked
+from ..core.forked import workers_available, worth_forking
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
 from .context import CheckContext
@@ -76,18 +77,57 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
                 split: Split, step=None, workers: int = 1) -> CheckReport:
     """Run every check on a loaded split; findings and warnings in a report.
     `step()` is called after each of the CHECK_STEPS groups of checks. `workers`: 2 lets a
-    forked child read some of a lazy split's pservers (stream.py); the report is the same."""
+    forked child read some of a lazy split's pservers (stream.py), and another run the trainer
+    checks while this process runs the others (_trainers_aside); the report is the same."""
     if is_lazy(split):
         ctx = streamed_context(main, startup, config, split, workers)
     else:
         ctx = CheckContext(main, startup, config, split)
     order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
         if config.traits.descriptors else CHECK_ORDER
-    for check in order:
-        check(ctx)
-        if step is not None:
+    aside = _trainers_aside(ctx, workers) if check_trainers in order else None
+    if aside is None:
+        for check in order:
+            check(ctx)
+            if step is not None:
+                step()
+    else:
+        # check_trainers' findings in its place: the checks after it are collected apart
+        at = order.index(check_trainers)
+        try:
+            for check in order[:at]:
+                check(ctx)
+                if step is not None:
+                    step()
+            with ctx.collecting() as later:
+                for check in order[at + 1:]:
+                    check(ctx)
+        except BaseException:
+            aside.abandon()
+            raise
+        found, warned = aside.result()
+        ctx.findings += found + later[0]
+        ctx.warnings += warned + later[1]
+        for _ in order[at:] if step is not None else ():
             step()
     return CheckReport(split.root, ctx.findings, ctx.warnings, [p.name for p in ctx.parts()])
+
+
+def _trainers_aside(ctx: CheckContext, workers: int):
+    """check_trainers run by a forked child while this process runs the other checks (the
+    trainer checks read every parameter block of every pserver, most of what a large check
+    does once the pservers are read):
+    a Forked whose result is its (findings, warnings), or None where a fork is not worth it
+    (as for the pservers: core/forked.py's worth_forking)."""
+    eps = len(ctx.split.pservers)
+    if not worth_forking(workers, 2, eps, len(ctx.main.global_block.ops)):
+        return None
+
+    def run():
+        with ctx.collecting() as got:
+            check_trainers(ctx)
+        return got
+    return forked.Forked(run)
 
 
 def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
