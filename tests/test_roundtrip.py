@@ -109,32 +109,3 @@ def test_save_and_load_by_extension(tmp_path):
     programio.save(prog, str(tmp_path / "m.json"))
     programio.save(programio.load(str(tmp_path / "m.json")), str(tmp_path / "m.pdmodel"))
     assert (tmp_path / "m.pdmodel").read_bytes() == open(src, "rb").read()
-
-
-def test_a_vartype_s_shape_follows_descs_added_while_it_is_made():
-    """VarType keeps the description its shape and dtype come from; a description added
-    while the VarType is being made (the readers add them one by one) is seen."""
-    from transpile.ir.program import TensorDesc, VarType
-    vt = VarType("LOD_TENSOR")
-    assert vt.shape is None and vt.dtype is None
-    vt.descs["selected_rows"] = (TensorDesc("FP32", (3,)), None)
-    assert vt.shape == (3,)
-    vt.descs["lod_tensor"] = (TensorDesc("INT64", (4, 5)), 0)     # the kind's own slot wins
-    assert vt.shape == (4, 5) and vt.dtype == "INT64" and vt.lod_level == 0
-    assert vt == VarType("LOD_TENSOR", dict(vt.descs))             # the cache is not compared
-
-
-def test_programs_read_in_one_process_share_equal_vartypes():
-    """Two programs declaring vars of the same type (a pserver's main and startup) hold one
-    VarType object for it: read once, its shape looked up once; never changed in place, so
-    sharing it changes nothing written."""
-    from transpile.format import protoread, protowrite
-    from transpile.ir.program import Block, Program, Var
-    prog = Program([Block(0, -1)])
-    for name in ("a", "b"):
-        prog.global_block.vars[name] = Var.tensor(name, "FP32", (2, 3), persistable=True)
-    data = protowrite.encode(prog)
-    one, two = protoread.decode(data), protoread.decode(data)
-    a1, a2 = one.global_block.vars["a"], two.global_block.vars["a"]
-    assert a1.type is a2.type is one.global_block.vars["b"].type
-    assert protowrite.encode(one) == protowrite.encode(two) == data

@@ -203,9 +203,8 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
     main_vars = main.global_block.vars
     for name, v in sb.vars.items():
         mv = main_vars.get(name)
-        if mv is None or mv.type is v.type or name in want_acc or \
-                not (is_dense(v) and is_dense(mv)):
-            continue                # (one VarType: one shape)
+        if mv is None or name in want_acc or not (is_dense(v) and is_dense(mv)):
+            continue
         if tuple(v.shape) != tuple(mv.shape):
             ctx.add("optimize", startup, 0, None,
                     "%s is declared %s here but %s in the main program"

@@ -24,26 +24,16 @@ from .wire import NotPlain, field_end, read_varint, varint_bytes
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
 
 
-# VarType bytes -> (VarType, its part of var_key), shared by every program read in a process
-# (a check reads a main and a startup program per pserver, which declare the same vars): equal
-# types are one object, whose shape is looked up once. Emptied when it grows past _TYPES_KEPT.
-_TYPES: dict = {}
-_TYPES_KEPT = 1 << 14
-
-
 class _Seen:
     """What the vars and ops of one program share, so that each is made once per program:
     `types`: VarType bytes -> (VarType, its part of var_key) (a VarType is never changed in
-    place: Var.copy() copies it; shared by the programs a process reads, _TYPES);
-    `names`: attr names tuple -> (the tuple, {name: position});
+    place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr."""
     __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes")
 
     def __init__(self):
-        if len(_TYPES) > _TYPES_KEPT:
-            _TYPES.clear()
-        self.types: dict = _TYPES
+        self.types: dict = {}
         self.names: dict = {}
         self.roles: dict = {}
         self.role_bytes: dict = {}

@@ -301,21 +301,12 @@ class VarType:
     reader: Optional[tuple] = None          # READER: ((TensorDesc, lod_level), ...)
     tuple_types: Optional[tuple] = None     # TUPLE: element type names
     encoded: Optional[bytes] = field(default=None, init=False, compare=False, repr=False)
-    # _main's answer and the number of descs it was found among (descs are only added while
-    # the VarType is made; a check reads a var's shape hundreds of thousands of times)
-    _found: tuple = field(default=(-1, None), init=False, compare=False, repr=False)
 
     def _main(self):
-        n, found = self._found
-        if n == len(self.descs):
-            return found
         slot = KIND_SLOT.get(self.type)
         if slot in self.descs:
-            found = self.descs[slot]
-        else:
-            found = next(iter(self.descs.values()), None)
-        self._found = (len(self.descs), found)
-        return found
+            return self.descs[slot]
+        return next(iter(self.descs.values()), None)
 
     @property
     def dtype(self) -> Optional[str]:
