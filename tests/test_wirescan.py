@@ -32,16 +32,23 @@ PROGRAMS = sorted(glob.glob(os.path.join(HERE, "corpus", "*", "*", "*.pb"))
                   + glob.glob(os.path.join(ROOT, "samples", "*", "*.pb")))
 
 
-def test_the_fast_path_is_built_where_there_is_a_c_compiler():
+# the reader's fast path and the writer's (tests/test_wirewrite.py): module, its C source
+FAST_PATHS = [("wirescan", "wirescan_c.c"), ("protowrite", "wirewrite_c.c")]
+
+
+@pytest.mark.parametrize("module,source", FAST_PATHS)
+def test_the_fast_path_is_built_where_there_is_a_c_compiler(module, source):
     if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the pure-Python reader runs alone")
+        pytest.skip("no C compiler: the pure-Python reader and writer run alone")
     if os.environ.get(wirescan.PURE_ENV, "") not in ("", "0"):
         pytest.skip("%s is set" % wirescan.PURE_ENV)
-    assert FAST is not None, "transpile/format/wirescan_c.c was not built by the install"
+    fast = getattr(__import__("transpile.format." + module, fromlist=["FAST"]), "FAST")
+    assert fast is not None, "transpile/format/%s was not built by the install" % source
 
 
-def test_the_environment_variable_turns_the_fast_path_off():
-    code = "from transpile.format import wirescan; print(wirescan.FAST is None)"
+@pytest.mark.parametrize("module,source", FAST_PATHS)
+def test_the_environment_variable_turns_the_fast_path_off(module, source):
+    code = "from transpile.format import %s; print(%s.FAST is None)" % (module, module)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env=dict(os.environ, **{wirescan.PURE_ENV: "1"}), check=True).stdout
     assert out.strip() == "True"

@@ -3,39 +3,18 @@ the same bytes for op heads (slots and type), plain vars and block bodies, at th
 wire format (long names whose lengths take several varint bytes, non-ASCII names, empty slots),
 and None (the Python path) for slots of other types than it takes. Whole programs are written
 both ways in tests/test_encode.py (against protobuf's own serialization) and whole splits in
-tests/test_wirescan.py (PSTRANSPILE_PURE_PYTHON turns both fast paths off)."""
-import os
-import shutil
-import subprocess
-import sys
+tests/test_wirescan.py (PSTRANSPILE_PURE_PYTHON turns both fast paths off), which also checks
+that both are built where a C compiler is."""
 from collections import OrderedDict
 
 import pytest
 
 from transpile.core.errors import ProgramFormatError
-from transpile.format import protoread, protowrite, wirescan
+from transpile.format import protoread, protowrite
 from transpile.ir.program import Attr, Block, Op, Program, Var
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 FAST = protowrite.FAST
 needs_fast = pytest.mark.skipif(FAST is None, reason="the C fast path is not built here")
-
-
-def test_the_fast_path_is_built_where_there_is_a_c_compiler():
-    if not (shutil.which("cc") or shutil.which("gcc")):
-        pytest.skip("no C compiler: the pure-Python writer runs alone")
-    if os.environ.get(wirescan.PURE_ENV, "") not in ("", "0"):
-        pytest.skip("%s is set" % wirescan.PURE_ENV)
-    assert FAST is not None, "transpile/format/wirewrite_c.c was not built by the install"
-
-
-def test_the_environment_variable_turns_the_fast_path_off():
-    code = "from transpile.format import protowrite; print(protowrite.FAST is None)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env=dict(os.environ, **{wirescan.PURE_ENV: "1"}), check=True).stdout
-    assert out.strip() == "True"
-
 
 LONG = "n" * 200                 # a name whose length takes two varint bytes
 HUGE = "h" * 20000               # and three, with the slot around it

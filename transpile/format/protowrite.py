@@ -12,28 +12,15 @@ in one go, or None (not built, or PSTRANSPILE_PURE_PYTHON=1): the same bytes eit
 """
 from __future__ import annotations
 
-import os
-
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
 from .opsource import var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,
                     ProgramDesc, VarDescMsg, fd_is_repeated)
 from .wire import length_delimited, varint_bytes
-from .wirescan import PURE_ENV
+from .wirescan import compiled
 
-
-def _load_fast():
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return None
-    try:
-        from . import wirewrite_c
-    except ImportError:
-        return None
-    return wirewrite_c
-
-
-FAST = _load_fast()
+FAST = compiled("wirewrite_c")
 
 
 def _set_scalar(m, d):

@@ -8,6 +8,7 @@ tests/test_wirescan.py compares both paths).
 """
 from __future__ import annotations
 
+import importlib
 import os
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -64,12 +65,20 @@ def schema(*roots) -> tuple[list, list]:
     return messages, roots_at
 
 
-def _load():
+def compiled(name: str):
+    """This package's compiled module `name` (wirescan_c, wirewrite_c), or None: not built (no
+    C compiler at install), or turned off with PURE_ENV."""
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return None
     try:
-        from . import wirescan_c
+        return importlib.import_module("." + name, __package__)
     except ImportError:
+        return None
+
+
+def _load():
+    wirescan_c = compiled("wirescan_c")
+    if wirescan_c is None:
         return None
     messages, (op_index, var_index) = schema(OpDescMsg.DESCRIPTOR, VarDescMsg.DESCRIPTOR)
     wirescan_c.configure(messages, op_index, var_index)
