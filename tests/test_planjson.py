@@ -258,3 +258,19 @@ def test_entries_encoded_ahead_are_written_as_json_chunks_would(split_case):
             b"".join(outdir.json_chunks(odd, depth, {"keep"}))
     with pytest.raises(ValueError):
         list(outdir.json_chunks(odd, 1, ready={"b": b"{}"}))
+
+
+def test_a_style_implements_plan_json_or_plan_parts():
+    """Style.plan_json and plan_parts are each other's default: a style with neither is told
+    so, not sent round in circles; ps implements plan_json (no early entries), classic and
+    fleet plan_parts."""
+    from transpile.styles.base import Style
+    from transpile.styles.registry import all_styles
+
+    class Neither(Style):
+        pass
+    with pytest.raises(NotImplementedError, match="neither"):
+        Neither().plan_json(None, None, [])
+    overrides = {s.traits.name: ("plan_parts" in type(s).__dict__, "plan_json" in type(s).__dict__)
+                 for s in all_styles()}
+    assert overrides == {"classic": (True, False), "fleet": (True, False), "ps": (False, True)}

@@ -125,7 +125,11 @@ class Style:
     def plan_parts(self, prep: Prepared, trainer_ids: list):
         """plan.json in two steps (planjson.PlanParts): `early`, the entries the plan alone
         decides, made before the programs are built or while they are; finish(result), the
-        dict. A style whose plan.json is made at the end alone keeps `early` empty."""
+        dict. A style whose plan.json is made at the end alone (it overrides plan_json) keeps
+        `early` empty. A style implements one of the two."""
+        if type(self).plan_json is Style.plan_json:
+            raise NotImplementedError("%s implements neither plan_json nor plan_parts"
+                                      % type(self).__name__)
         return _AtTheEnd(lambda result: self.plan_json(prep, result, trainer_ids))
 
     def faults(self, main: Program, startup: Program, config: ClusterConfig,
