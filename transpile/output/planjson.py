@@ -1,7 +1,7 @@
 """plan.json: what went where, in one schema for the classic and fleet styles (documented in
 docs/plan-json.md; style ps writes its own: planjson_ps.py).
 
-`classic_plan_json` / `fleet_plan_json` read a style's plan (`DistributionPlan` or `FleetPlan`)
+`classic_plan_parts` / `fleet_plan_parts` read a style's plan (`DistributionPlan` or `FleetPlan`)
 as style-neutral `PlacedParam`s (transpile/plan/placed.py) and, through a small reader per
 style, `RemovedOp`s;
 the rest (grads, endpoints' bytes and imbalance, the pserver block each moved op landed in,
@@ -145,27 +145,15 @@ def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
     return out
 
 
-def classic_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
-                      trainer_ids) -> dict:
-    """The plan.json dict of a classic split (`main` / `startup`: the original programs)."""
-    return classic_plan_parts(plan, main, startup, config, trainer_ids,
-                              result.faults).finish(result)
-
-
-def fleet_plan_json(plan, main: Program, startup: Program, config, result: SplitResult,
-                    trainer_ids) -> dict:
-    """The plan.json dict of a fleet split (`main` / `startup`: the original programs)."""
-    return fleet_plan_parts(plan, main, startup, config, trainer_ids,
-                            result.faults).finish(result)
-
-
 def classic_plan_parts(plan, main: Program, startup: Program, config, trainer_ids,
                        faults) -> "PlanParts":
+    """The plan.json of a classic split (`main` / `startup`: the original programs)."""
     return PlanParts(_classic(plan, main), plan, main, startup, config, trainer_ids, faults)
 
 
 def fleet_plan_parts(plan, main: Program, startup: Program, config, trainer_ids,
                      faults) -> "PlanParts":
+    """The plan.json of a fleet split (`main` / `startup`: the original programs)."""
     return PlanParts(_fleet(plan, main), plan, main, startup, config, trainer_ids, faults)
 
 
