@@ -149,7 +149,7 @@ class _FolderSink:
     def __init__(self, stage, main: Program, out_dir: str):
         self.stage, self.main, self.out_dir = stage, main, out_dir
         self.sections: dict = {}
-        self.plan_ready: dict = {}      # plan.json entries encoded ahead (outdir.json_entry)
+        self.plan_ready: dict = {}      # plan.json entries made ahead (outdir.json_entry)
 
     def _write(self, rel: str, data) -> None:
         try:

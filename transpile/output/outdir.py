@@ -17,7 +17,7 @@ import shutil
 import socket
 import stat
 import tempfile
-from typing import Callable
+from typing import Callable, Optional
 
 from ..core.errors import UserError
 
@@ -191,7 +191,8 @@ def _compact_all(items) -> list:
 _BATCH = 512
 
 
-def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: bool = False):
+def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: bool = False,
+            ready: Optional[dict] = None):
     """The pieces of obj's JSON text: indented down to `depth` levels, one compact line per
     item below that.
 
@@ -200,7 +201,8 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
     are written by the C encoder on one line each, which also keeps them grep-able. The text
     comes in pieces (an item, or a batch of one-line items) so that a large plan is never held
     as one string. The keys of a dict are sorted, except in the dicts that are the values of
-    the keys in `keep` (`as_is`), which keep their order."""
+    the keys in `keep` (`as_is`), which keep their order. `ready`: {key: text} of entries of
+    the dict `obj` already made (json_entry), given as they are."""
     if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
         yield _compact(obj)
         return
@@ -220,7 +222,11 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
             if n:
                 yield sep
             yield _compact(str(k)) + ": "
-            yield from _pretty(obj[k], depth - 1, inner, keep, k in keep)
+            done = ready.get(k) if ready else None
+            if done is not None:
+                yield done
+            else:
+                yield from _pretty(obj[k], depth - 1, inner, keep, k in keep)
         yield "\n" + indent + "}"
         return
     yield "[\n" + inner
@@ -237,33 +243,19 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
 
 def json_chunks(obj, depth: int = 3, keep: frozenset = frozenset(), ready=None):
     """json_bytes's bytes in pieces, made as they are written (see _pretty). `ready`: {key:
-    bytes} of entries of the dict `obj` already encoded (json_entry), written as they are."""
-    keep = frozenset(keep)
-    if not ready:
-        for piece in _pretty(obj, depth, "", keep):
-            yield piece.encode("utf-8")
-    elif depth < 2 or not isinstance(obj, dict) or not obj:
-        raise ValueError("json_chunks: encoded entries need a dict shown 2 levels deep or more")
-    else:
-        yield b"{\n "
-        for n, k in enumerate(sorted(obj)):
-            if n:
-                yield b",\n "
-            yield (_compact(str(k)) + ": ").encode("utf-8")
-            done = ready.get(k)
-            if done is not None:
-                yield done
-            else:
-                for piece in _pretty(obj[k], depth - 1, " ", keep, k in keep):
-                    yield piece.encode("utf-8")
-        yield b"\n}"
+    text} of entries of the dict `obj` already made (json_entry), written as they are."""
+    if ready and (depth < 2 or not isinstance(obj, dict)):
+        raise ValueError("json_chunks: entries made ahead need a dict shown 2 levels deep or more")
+    for piece in _pretty(obj, depth, "", frozenset(keep), ready=ready):
+        yield piece.encode("utf-8")
     yield b"\n"
 
 
-def json_entry(obj: dict, key, depth: int = 3, keep: frozenset = frozenset()) -> bytes:
-    """The JSON of obj[key] as json_chunks(obj, depth, keep) writes it (for its `ready`)."""
+def json_entry(obj: dict, key, depth: int = 3, keep: frozenset = frozenset()) -> str:
+    """The JSON text of obj[key] as json_chunks(obj, depth, keep) writes it (for its
+    `ready`)."""
     keep = frozenset(keep)
-    return "".join(_pretty(obj[key], depth - 1, " ", keep, key in keep)).encode("utf-8")
+    return "".join(_pretty(obj[key], depth - 1, " ", keep, key in keep))
 
 
 def json_bytes(obj, depth: int = 3, keep: frozenset = frozenset()) -> bytes:
