@@ -86,30 +86,30 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
         if config.traits.descriptors else CHECK_ORDER
     aside = _trainers_aside(ctx, workers) if check_trainers in order else None
-    if aside is None:
-        for check in order:
+    # with the trainer checks aside, the checks after them are collected apart and follow
+    # their findings
+    at = order.index(check_trainers) if aside is not None else len(order)
+    later: tuple = ([], [])
+    try:
+        for check in order[:at]:
             check(ctx)
             if step is not None:
                 step()
-    else:
-        # check_trainers' findings in its place: the checks after it are collected apart
-        at = order.index(check_trainers)
-        try:
-            for check in order[:at]:
-                check(ctx)
-                if step is not None:
-                    step()
+        if aside is not None:
             with ctx.collecting() as later:
                 for check in order[at + 1:]:
                     check(ctx)
-        except BaseException:
+    except BaseException:
+        if aside is not None:
             aside.abandon()
-            raise
+        raise
+    if aside is not None:
         found, warned = aside.result()
         ctx.findings += found + later[0]
         ctx.warnings += warned + later[1]
-        for _ in order[at:] if step is not None else ():
-            step()
+        for _ in order[at:]:
+            if step is not None:
+                step()
     return CheckReport(split.root, ctx.findings, ctx.warnings, [p.name for p in ctx.parts()])
 
 
