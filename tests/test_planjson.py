@@ -260,17 +260,37 @@ def test_entries_encoded_ahead_are_written_as_json_chunks_would(split_case):
         list(outdir.json_chunks(odd, 1, ready={"b": b"{}"}))
 
 
-def test_a_style_implements_plan_json_or_plan_parts():
-    """Style.plan_json and plan_parts are each other's default: a style with neither is told
-    so, not sent round in circles; ps implements plan_json (no early entries), classic and
-    fleet plan_parts."""
+def test_every_style_makes_plan_json_in_two_steps():
+    """Every style implements plan_parts (plan_json is it finished); a style without it is
+    told so. The early entries are the finished dict's own, all but the few the programs
+    decide."""
+    from transpile.core.config import load_config
+    from transpile.format.programio import load
+    from transpile.split import split
     from transpile.styles.base import Style
-    from transpile.styles.registry import all_styles
+    from transpile.styles.registry import all_styles, style_of
 
     class Neither(Style):
         pass
-    with pytest.raises(NotImplementedError, match="neither"):
+    with pytest.raises(NotImplementedError):
         Neither().plan_json(None, None, [])
-    overrides = {s.traits.name: ("plan_parts" in type(s).__dict__, "plan_json" in type(s).__dict__)
-                 for s in all_styles()}
-    assert overrides == {"classic": (True, False), "fleet": (True, False), "ps": (False, True)}
+    assert all("plan_parts" in type(s).__dict__ and "plan_json" not in type(s).__dict__
+               for s in all_styles())
+    late = {"classic": {"grads", "ops", "programs"}, "fleet": {"grads", "ops", "programs"},
+            "ps": {"programs"}}
+    faults = []
+    for case in ("classic/lr_decay", "fleet/ctr_sparse_adam_geo", "ps/ctr_adam_sync",
+                 "ps/ctr_adam_geo", "clip/ps_ctr1_emb_clipvalue_sync"):
+        d = os.path.join(CORPUS, case)
+        main, startup = load(os.path.join(d, "main.pb")), load(os.path.join(d, "startup.pb"))
+        config = load_config(os.path.join(d, "cluster.yaml"))
+        style = style_of(config)
+        ids = config.trainer_ids()
+        prep = style.prepare(main, startup, config, ids)
+        parts = style.plan_parts(prep, ids)
+        whole = split(main, startup, config).plan
+        assert set(whole) - set(parts.early) == late[config.style], case
+        assert {k: whole[k] for k in parts.early} == parts.early, case
+        assert style.plan_json(prep, split(main, startup, config), ids) == whole
+        faults.append(bool(parts.early.get("faults")))
+    assert faults == [False, False, False, False, True]     # ps: faults are early too

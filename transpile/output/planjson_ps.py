@@ -156,35 +156,48 @@ def _programs(result: SplitResult, main: Program, startup: Program) -> dict:
     return out
 
 
+class PsPlanParts:
+    """plan.json of a ps split in two steps, as planjson.PlanParts: `early`, every entry but
+    the programs' op counts (what the plan and the original program decide: made while the
+    programs are built), and finish(result), the dict."""
+
+    def __init__(self, plan: PsPlan, main: Program, startup: Program, config, trainer_ids,
+                 faults):
+        self.main, self.startup = main, startup
+        endpoints = _endpoints(plan)
+        held = [h["bytes"] for h in endpoints.values()]
+        total = sum(held)
+        mean = total / float(len(held)) if held else 0
+        ops = main.global_block.ops
+        self.early = {
+            "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
+            "config": config.to_dict(), "trainer_ids": list(trainer_ids),
+            "tables": [table_dict(plan, t) for t in plan.tables],
+            "barrier_table_id": plan.barrier_table_id,
+            "trainers": _trainers(plan, main, trainer_ids),
+            "endpoints": endpoints, "total_bytes": total,
+            "imbalance": round(max(held) / mean, 4) if mean else None,
+            "lr": {"var": plan_lr_var(plan, main), "scheduler": plan.lr_scheduler,
+                   "decay_ops": [{"index": i, "type": op.type}
+                                 for i, op in indexed(ops, plan.lr_ops)]},
+            "ops": {"removed": _removed(plan, main),
+                    "kept_as_backward": [] if plan.is_geo else
+                    [{"index": i, "type": op.type} for i, op in indexed(ops, plan.clip_ops)]},
+            "fake_init": [] if plan.is_geo else list(plan.fake_init_tables),
+            "notes": list(plan.notes),
+        }
+        if faults:          # only where a split meets one (plan-json.md)
+            self.early["faults"] = [f.to_dict() for f in faults]
+
+    def finish(self, result: SplitResult) -> dict:
+        """The plan.json dict: `early` and each built program's op counts."""
+        return dict(self.early, programs=_programs(result, self.main, self.startup))
+
+
 def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: SplitResult,
               trainer_ids) -> dict:
     """The plan.json dict of a ps split (`main` / `startup`: the original programs)."""
-    endpoints = _endpoints(plan)
-    held = [h["bytes"] for h in endpoints.values()]
-    total = sum(held)
-    mean = total / float(len(held)) if held else 0
-    ops = main.global_block.ops
-    out = {
-        "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
-        "config": config.to_dict(), "trainer_ids": list(trainer_ids),
-        "tables": [table_dict(plan, t) for t in plan.tables],
-        "barrier_table_id": plan.barrier_table_id,
-        "trainers": _trainers(plan, main, trainer_ids),
-        "endpoints": endpoints, "total_bytes": total,
-        "imbalance": round(max(held) / mean, 4) if mean else None,
-        "lr": {"var": plan_lr_var(plan, main), "scheduler": plan.lr_scheduler,
-               "decay_ops": [{"index": i, "type": op.type}
-                             for i, op in indexed(ops, plan.lr_ops)]},
-        "ops": {"removed": _removed(plan, main),
-                "kept_as_backward": [] if plan.is_geo else
-                [{"index": i, "type": op.type} for i, op in indexed(ops, plan.clip_ops)]},
-        "fake_init": [] if plan.is_geo else list(plan.fake_init_tables),
-        "programs": _programs(result, main, startup),
-        "notes": list(plan.notes),
-    }
-    if result.faults:          # only where a split meets one (plan-json.md)
-        out["faults"] = [f.to_dict() for f in result.faults]
-    return out
+    return PsPlanParts(plan, main, startup, config, trainer_ids, result.faults).finish(result)
 
 
 def plan_lr_var(plan: PsPlan, main: Program):

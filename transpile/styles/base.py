@@ -54,14 +54,6 @@ class Runner:
         return pipeline.run(prog, env, key, self.after)
 
 
-class _AtTheEnd:
-    """A plan.json made whole once the programs are built (no early entries)."""
-    early: dict = {}
-
-    def __init__(self, finish):
-        self.finish = finish
-
-
 class Style:
     """One style's behaviour. Subclasses set `traits` and implement the methods below."""
     traits: StyleTraits
@@ -120,17 +112,14 @@ class Style:
         """The files a pserver gets besides its programs (server_desc.txt)."""
 
     def plan_json(self, prep: Prepared, result: SplitResult, trainer_ids: list) -> dict:
+        """The plan.json dict of a split (plan_parts, finished)."""
         return self.plan_parts(prep, trainer_ids).finish(result)
 
     def plan_parts(self, prep: Prepared, trainer_ids: list):
         """plan.json in two steps (planjson.PlanParts): `early`, the entries the plan alone
         decides, made before the programs are built or while they are; finish(result), the
-        dict. A style whose plan.json is made at the end alone (it overrides plan_json) keeps
-        `early` empty. A style implements one of the two."""
-        if type(self).plan_json is Style.plan_json:
-            raise NotImplementedError("%s implements neither plan_json nor plan_parts"
-                                      % type(self).__name__)
-        return _AtTheEnd(lambda result: self.plan_json(prep, result, trainer_ids))
+        dict."""
+        raise NotImplementedError
 
     def faults(self, main: Program, startup: Program, config: ClusterConfig,
                plan=None) -> list:

@@ -8,7 +8,7 @@ TheOnePSRuntime's descriptors of the brpc tables).
 from __future__ import annotations
 
 from ..core.styles import PS
-from ..output.planjson_ps import plan_json
+from ..output.planjson_ps import PsPlanParts
 from ..output.psdesc import DescWriter
 from ..output.result import endpoint_dir
 from ..passes.fixes import lookups_2d
@@ -58,5 +58,6 @@ class PsStyle(Style):
         result.add_text_pieces(endpoint_dir(endpoint) + "/server_desc.txt",
                                prep.shared["descs"].server_desc_pieces(endpoint))
 
-    def plan_json(self, prep, result, trainer_ids) -> dict:
-        return plan_json(prep.plan, prep.main, prep.startup, prep.config, result, trainer_ids)
+    def plan_parts(self, prep, trainer_ids):
+        return PsPlanParts(prep.plan, prep.main, prep.startup, prep.config, trainer_ids,
+                           prep.faults)
