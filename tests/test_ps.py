@@ -322,3 +322,21 @@ def test_descriptors_in_pieces_share_the_tables_every_role_has():
     a, b = pieces.values()
     assert len(a) == len(b) and [x is y for x, y in zip(a, b)].count(False) == 1
     assert any(x is y and len(x) > 100 for x, y in zip(a, b))       # a run of tables, shared
+
+
+def test_field_text_with_a_memo_prints_each_table_as_without():
+    """A memo shared across tables (DescWriter's) gives each sub-message's text once; the
+    text of every table, at any indent and under any field name, is as printed afresh, and
+    shared sub-messages are found in it."""
+    from transpile.format.psdesc import field_text
+    with open(os.path.join(PS, "ctr_adam_sync", "expected", "pserver_127.0.0.1_6174",
+                           "server_desc.txt")) as f:
+        srv = parse_text(f.read())
+    tables = list(srv.server_param.downpour_server_param.downpour_table_param)
+    assert len(tables) >= 3
+    memo: dict = {}
+    for indent, name in ((4, "downpour_table_param"), (2, "downpour_table_param"), (4, "t")):
+        for t in tables + tables:
+            assert field_text(name, t, indent, memo) == field_text(name, t, indent)
+    assert memo and all(text.endswith("}\n") for text in memo.values())
+    assert len({k[2:] for k in memo}) >= 3          # kept apart by indent and field name

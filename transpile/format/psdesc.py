@@ -14,9 +14,11 @@ DOUBLE fields as Python's repr. `parse_text` reads such text (ours or Paddle's) 
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
+from typing import Optional
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.protobuf.descriptor import FieldDescriptor
@@ -239,8 +241,10 @@ def shortest_float(x: float) -> float:
     return rounded
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def format_value(field, value) -> str:
-    """One scalar value as text_format prints it."""
+    """One scalar value as text_format prints it (remembered: the tables of a descriptor
+    repeat their names, rules and floats)."""
     cpp = field.cpp_type
     if cpp == FieldDescriptor.CPPTYPE_ENUM:
         v = field.enum_type.values_by_number.get(value)
@@ -262,17 +266,29 @@ def is_repeated(field) -> bool:
     return field.label == FieldDescriptor.LABEL_REPEATED
 
 
-def _lines(msg, indent: int, out: list) -> None:
+def _lines(msg, indent: int, out: list, memo: Optional[dict] = None) -> None:
     pad = " " * indent
     for field, value in msg.ListFields():
         values = value if is_repeated(field) else [value]
         for v in values:
-            if field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
+            if field.cpp_type != FieldDescriptor.CPPTYPE_MESSAGE:
+                out.append("%s%s: %s\n" % (pad, field.name, format_value(field, v)))
+            elif memo is None:
                 out.append("%s%s {\n" % (pad, field.name))
                 _lines(v, indent + 2, out)
                 out.append("%s}\n" % pad)
             else:
-                out.append("%s%s: %s\n" % (pad, field.name, format_value(field, v)))
+                # a sub-message's text is decided by its type, its bytes and the indent: the
+                # tables of a descriptor repeat theirs (accessors, rules) hundreds of times
+                key = (field.message_type.full_name, v.SerializeToString(deterministic=True),
+                       indent, field.name)
+                text = memo.get(key)
+                if text is None:
+                    sub = ["%s%s {\n" % (pad, field.name)]
+                    _lines(v, indent + 2, sub, memo)
+                    sub.append("%s}\n" % pad)
+                    text = memo[key] = "".join(sub)
+                out.append(text)
 
 
 def to_text(msg) -> str:
@@ -282,11 +298,13 @@ def to_text(msg) -> str:
     return "".join(out)
 
 
-def field_text(name: str, msg, indent: int) -> str:
+def field_text(name: str, msg, indent: int, memo: Optional[dict] = None) -> str:
     """A message field `name { ... }` at `indent` spaces, as to_text prints it inside its
-    parent: lets a writer print a sub-message once and use the text in many messages."""
+    parent: lets a writer print a sub-message once and use the text in many messages.
+    `memo`: a dict kept across calls, where the text of each distinct sub-message is kept
+    (for a writer printing many messages that share parts)."""
     out = ["%s%s {\n" % (" " * indent, name)]
-    _lines(msg, indent + 2, out)
+    _lines(msg, indent + 2, out, memo)
     out.append("%s}\n" % (" " * indent))
     return "".join(out)
 

@@ -108,6 +108,7 @@ class DescWriter:
         self.plan = plan
         self.n_ps = len(plan.endpoints)
         self._texts: dict = {}
+        self._memo: dict = {}           # field_text's: each distinct sub-message printed once
         self._runs: Optional[list] = None
         self._service = _service_text().encode("utf-8")
         self._fs_client = _fs_client_text(plan.fs_client_param).encode("utf-8")
@@ -118,7 +119,8 @@ class DescWriter:
         if text is None:
             msg = TableParameter()
             fill_table(msg, t, self.n_ps, role_id)
-            text = self._texts[key] = field_text("downpour_table_param", msg, 4)
+            text = self._texts[key] = field_text("downpour_table_param", msg, 4,
+                                                           self._memo)
         return text
 
     def _tables(self, role_id: int) -> list:
