@@ -7,6 +7,12 @@ all of them again, which made a split of a 5k-op program spend more than half of
 the collector. The model holds no reference cycles that need collecting during that work, so it
 runs with the collector paused; the previous state is restored afterwards (a collection then
 runs as usual when the next allocations call for it).
+
+In the console script (keep_objects_until_exit), what the paused work made is also moved out
+of the collector's sight when it ends (gc.freeze): those objects are held until the process
+exits, and every later collection would walk all of them again (after reading a 20k-op
+program, the next 100k allocations cost 0.6 s of collections). They are still freed as usual
+when nothing refers to them; only a reference cycle among them would be left to the exit.
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ def paused_gc():
     try:
         yield
     finally:
+        if _keeping:
+            gc.freeze()
         if was_enabled:
             gc.enable()
 
