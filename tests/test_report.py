@@ -120,3 +120,31 @@ def test_report_pieces_join_to_the_stripped_text(lines):
     whatever whitespace the sections end with."""
     from transpile.render.report import _stripped_lines
     assert "".join(_stripped_lines(iter(lines))) == "\n".join(lines).rstrip() + "\n"
+
+
+def test_the_ps_report_head_is_made_from_the_early_plan_entries():
+    """Style ps: report.md's head is decided by plan.json's early entries (made while the
+    programs are built); its programs' op counts change nothing in it. Classic and fleet
+    heads read the grads' blocks (late): none is made early."""
+    from transpile.core.config import load_config
+    from transpile.format.programio import load
+    from transpile.render.report import early_report_head, report_head
+    from transpile.split import split
+    from transpile.styles.registry import style_of
+    for case, early_made in (("ps/ctr_adam_sync", True), ("clip/ps_ctr1_emb_clipvalue_sync",
+                                                           True),
+                             ("classic/lr_decay", False), ("fleet/ctr_sparse_adam_sync", False)):
+        d = os.path.join(HERE, "corpus", case)
+        main, startup = load(os.path.join(d, "main.pb")), load(os.path.join(d, "startup.pb"))
+        config = load_config(os.path.join(d, "cluster.yaml"))
+        style, ids = style_of(config), config.trainer_ids()
+        parts = style.plan_parts(style.prepare(main, startup, config, ids), ids)
+        whole = split(main, startup, config).plan
+        head = early_report_head(parts.early, parts.LATE, "t", config)
+        assert (head is not None) == early_made, case
+        if head is not None:
+            assert head == report_head(whole, "t", config)
+            odd = dict(whole, programs={"trainer_0/main": {"blocks": 9, "ops": 9,
+                                                           "removed": 9, "inserted": 9}})
+            assert report_head(odd, "t", config) == head
+            assert len(head) > 20

@@ -120,10 +120,10 @@ def test_a_json_write_failing_in_the_child_leaves_nothing(tmp_path, monkeypatch,
     split_module = importlib.import_module("transpile.split")
     started = split_module._FolderSink.plan_started
 
-    def held_back(self, early):
+    def held_back(self, parts):
         import time
         time.sleep(0.3)                 # the child takes the first pieces meanwhile
-        started(self, early)
+        started(self, parts)
     monkeypatch.setattr(split_module._FolderSink, "plan_started", held_back)
     out = tmp_path / "out"
     r = CliRunner().invoke(main, split_args(case, str(out)))
@@ -193,9 +193,10 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
         assert r.exit_code == 0, r.output
         outs.append(tree_files(out))
     assert forks == [1]                 # the second split was shared with a child
-    # classic and fleet: plan.json's params (and all it takes from the plan alone) encoded
-    # ahead, by the parent, in the second split only; style ps makes its plan.json at the end
-    assert ("params" in ahead) == (family != "ps") and len(ahead) == len(set(ahead))
+    # plan.json's params (ps: tables) and all it takes from the plan alone encoded ahead, by
+    # the parent, in the second split only
+    assert ("tables" if family == "ps" else "params") in ahead and \
+        len(ahead) == len(set(ahead)) and "programs" not in ahead
     assert sorted(outs[0]) == sorted(outs[1]) and len(outs[0]) > 6
     for rel in outs[0]:
         assert outs[0][rel] == outs[1][rel], rel

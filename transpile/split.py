@@ -73,7 +73,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 parts.append(style.plan_parts(prep, ids))
                 started = getattr(sink, "plan_started", None)
                 if started is not None:
-                    started(parts[0].early)
+                    started(parts[0])
             made, (theirs, sections) = share_pieces(
                 len(units), lambda i: _build_unit(style, prep, units[i], run, sink),
                 lambda queue: _build_units(style, prep, units, queue, run, sink),
@@ -146,10 +146,12 @@ class _FolderSink:
     write that fails is a UserError naming the folder, in whichever process makes the file
     (a forked child reports it as such)."""
 
-    def __init__(self, stage, main: Program, out_dir: str):
+    def __init__(self, stage, main: Program, out_dir: str, title: str, config):
         self.stage, self.main, self.out_dir = stage, main, out_dir
+        self.title, self.config = title, config
         self.sections: dict = {}
         self.plan_ready: dict = {}      # plan.json entries made ahead (outdir.json_entry)
+        self.report_head: Optional[list] = None     # report.md's head, made ahead
 
     def _write(self, rel: str, data) -> None:
         try:
@@ -157,11 +159,15 @@ class _FolderSink:
         except OSError as e:
             raise _cannot_write(self.out_dir, e) from None
 
-    def plan_started(self, early: dict) -> None:
-        """plan.json's entries that the plan alone decides, encoded while the programs are
-        built (split's first(): on a large split, most of plan.json's bytes)."""
+    def plan_started(self, parts) -> None:
+        """plan.json's entries that the plan alone decides (`parts.early`), encoded while the
+        programs are built (split's first(): on a large split, most of plan.json's bytes),
+        and report.md's head where they decide it."""
         from .output.outdir import json_entry
+        from .render.report import early_report_head
+        early = parts.early
         self.plan_ready = {k: json_entry(early, k) for k in early}
+        self.report_head = early_report_head(early, parts.LATE, self.title, self.config)
 
     def program(self, key: str, prog: Program) -> None:
         # each program is written as soon as it is built and then let go: a split to many
@@ -200,7 +206,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     dumped = []
     try:
         with outdir.staged(out_dir, force) as stage:
-            sink = _FolderSink(stage, main, out_dir)
+            sink = _FolderSink(stage, main, out_dir, title, config)
 
             def after(pass_name, key, prog):
                 if pass_name == dump_after:
@@ -232,7 +238,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                     stage.write(rel, text.encode("utf-8"))
                 stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
                     main, {}, result.plan, title=title, config=config,
-                    sections=sink.sections)))
+                    sections=sink.sections, head=sink.report_head)))
             except BaseException:
                 if writer is not None:
                     writer.abandon()

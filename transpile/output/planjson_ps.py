@@ -161,6 +161,9 @@ class PsPlanParts:
     the programs' op counts (what the plan and the original program decide: made while the
     programs are built), and finish(result), the dict."""
 
+    # the entries finish() adds (all others are in `early`)
+    LATE = ("programs",)
+
     def __init__(self, plan: PsPlan, main: Program, startup: Program, config, trainer_ids,
                  faults):
         self.main, self.startup = main, startup

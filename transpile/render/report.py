@@ -348,13 +348,26 @@ def render_report(main: Program, programs: dict, plan: dict, title: str = "split
 
 
 def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split",
-                  config=None, sections: Optional[dict] = None):
+                  config=None, sections: Optional[dict] = None, head: Optional[list] = None):
     """render_report's text in pieces (a line, or a whole program section when `sections`
     holds it as one string), made as they are written: a report of a large split is never
-    held as one string."""
+    held as one string. `head`: report_head's lines for this plan, made before."""
     sections = dict(sections or {})
     for key, prog in programs.items():
         sections[key] = program_section(key, main, prog)
+    out = head if head is not None else report_head(plan, title, config)
+
+    def lines():
+        yield from out
+        for prefix in ("trainer_", "pserver_"):
+            for key in sorted(k for k in sections if k.startswith(prefix)):
+                yield from sections[key]
+    return _stripped_lines(lines())
+
+
+def report_head(plan: dict, title: str = "split", config=None) -> list:
+    """The report's lines before the programs' sections: the title, the cluster, who sends
+    what to whom, the tables (style ps) or the placement, the faults."""
     out = ["# Split report: %s" % title, ""]
     if config is not None:
         out.append("Style **%s**, mode **%s**, %d trainer(s), %d pserver(s): %s."
@@ -378,13 +391,20 @@ def report_chunks(main: Program, programs: dict, plan: dict, title: str = "split
             out += diagram_lines(plan)
             out += _placement(plan)
             out += _faults(plan.get("faults") or [])
+    return out
 
-    def lines():
-        yield from out
-        for prefix in ("trainer_", "pserver_"):
-            for key in sorted(k for k in sections if k.startswith(prefix)):
-                yield from sections[key]
-    return _stripped_lines(lines())
+
+# the plan.json entries report_head reads nothing of, per style (style ps: its head is made
+# from the entries the plan alone decides, while the programs are built)
+_HEAD_IGNORES = {"ps": frozenset({"programs"})}
+
+
+def early_report_head(early: dict, late, title: str = "split", config=None) -> Optional[list]:
+    """report_head made from plan.json's `early` entries (planjson.PlanParts), when the head
+    reads none of the `late` ones (the rest of the dict); else None."""
+    if not early or not set(late) <= _HEAD_IGNORES.get(early.get("style"), frozenset()):
+        return None
+    return report_head(early, title, config)
 
 
 def _stripped_lines(lines):
