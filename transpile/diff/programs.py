@@ -86,7 +86,12 @@ def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True) -
     out = []
     same_types: dict = {}
     texts: dict = {}
-    for n in sorted(va.keys() | vb.keys()):
+    # the names whose var is not the same object on both sides (a split's program shares most
+    # of its vars with the original): only they can differ
+    get_b = vb.get
+    names = [n for n, x in va.items() if get_b(n) is not x]
+    names += [n for n in vb if n not in va]
+    for n in sorted(names):
         x, y = va.get(n), vb.get(n)
         if y is None:
             out.append(VarChange("removed", n, [_fmt_var(x, texts)] if details else []))
