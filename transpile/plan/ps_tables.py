@@ -168,6 +168,7 @@ class TableSources:
             if p:
                 self.optimizer.setdefault(p[0], (i, op))
         self.inits: dict = {}
+        self._init_texts: dict = {}         # var -> init(var), made once (tables share vars)
         for op in startup.global_block.ops:
             if op.type in INIT_ATTRS and op.output("Out")[:1]:
                 self.inits.setdefault(op.output("Out")[0], op)
@@ -184,8 +185,11 @@ class TableSources:
     def init(self, var: str) -> str:
         """The initializer string of `var` ("" for none: get_initializer_attr), made when
         asked: the startup initializes every var, the tables read a few each."""
-        op = self.inits.get(var)
-        return "" if op is None else initializer_attr(op)
+        text = self._init_texts.get(var)
+        if text is None:
+            op = self.inits.get(var)
+            text = self._init_texts[var] = "" if op is None else initializer_attr(op)
+        return text
 
 
 def _rule_inputs(ctx, main: Program, index: TableSources, oop: Op, rule: str):
