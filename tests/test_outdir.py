@@ -177,3 +177,11 @@ def test_a_split_killed_with_sigkill_publishes_nothing_and_is_cleaned_up(tmp_pat
     outdir.write_tree(str(target), FILES, force=False)
     assert sorted(os.listdir(tmp_path)) == ["ready", "split"]
     assert listing(str(target)) == FILES
+
+
+def test_staging_names_carry_the_host_name_gethostname_gives():
+    """(read off os.uname: staging folders named by an earlier version still match)"""
+    import re
+    import socket
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname() or "localhost")
+    assert outdir.staging_prefix("out").split("@", 1)[1].rstrip(".") == host

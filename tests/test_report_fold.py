@@ -88,3 +88,11 @@ def test_a_listing_from_an_iterator_takes_only_the_lines_it_shows(n):
     assert fold.listing(lazy(), "the lines", "elsewhere", count=n) == \
         fold.listing(lines, "the lines", "elsewhere")
     assert len(taken) == min(n, fold.CAP)
+
+
+def test_a_summary_is_escaped_as_html_escape_does_without_quotes():
+    import html
+    from transpile.render.fold import details
+    for text in ("a<b>&c \"q\" 'x'", "&amp; &lt;", "", "plain"):
+        assert details(text, ["x"])[0] == \
+            "<details><summary>%s</summary>" % html.escape(text, quote=False)

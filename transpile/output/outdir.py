@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import tempfile
 from typing import Callable, Optional
@@ -56,7 +55,13 @@ def current_umask() -> int:
 
 
 def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname() or "localhost")
+    # the host name gethostname() gives (os.uname's: importing socket for it costs more)
+    if hasattr(os, "uname"):
+        name = os.uname().nodename
+    else:                                       # pragma: no cover - not POSIX
+        import socket
+        name = socket.gethostname()
+    return re.sub(r"[^A-Za-z0-9.-]", "_", name or "localhost")
 
 
 def staging_prefix(base: str) -> str:
