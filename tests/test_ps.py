@@ -340,3 +340,43 @@ def test_field_text_with_a_memo_prints_each_table_as_without():
             assert field_text(name, t, indent, memo) == field_text(name, t, indent)
     assert memo and all(text.endswith("}\n") for text in memo.values())
     assert len({k[2:] for k in memo}) >= 3          # kept apart by indent and field name
+
+
+def test_descriptors_read_by_table_as_protobuf_reads_them_whole():
+    """parse_text's fast path (walked by position, table by table) gives protobuf's own
+    parse of every descriptor of the corpus; a text laid out otherwise, or holding a line
+    break other than "\\n", is left to the whole-text parse (None), which reads it the same."""
+    import glob
+    from google.protobuf import text_format
+    from transpile.format.psdesc import _parse_by_table
+    paths = sorted(glob.glob(os.path.join(CORPUS, "ps*", "*", "expected", "*",
+                                          "*_desc.txt")))
+    fast_ones = 0
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        whole = PSParameter()
+        text_format.Parse(text, whole)
+        fast = _parse_by_table(text)
+        if fast is None:                    # (a section the fast path does not know)
+            assert "fs_client_param {" in text, path
+            continue
+        fast_ones += 1
+        assert fast.SerializeToString(deterministic=True) == \
+            whole.SerializeToString(deterministic=True), path
+    assert fast_ones > 40
+    with open(paths[0], encoding="utf-8") as f:
+        text = f.read()
+    assert _parse_by_table(text) is not None
+    odd = [text.replace("\n", "\r\n"), text.replace("table_name: \"", "table_name: \"\x0c"),
+           text.rstrip("\n"), text.replace("    }\n", "    }  \n", 1), text + "\n",
+           text.replace("  }\n}\n", "  }\n}", 1), " " + text]
+    for variant in odd:
+        fast = _parse_by_table(variant)
+        if fast is not None:
+            whole = PSParameter()
+            text_format.Parse(variant, whole)
+            assert fast.SerializeToString(deterministic=True) == \
+                whole.SerializeToString(deterministic=True)
+    assert _parse_by_table(odd[0]) is None and _parse_by_table(odd[1]) is None
+    assert _parse_by_table(odd[2]) is None and _parse_by_table(odd[6]) is None

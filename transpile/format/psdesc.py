@@ -441,35 +441,52 @@ def _read_lines(text: str, msg, known: dict) -> bool:
     return len(stack) == 1
 
 
+# line breaks str.splitlines knows besides "\n": a text holding one is parsed as a whole
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_TABLE_CLOSE = "\n" + _SUB_CLOSE
+_SECTION_CLOSE = "  }\n}\n"
+
+
 def _parse_by_table(text: str):
     """parse_text's fast path; None when the text is laid out otherwise (or does not parse:
-    the whole-text parse then says where)."""
-    lines = text.splitlines(keepends=True)
+    the whole-text parse then says where). The text is walked by position (a descriptor of
+    thousands of tables is megabytes: never cut into lines as a whole)."""
+    if _OTHER_BREAKS.search(text):
+        return None
     msg = PSParameter()
     known: dict = {}
-    i, n = 0, len(lines)
+    at, n = 0, len(text)
     try:
-        while i < n:
-            section = _SECTIONS.get(lines[i])
-            if section is None or i + 1 >= n or lines[i + 1] != section[0]:
+        while at < n:
+            head = "worker_param {\n" if text.startswith("worker_param {\n", at) else \
+                "server_param {\n"
+            section = _SECTIONS[head]
+            if not text.startswith(head, at) or \
+                    not text.startswith(section[0], at + len(head)):
                 return None
             outer = getattr(msg, section[1])
             inner = getattr(outer, "downpour_worker_param" if section[1] == "worker_param"
                             else "downpour_server_param")
             inner.SetInParent()
-            i += 2
-            while i < n and lines[i] in (_TABLE_OPEN, _SERVICE_OPEN):
-                j = lines.index(_SUB_CLOSE, i + 1)
-                body = "".join(lines[i + 1:j])
-                if lines[i] == _TABLE_OPEN:
+            at += len(head) + len(section[0])
+            while True:
+                table = text.startswith(_TABLE_OPEN, at)
+                if not table and not text.startswith(_SERVICE_OPEN, at):
+                    break
+                start = at + len(_TABLE_OPEN if table else _SERVICE_OPEN)
+                close = text.find(_TABLE_CLOSE, start - 1)
+                if close < 0:
+                    return None
+                body = text[start:close + 1]
+                if table:
                     inner.downpour_table_param.add().CopyFrom(_parse_table(body, known))
                 else:
                     text_format.Parse(body, inner.service_param)
                     inner.service_param.SetInParent()
-                i = j + 1
-            if lines[i:i + 2] != ["  }\n", "}\n"]:
+                at = close + len(_TABLE_CLOSE)
+            if not text.startswith(_SECTION_CLOSE, at):
                 return None
-            i += 2
+            at += len(_SECTION_CLOSE)
     except (ValueError, IndexError, text_format.ParseError):
         return None
     return msg
