@@ -199,3 +199,23 @@ def test_optimizer_op_without_grad(tmp_path):
     sgd.inputs["Grad"] = []
     r, out = split(tmp_path, main_pb=write_prog(tmp_path, prog))
     assert_refused(r, out, "needs exactly one Param and one Grad input")
+
+
+def test_a_var_of_an_unknown_dtype_is_named_whatever_shares_its_type():
+    """validate_structure looks at each VarType once (vars share them): the first var of a
+    bad one is named, after any number of vars of good ones."""
+    from transpile.core.errors import ProgramFormatError
+    from transpile.ir.program import Block, Program, TensorDesc, Var, VarType, tensor_type
+    from transpile.ir.validate import validate_structure
+    good = tensor_type("LOD_TENSOR", "FP32", (4, 2), 0)
+    bad = VarType("SELECTED_ROWS", {"selected_rows": (TensorDesc(99, (4, 2)), None)})
+    names = ["a%d" % i for i in range(5)] + ["b", "c"]
+    types = [good] * 5 + [bad, bad]
+    block = Block(0, -1, {n: Var(n, t) for n, t in zip(names, types)}, [])
+    with pytest.raises(ProgramFormatError, match="block 0 var 'b': unknown dtype 99"):
+        validate_structure(Program([block]))
+    block.vars.pop("b")
+    with pytest.raises(ProgramFormatError, match="var 'c'"):
+        validate_structure(Program([block]))
+    block.vars.pop("c")
+    validate_structure(Program([block]))

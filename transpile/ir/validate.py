@@ -11,6 +11,7 @@ from .program import Program
 def validate_structure(prog: Program) -> None:
     """Block indices in order, parents and BLOCK attrs pointing at existing blocks."""
     n = len(prog.blocks)
+    good_types: set = set()     # ids of the VarTypes seen fine (the vars of a program share few)
     for i, b in enumerate(prog.blocks):
         if b.idx != i:
             raise ProgramFormatError("block %d has idx %d (blocks must be numbered 0..%d in order)"
@@ -26,9 +27,13 @@ def validate_structure(prog: Program) -> None:
                     raise ProgramFormatError("block %d op %d (%s): block attr points at block %s, "
                                              "which does not exist" % (i, j, op.type, ref))
         for v in b.vars.values():
-            if v.kind in ("LOD_TENSOR", "SELECTED_ROWS") and v.dtype is not None \
-                    and not isinstance(v.dtype, str):
-                raise ProgramFormatError("block %d var %r: unknown dtype %s" % (i, v.name, v.dtype))
+            t = v.type
+            if id(t) in good_types:
+                continue
+            if t.type in ("LOD_TENSOR", "SELECTED_ROWS") and t.dtype is not None \
+                    and not isinstance(t.dtype, str):
+                raise ProgramFormatError("block %d var %r: unknown dtype %s" % (i, v.name, t.dtype))
+            good_types.add(id(t))
 
 
 def arg_names(ops, slots: str):
