@@ -329,6 +329,36 @@ def test_the_edits_make_both_kinds_of_bytes():
     assert seen == {True, False}
 
 
+@needs_fast
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), edits=st.integers(0, 3))
+def test_an_ops_attr_spans_are_the_walks_either_way(seed, edits):
+    """The compiled spans() of an op's attrs: the Python walk's, on the samples' ops and on
+    edited bytes; where it answers None (bytes protobuf would not write) the walk is what
+    opsource uses, raising as it always did."""
+    from transpile.format import opsource
+    from transpile.format.wire import KEY_ATTRS, NotPlain
+    rnd = random.Random(seed)
+    _, payload = rnd.choice([item for item in _ITEMS if item[0] == 4])
+    for _ in range(edits):
+        payload = _mutate(payload, rnd)
+    try:
+        walked = opsource._walked_attr_spans(payload)
+    except NotPlain:
+        walked = NotPlain
+    found = FAST.spans(payload, KEY_ATTRS)
+    if found is not None:
+        assert found == walked
+    if walked is NotPlain:
+        assert found is None
+        with pytest.raises(NotPlain):
+            opsource._attr_spans(payload)
+    else:
+        assert opsource._attr_spans(payload) == walked
+    if edits == 0:
+        assert found is not None and len(found) > 0
+
+
 # ----------------------------------------------------------------------------------------------
 # a whole split, both ways
 

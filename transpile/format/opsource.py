@@ -11,6 +11,7 @@ import copy as _copy
 from collections.abc import Mapping
 
 from ..ir.program import Attr, Op, Var, VarType
+from . import wirescan
 from .proto import OpDescMsg, VarDescMsg, decode_attr
 from .wire import KEY_ATTRS, field_end, length_delimited, read_varint
 
@@ -241,7 +242,16 @@ class _AttrIndex(Mapping):
 
 def _attr_spans(wire: bytes) -> tuple:
     """((start, end), ...) of the OpDesc.attrs fields (key and length included) of OpDesc
-    bytes, in order."""
+    bytes, in order (by the compiled reader where it is built and the bytes are protobuf's
+    own serialization; else walked here)."""
+    if wirescan.FAST is not None:
+        found = wirescan.FAST.spans(wire, KEY_ATTRS)
+        if found is not None:
+            return found
+    return _walked_attr_spans(wire)
+
+
+def _walked_attr_spans(wire: bytes) -> tuple:
     out = []
     i, end = 0, len(wire)
     while i < end:

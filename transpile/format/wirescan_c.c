@@ -743,12 +743,81 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* spans(data, key) -> ((start, end), ...) of the fields with that key (key and length included)
+   of the message data, in order; None where data is not as protobuf writes it (a varint not in
+   its shortest form, a group, a field running past the end): opsource.py then walks it */
+
+static PyObject *
+spans(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    unsigned long long want;
+    PyObject *found = NULL, *result = NULL;
+    const uint8_t *base, *p, *end;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*K", &buf, &want))
+        return NULL;
+    base = p = (const uint8_t *)buf.buf;
+    end = base + buf.len;
+    if ((found = PyList_New(0)) == NULL)
+        goto done;
+    while (p < end) {
+        const uint8_t *at = p, *pay_end = NULL;
+        uint64_t key, v;
+        p = rd_varint(p, end, &key);
+        if (p == NULL)
+            break;
+        switch (key & 7) {
+        case 0:
+            p = rd_varint(p, end, &v);
+            break;
+        case 1:
+            p = end - p >= 8 ? p + 8 : NULL;
+            break;
+        case 5:
+            p = end - p >= 4 ? p + 4 : NULL;
+            break;
+        case 2:
+            p = rd_len(p, end, &pay_end) ? pay_end : NULL;
+            break;
+        default:
+            p = NULL;                           /* groups: never written by Paddle */
+        }
+        if (p == NULL)
+            break;
+        if (key == want) {
+            PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(at - base),
+                                           (Py_ssize_t)(p - base));
+            if (span == NULL || PyList_Append(found, span) < 0) {
+                Py_XDECREF(span);
+                goto done;
+            }
+            Py_DECREF(span);
+        }
+    }
+    if (p == NULL) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+    else
+        result = PyList_AsTuple(found);
+done:
+    Py_XDECREF(found);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(messages, op_index, var_index): the schema canonical bytes are checked against"},
     {"block", block, METH_VARARGS,
      "block(data, start, end) -> (other fields' bytes, [var], [op]), or None when a var or op "
      "is not protobuf's own serialization (read by protoread.py instead)"},
+    {"spans", spans, METH_VARARGS,
+     "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
+     "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
     {"forget", forget, METH_NOARGS,
      "forget(): let go of the strings block() made (once a program is read)"},
     {NULL, NULL, 0, NULL}
