@@ -91,16 +91,17 @@ class Side:
     def name(self, n: str) -> str:
         return self.rename.get(n, n)
 
-    def op_keys(self, ops, known: Optional[dict] = None) -> list:
+    def op_keys(self, ops, known: Optional[dict] = None, clean: bool = False) -> list:
         """Each op's key: (type, inputs, outputs), the slots as sorted (slot, renamed args)
         pairs, empty slots left out (unless strict). A hot loop, written out.
 
         `known`: {id(op): key} of the other side's ops, whose keys hold here too unless an
-        argument is a name the two sides rename differently (`differ`)."""
+        argument is a name the two sides rename differently (`differ`); `clean`: none of
+        those ops names one."""
         strict = self.strict
         rename = self.rename
         get = rename.get
-        differ = self.differ
+        differ = None if clean else self.differ
         out = []
         append = out.append
         for op in ops:
@@ -338,15 +339,20 @@ class _View:
         self.order = order
 
 
-def _view(side: Side, block: Block, known: Optional[dict] = None) -> _View:
-    keys = side.op_keys(block.ops, known)
+def _view(side: Side, block: Block, known: Optional[dict] = None, clean: bool = False) -> _View:
+    keys = side.op_keys(block.ops, known, clean)
     return _View(block, _canonical_order(side, block, keys), keys)
 
 
 def diff_ops(sa: Side, sb: Side, ba: Block, bb: Block) -> list:
     va = _view(sa, ba)
     # ops B shares with A (a split keeps the ops it does not change): their keys, computed once
-    vb = _view(sb, bb, {id(op): k for op, k in zip(va.ops, va.keys)})
+    # (unless an op names what the sides rename differently: when no op of A does, none is
+    # looked at for it)
+    differ = sb.differ
+    clean = not differ or (differ.isdisjoint(arg_names(ba.ops, "inputs")) and
+                           differ.isdisjoint(arg_names(ba.ops, "outputs")))
+    vb = _view(sb, bb, {id(op): k for op, k in zip(va.ops, va.keys)}, clean)
     out = _diff_op_lists(sa, sb, va, vb)
     for o in out:
         if o.a_index is not None:
