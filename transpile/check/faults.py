@@ -12,6 +12,7 @@ from ..plan.faults import (CLASSIC_DIST_TABLE_OPTIMIZER, CLASSIC_LOCAL_TABLE_FAK
                            FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
                            FLEET_SYNC_STEP_COUNTER, KIND, PS_SPARSE_CLIP_DROPPED)
 from ..plan.slicing import origin_varname
+from ..ir.validate import arg_names
 from .ops import input_names, is_update_op, output_names
 
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
@@ -123,6 +124,8 @@ def _sync_step_counter(ctx) -> None:
 def step_counter_of(ctx, p: dict) -> None:
     """_sync_step_counter on one pserver (its entry `p`)."""
     prog = p["main"].prog
+    if not any(LR_DECAY_COUNTER in arg_names(b.ops, "inputs") for b in prog.blocks):
+        return                          # (looked for in C: the usual case, nothing reads it)
     reads = [(bi, j) for bi, b in enumerate(prog.blocks) for j, op in enumerate(b.ops)
              if LR_DECAY_COUNTER in input_names(op)]
     writes = any(LR_DECAY_COUNTER in output_names(op) for b in prog.blocks[1:]

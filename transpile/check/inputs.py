@@ -21,7 +21,7 @@ from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_LOOKUP_IDS_NOT_2D,
                            FLEET_DECAY_WHOLE_PARAM, FLEET_LOOKUP_IDS_NOT_2D,
                            FLEET_SPARSE_DECAY_WHOLE_TABLE, KIND,
                            PS_LOOKUP_IDS_NOT_2D)
-from .ops import input_names, is_update_op, output_names
+from .ops import all_names, input_names, is_update_op, output_names
 
 _IDS_FAULT = {KIND[f].style: f for f in (CLASSIC_LOOKUP_IDS_NOT_2D, FLEET_LOOKUP_IDS_NOT_2D,
                                          PS_LOOKUP_IDS_NOT_2D)}
@@ -158,7 +158,7 @@ def pserver_reads(ctx, p) -> list:
     start = p.get("startup")
     inited = set()
     if start is not None:
-        inited = {n for op in start.prog.global_block.ops for n in output_names(op)}
+        inited = all_names(start.prog.global_block.ops, "outputs")
     received, blocks, lr_block, misses = set(), [], -1, []
     for op in prog.global_block.ops:
         if op.type != "listen_and_serv":

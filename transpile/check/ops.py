@@ -5,6 +5,7 @@ import re
 from typing import Optional
 
 from ..ir.program import Op, Var
+from ..ir.validate import arg_names
 
 # A pserver-side slice of a parameter: fc_w.block1 -> ("fc_w", "1").
 BLOCK_SUFFIX = re.compile(r"^(.*)\.block(\d+)$")
@@ -20,6 +21,15 @@ def input_names(op: Op) -> list:
 def output_names(op: Op) -> list:
     """The op's output args, skipping empty names."""
     return [a for a in op.output_names() if a]
+
+
+def all_names(ops, slots: str) -> set:
+    """Every argument of the ops' "inputs" or "outputs" (`slots`) but empty names, as a set
+    (read in C: input_names op by op costs more than the set on a pserver's thousands of
+    ops)."""
+    names = set(arg_names(ops, slots))
+    names.discard("")
+    return names
 
 
 def colon_pairs(values) -> list:

@@ -20,8 +20,8 @@ from ..output.result import endpoint_dir
 from .context import CheckContext
 from .index import ParamBlock
 from .loading import Part
-from .ops import (TABLE_OPTIMIZERS_PREFIX, fmt_shape, is_dense, is_static, is_update_op,
-                  output_names)
+from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_static,
+                  is_update_op, output_names)
 
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
@@ -214,7 +214,7 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
 
 def _check_initialised(ctx, startup: Part, pbs: list) -> None:
     """Every parameter block a pserver optimizes is written by its startup program."""
-    written = {n for _, _, op in startup.prog.ops() for n in output_names(op)}
+    written = all_names([op for _, _, op in startup.prog.ops()], "outputs")
     for pb in pbs:
         if pb.param is None or pb.var is None or pb.param in written:
             continue

@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ..ir.program import Program
-from .ops import input_names, is_geo_update, is_update_op, output_names
+from .ops import all_names, input_names, is_geo_update, is_update_op, output_names
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _unpickled(n_blocks, later_inputs, blocks: dict, persistable) -> PserverSumm
 def summarize(prog: Program, block_ids) -> PserverSummary:
     """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""
     n = len(prog.blocks)
-    later = frozenset(a for b in prog.blocks[1:] for op in b.ops for a in input_names(op))
+    later = frozenset(all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs"))
     blocks = {}
     for bi in set(block_ids):
         if 0 < bi < n:
