@@ -394,15 +394,17 @@ def report_head(plan: dict, title: str = "split", config=None) -> list:
     return out
 
 
-# the plan.json entries report_head reads nothing of, per style (style ps: its head is made
-# from the entries the plan alone decides, while the programs are built)
-_HEAD_IGNORES = {"ps": frozenset({"programs"})}
+# the plan.json entries the head of a style with descriptors (ps) reads nothing of: its head
+# is made from the entries the plan alone decides, while the programs are built (a classic or
+# fleet head draws the grads' pserver blocks, which the built programs decide)
+_DESCRIPTOR_HEAD_IGNORES = frozenset({"programs"})
 
 
 def early_report_head(early: dict, late, title: str = "split", config=None) -> Optional[list]:
     """report_head made from plan.json's `early` entries (planjson.PlanParts), when the head
     reads none of the `late` ones (the rest of the dict); else None."""
-    if not early or not set(late) <= _HEAD_IGNORES.get(early.get("style"), frozenset()):
+    if not early or not traits(early["style"]).descriptors or \
+            not set(late) <= _DESCRIPTOR_HEAD_IGNORES:
         return None
     return report_head(early, title, config)
 
