@@ -80,6 +80,27 @@ rd_len(const uint8_t *p, const uint8_t *end, const uint8_t **payload_end)
     return p;
 }
 
+/* past the payload of a field whose key is `key` (its wire type): NULL for a group (never
+   written by Paddle) or a payload running past the end */
+static inline const uint8_t *
+skip_payload(const uint8_t *p, const uint8_t *end, uint64_t key)
+{
+    const uint8_t *pay_end = NULL;
+    uint64_t v;
+    switch (key & 7) {
+    case 0:
+        return rd_varint(p, end, &v);
+    case 1:
+        return end - p >= 8 ? p + 8 : NULL;
+    case 5:
+        return end - p >= 4 ? p + 4 : NULL;
+    case 2:
+        return rd_len(p, end, &pay_end) ? pay_end : NULL;
+    default:
+        return NULL;
+    }
+}
+
 /* strict UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF): what protobuf's
    proto3 parser accepts and what Python decodes */
 static int
@@ -671,7 +692,7 @@ block(PyObject *self, PyObject *args)
         goto done;
     while (p < stop && ok) {
         const uint8_t *field = p, *pay, *pay_end;
-        uint64_t key, v;
+        uint64_t key;
         p = rd_varint(p, stop, &key);
         if (p == NULL) {
             ok = 0;
@@ -698,22 +719,7 @@ block(PyObject *self, PyObject *args)
             p = pay_end;
             continue;
         }
-        switch (key & 7) {                      /* another field of the block: kept as is */
-        case 0:
-            p = rd_varint(p, stop, &v);
-            break;
-        case 1:
-            p = stop - p >= 8 ? p + 8 : NULL;
-            break;
-        case 5:
-            p = stop - p >= 4 ? p + 4 : NULL;
-            break;
-        case 2:
-            p = rd_len(p, stop, &pay_end) ? pay_end : NULL;
-            break;
-        default:
-            p = NULL;                           /* groups: never written by Paddle */
-        }
+        p = skip_payload(p, stop, key);         /* another field of the block: kept as is */
         if (p == NULL) {
             ok = 0;
             break;
@@ -764,28 +770,10 @@ spans(PyObject *self, PyObject *args)
     if ((found = PyList_New(0)) == NULL)
         goto done;
     while (p < end) {
-        const uint8_t *at = p, *pay_end = NULL;
-        uint64_t key, v;
+        const uint8_t *at = p;
+        uint64_t key;
         p = rd_varint(p, end, &key);
-        if (p == NULL)
-            break;
-        switch (key & 7) {
-        case 0:
-            p = rd_varint(p, end, &v);
-            break;
-        case 1:
-            p = end - p >= 8 ? p + 8 : NULL;
-            break;
-        case 5:
-            p = end - p >= 4 ? p + 4 : NULL;
-            break;
-        case 2:
-            p = rd_len(p, end, &pay_end) ? pay_end : NULL;
-            break;
-        default:
-            p = NULL;                           /* groups: never written by Paddle */
-        }
-        if (p == NULL)
+        if (p == NULL || (p = skip_payload(p, end, key)) == NULL)
             break;
         if (key == want) {
             PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(at - base),
