@@ -243,8 +243,13 @@ class PlanParts:
                         "kept_as_backward": [{"index": i, "type": ops[i].type}
                                              for i in self.clip]},
                 "programs": _programs(result, self.main, self.startup)}
-        early = self.early
-        return {k: late[k] if k in late else early[k] for k in _ORDER}
+        return in_order(_ORDER, self.early, late)
+
+
+def in_order(order: tuple, early: dict, late: dict) -> dict:
+    """The entries of `early` and `late` (plan.json's two steps) in `order`, a key in neither
+    left out."""
+    return {k: late[k] if k in late else early[k] for k in order if k in late or k in early}
 
 
 # plan.json's entries in the order the dict has them

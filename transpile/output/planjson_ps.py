@@ -14,7 +14,7 @@ from ..format.psdesc import float32, shortest_float
 from ..ir.program import Program, indexed, select
 from ..passes.ps.lookups import lookup_groups
 from ..plan.ps import PsPlan
-from .planjson import SCHEMA, VERSION
+from .planjson import SCHEMA, VERSION, in_order
 from .result import SplitResult, op_type_counts
 
 FLOAT_BYTES = 4         # every value a ps table holds is a float
@@ -96,8 +96,10 @@ def _endpoints(plan: PsPlan) -> dict:
     return out
 
 
-def _trainers(plan: PsPlan, main: Program, trainer_ids) -> dict:
-    pulls, pushes, _ = lookup_groups(main.global_block.ops)
+def _trainers(plan: PsPlan, groups: tuple, trainer_ids) -> dict:
+    """Per trainer what it sends, pulls and pushes (`groups`: lookup_groups of the original's
+    ops)."""
+    pulls, pushes, _ = groups
     n_ps = len(plan.endpoints)
     out = {}
     for tid in trainer_ids:
@@ -121,7 +123,7 @@ def _trainers(plan: PsPlan, main: Program, trainer_ids) -> dict:
     return out
 
 
-def _removed(plan: PsPlan, main: Program) -> list:
+def _removed(plan: PsPlan, main: Program, groups: tuple) -> list:
     if plan.is_geo:
         return []
     ops = main.global_block.ops
@@ -134,7 +136,7 @@ def _removed(plan: PsPlan, main: Program) -> list:
         out.append(e)
     out += [{"index": i, "type": op.type, "why": "lr_sched", "moved_to": []}
             for i, op in indexed(ops, plan.lr_ops)]
-    pulls, pushes, _ = lookup_groups(ops)
+    pulls, pushes, _ = groups
     index = {id(op): i for i, op in enumerate(ops)}
     for groups, by in ((pulls, "distributed_lookup_table"), (pushes, "distributed_push_sparse")):
         for w, group in groups.items():
@@ -172,18 +174,19 @@ class PsPlanParts:
         total = sum(held)
         mean = total / float(len(held)) if held else 0
         ops = main.global_block.ops
+        groups = lookup_groups(ops)
         self.early = {
             "schema": SCHEMA, "version": VERSION, "style": config.style, "mode": plan.mode,
             "config": config.to_dict(), "trainer_ids": list(trainer_ids),
             "tables": [table_dict(plan, t) for t in plan.tables],
             "barrier_table_id": plan.barrier_table_id,
-            "trainers": _trainers(plan, main, trainer_ids),
+            "trainers": _trainers(plan, groups, trainer_ids),
             "endpoints": endpoints, "total_bytes": total,
             "imbalance": round(max(held) / mean, 4) if mean else None,
             "lr": {"var": plan_lr_var(plan, main), "scheduler": plan.lr_scheduler,
                    "decay_ops": [{"index": i, "type": op.type}
                                  for i, op in indexed(ops, plan.lr_ops)]},
-            "ops": {"removed": _removed(plan, main),
+            "ops": {"removed": _removed(plan, main, groups),
                     "kept_as_backward": [] if plan.is_geo else
                     [{"index": i, "type": op.type} for i, op in indexed(ops, plan.clip_ops)]},
             "fake_init": [] if plan.is_geo else list(plan.fake_init_tables),
@@ -193,14 +196,16 @@ class PsPlanParts:
             self.early["faults"] = [f.to_dict() for f in faults]
 
     def finish(self, result: SplitResult) -> dict:
-        """The plan.json dict: `early` and each built program's op counts."""
-        return dict(self.early, programs=_programs(result, self.main, self.startup))
+        """The plan.json dict: `early` and each built program's op counts, in the order the
+        dict has always had."""
+        return in_order(_ORDER, self.early,
+                        {"programs": _programs(result, self.main, self.startup)})
 
 
-def plan_json(plan: PsPlan, main: Program, startup: Program, config, result: SplitResult,
-              trainer_ids) -> dict:
-    """The plan.json dict of a ps split (`main` / `startup`: the original programs)."""
-    return PsPlanParts(plan, main, startup, config, trainer_ids, result.faults).finish(result)
+# a ps plan.json's entries in the order the dict has them ("faults" only where there are some)
+_ORDER = ("schema", "version", "style", "mode", "config", "trainer_ids", "tables",
+          "barrier_table_id", "trainers", "endpoints", "total_bytes", "imbalance", "lr", "ops",
+          "fake_init", "programs", "notes", "faults")
 
 
 def plan_lr_var(plan: PsPlan, main: Program):
@@ -220,4 +225,5 @@ def ps_plan_json(main: Program, startup, config) -> dict:
     startup = startup if startup is not None else Program.empty()
     plan = make_plan(main, startup, config,
                      lr_scheduler=resolve(config.lr_scheduler, main, startup))
-    return plan_json(plan, main, startup, config, SplitResult(), config.trainer_ids())
+    return PsPlanParts(plan, main, startup, config, config.trainer_ids(), []).finish(
+        SplitResult())
