@@ -458,11 +458,9 @@ def _parse_by_table(text: str):
     at, n = 0, len(text)
     try:
         while at < n:
-            head = "worker_param {\n" if text.startswith("worker_param {\n", at) else \
-                "server_param {\n"
-            section = _SECTIONS[head]
-            if not text.startswith(head, at) or \
-                    not text.startswith(section[0], at + len(head)):
+            head = next((h for h in _SECTIONS if text.startswith(h, at)), None)
+            section = _SECTIONS.get(head)
+            if section is None or not text.startswith(section[0], at + len(head)):
                 return None
             outer = getattr(msg, section[1])
             inner = getattr(outer, "downpour_worker_param" if section[1] == "worker_param"

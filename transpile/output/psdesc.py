@@ -119,8 +119,7 @@ class DescWriter:
         if text is None:
             msg = TableParameter()
             fill_table(msg, t, self.n_ps, role_id)
-            text = self._texts[key] = field_text("downpour_table_param", msg, 4,
-                                                           self._memo)
+            text = self._texts[key] = field_text("downpour_table_param", msg, 4, self._memo)
         return text
 
     def _tables(self, role_id: int) -> list:
