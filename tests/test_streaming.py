@@ -385,3 +385,33 @@ def test_a_forked_check_refuses_a_pserver_as_one_process(tmp_path, monkeypatch):
                                       case_path(case, "cluster.yaml")])
         outs.append((r.exit_code, r.output))
     assert outs[0] == outs[1] and outs[0][0] == 2 and eps[-1] in outs[0][1], outs
+
+
+def test_the_trainer_checks_in_two_halves_find_what_they_find_in_one(tmp_path):
+    """trainer_half 0 (ops, edges, sends) and 1 (recvs, barriers), run apart and joined, are
+    check_trainers' findings and warnings in its order: on a split of two trainers, each
+    broken in a send and a recv, so that each half finds something for each trainer."""
+    from transpile.check import joined, trainer_half
+    from transpile.check.loading import load_split
+    from transpile.check.stream import streamed_context
+    from transpile.check.trainer import check_trainers
+    from transpile.core.config import load_config
+    case = "clip/classic_ctr1_emb_clipvalue_sync"
+    s = Split(case, tmp_path)
+    for tdir in ("trainer_0", "trainer_1"):
+        ops = s.prog(tdir + "/main").global_block.ops
+        del ops[next(i for i, op in enumerate(ops) if op.type == "send")]
+        del ops[max(i for i, op in enumerate(ops) if op.type == "recv")]   # a dense one
+    cfg = load_config(case_path(case, "cluster.yaml"))
+    ctx = streamed_context(programio.load(case_path(case, "main.pb")),
+                           programio.load(case_path(case, "startup.pb")), cfg,
+                           load_split(s.save(), cfg, lazy=True))
+    with ctx.collecting() as whole:
+        check_trainers(ctx)
+    halves = [trainer_half(ctx, h) for h in (0, 1)]
+    for half in halves:                 # the split as a whole, then each trainer
+        assert len(half) == 3 and all(found for found, _ in half[1:]), half
+    lines = [[f.line() for f in got] for got in joined(*halves)]
+    assert lines == [[f.line() for f in got] for got in whole]
+    assert any("never sends" in x for x in lines[0]) and any("never receives" in x
+                                                             for x in lines[0])

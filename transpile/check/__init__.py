@@ -55,7 +55,7 @@ from .ps_trainer import ps_checks
 from .pserver import check_listen, check_optimize, expected_distributed_mode
 from .stream import is_lazy, streamed_context
 from .render import RENDERERS, render_json, render_junit, render_text
-from .trainer import check_trainers
+from .trainer import check_trainers, joined, trainer_half
 
 __all__ = [
     "CHECKS", "RENDERERS", "CheckReport", "Finding", "ParamBlock", "Part", "Split",
@@ -86,8 +86,8 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
         if config.traits.descriptors else CHECK_ORDER
     aside = _trainers_aside(ctx, workers) if check_trainers in order else None
-    # with the trainer checks aside, the checks after them are collected apart and follow
-    # their findings
+    # with half of the trainer checks aside, this process runs the other half and the checks
+    # after them, collected apart to follow the trainers' findings
     at = order.index(check_trainers) if aside is not None else len(order)
     later: tuple = ([], [])
     try:
@@ -96,6 +96,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
             if step is not None:
                 step()
         if aside is not None:
+            ours = trainer_half(ctx, 1)
             with ctx.collecting() as later:
                 for check in order[at + 1:]:
                     check(ctx)
@@ -104,7 +105,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
             aside.abandon()
         raise
     if aside is not None:
-        found, warned = aside.result()
+        found, warned = joined(aside.result(), ours)
         ctx.findings += found + later[0]
         ctx.warnings += warned + later[1]
         for _ in order[at:]:
@@ -114,20 +115,15 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
 
 
 def _trainers_aside(ctx: CheckContext, workers: int):
-    """check_trainers run by a forked child while this process runs the other checks (the
-    trainer checks read every parameter block of every pserver, most of what a large check
-    does once the pservers are read):
-    a Forked whose result is its (findings, warnings), or None where a fork is not worth it
+    """Half of the trainer checks (trainer_half 0: each trainer's sends) run by a forked child
+    while this process runs the other half and the other checks (the trainer checks read every
+    parameter block of every pserver, much of what a large check does once the pservers are
+    read): a Forked whose result is that half's findings, or None where a fork is not worth it
     (as for the pservers: core/forked.py's worth_forking)."""
     eps = len(ctx.split.pservers)
     if not worth_forking(workers, 2, eps, len(ctx.main.global_block.ops)):
         return None
-
-    def run():
-        with ctx.collecting() as got:
-            check_trainers(ctx)
-        return got
-    return forked.Forked(run)
+    return forked.Forked(lambda: trainer_half(ctx, 0))
 
 
 def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,

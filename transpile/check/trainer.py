@@ -112,40 +112,104 @@ def _where_optimized(ctx, names: list) -> list:
 
 def check_trainers(ctx: CheckContext) -> None:
     """Every trainer of the split: its ops, its sends and recvs, its barriers."""
-    cfg = ctx.config
+    _no_trainers(ctx)
+    for tid in sorted(ctx.split.trainers):
+        recvs = _trainer_sends(ctx, tid)
+        _trainer_recvs(ctx, tid, recvs)
+
+
+def trainer_half(ctx: CheckContext, half: int) -> list:
+    """One half of check_trainers, what it finds collected apart: [(findings, warnings) of
+    the split as a whole, then of each trainer in id order]. Half 0 is each trainer's ops,
+    edges and sends, half 1 its recvs and barriers (the edges read again, their findings
+    being half 0's): two processes can each run one (most of the time goes to the sends and
+    the recvs), and `joined` puts what they found in check_trainers' order."""
+    out = []
+    with ctx.collecting() as got:
+        if half == 0:
+            _no_trainers(ctx)
+    out.append(got)
+    for tid in sorted(ctx.split.trainers):
+        with ctx.collecting() as got:
+            if half == 0:
+                _trainer_sends(ctx, tid)
+            else:
+                with ctx.collecting():
+                    recvs = _edges(ctx, tid)[1]
+                _trainer_recvs(ctx, tid, recvs)
+        out.append(got)
+    return out
+
+
+def joined(first: list, second: list) -> tuple[list, list]:
+    """(findings, warnings) of trainer_half 0 and 1 in check_trainers' order."""
+    found: list = []
+    warned: list = []
+    for a, b in zip(first, second):
+        found += a[0] + b[0]
+        warned += a[1] + b[1]
+    return found, warned
+
+
+def _no_trainers(ctx: CheckContext) -> None:
     if not ctx.split.trainers:
+        cfg = ctx.config
         ctx.add("trainer", "split", None, None, "no trainer program in the split",
                 "trainer_<id>/main.pb for an id in 0..%d" % (cfg.trainers - 1))
-    for tid in sorted(ctx.split.trainers):
-        t = ctx.split.trainers[tid]
-        main = t["main"]
-        if tid >= cfg.trainers:
-            ctx.add("trainer", main, None, None,
-                    "trainer id %d, but the cluster has %d trainers" % (tid, cfg.trainers),
-                    "ids 0..%d" % (cfg.trainers - 1))
-        _check_trainer_ops(ctx, tid, main)
-        sends: list = []
-        recvs: list = []
-        fleet = cfg.traits.runtime_json
-        if fleet:
-            rt = t.get("runtime")
-            rt_name = main.name.split("/")[0] + "/runtime.json"
-            if rt is None:
-                ctx.add("send", rt_name, None, None,
-                        "no runtime.json", "the communicator's send_ctx and recv_ctx "
-                        "(fleet style)")
-            else:
-                _edges_from_ctx(ctx, rt_name, rt, "send_ctx", sends)
-                _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
-                _check_send_ops_vs_ctx(ctx, main, rt, rt_name)
+
+
+def _trainer_sends(ctx: CheckContext, tid: int) -> list:
+    """Trainer `tid`'s ops, the edges of its sends and recvs, its sends; its recv edges."""
+    cfg = ctx.config
+    t = ctx.split.trainers[tid]
+    main = t["main"]
+    if tid >= cfg.trainers:
+        ctx.add("trainer", main, None, None,
+                "trainer id %d, but the cluster has %d trainers" % (tid, cfg.trainers),
+                "ids 0..%d" % (cfg.trainers - 1))
+    _check_trainer_ops(ctx, tid, main)
+    sends, recvs = _edges(ctx, tid)
+    if cfg.traits.runtime_json and t.get("runtime") is not None:
+        _check_send_ops_vs_ctx(ctx, main, t["runtime"], _runtime_name(main))
+    _check_sends(ctx, tid, main, sends)
+    return recvs
+
+
+def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
+    """Trainer `tid`'s recvs (`recvs`: their edges) and barriers."""
+    main = ctx.split.trainers[tid]["main"]
+    fleet = ctx.config.traits.runtime_json
+    _check_recvs(ctx, tid, main, recvs, fleet)
+    _check_barriers(ctx, main, fleet)
+
+
+def _runtime_name(main: Part) -> str:
+    return main.name.split("/")[0] + "/runtime.json"
+
+
+def _edges(ctx: CheckContext, tid: int) -> tuple[list, list]:
+    """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
+    (a missing runtime.json is a finding), from its send and recv ops otherwise."""
+    t = ctx.split.trainers[tid]
+    main = t["main"]
+    sends: list = []
+    recvs: list = []
+    if ctx.config.traits.runtime_json:
+        rt = t.get("runtime")
+        rt_name = _runtime_name(main)
+        if rt is None:
+            ctx.add("send", rt_name, None, None,
+                    "no runtime.json", "the communicator's send_ctx and recv_ctx "
+                    "(fleet style)")
         else:
-            _edges_from_ops(ctx, main, "send", "X", sends)
-            _edges_from_ops(ctx, main, "recv", "Out", recvs)
-            if t["startup"] is not None:
-                _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
-        _check_sends(ctx, tid, main, sends)
-        _check_recvs(ctx, tid, main, recvs, fleet)
-        _check_barriers(ctx, main, fleet)
+            _edges_from_ctx(ctx, rt_name, rt, "send_ctx", sends)
+            _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
+    else:
+        _edges_from_ops(ctx, main, "send", "X", sends)
+        _edges_from_ops(ctx, main, "recv", "Out", recvs)
+        if t["startup"] is not None:
+            _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
+    return sends, recvs
 
 
 def _check_trainer_ops(ctx, tid, part: Part) -> None:
