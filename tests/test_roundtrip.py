@@ -109,3 +109,23 @@ def test_save_and_load_by_extension(tmp_path):
     programio.save(prog, str(tmp_path / "m.json"))
     programio.save(programio.load(str(tmp_path / "m.json")), str(tmp_path / "m.pdmodel"))
     assert (tmp_path / "m.pdmodel").read_bytes() == open(src, "rb").read()
+
+
+def test_a_vartype_keeps_what_its_main_desc_lookup_found():
+    """VarType._main is looked up once and kept (main_desc): the kind's own slot, else the
+    first desc, else None, the same before and after the first look, through a pickle (a
+    forked check sends vars back) and apart from equality."""
+    import pickle
+    from transpile.ir.program import TensorDesc, VarType, tensor_type
+    other = (TensorDesc("INT64", (7,)), None)
+    kinds = [tensor_type("LOD_TENSOR", "FP32", (3, 4), 0),
+             VarType("LOD_TENSOR", {"selected_rows": other}),      # not its slot: the first
+             VarType("RAW"), VarType("FEED_MINIBATCH")]
+    want = [((3, 4), "FP32", 0), ((7,), "INT64", None), (None, None, None),
+            (None, None, None)]
+    for vt, w in zip(kinds, want):
+        fresh = pickle.loads(pickle.dumps(vt))
+        assert fresh.main_desc is False and vt == fresh
+        for t in (vt, vt, fresh):
+            assert (t.shape, t.dtype, t.lod_level) == w
+        assert vt.main_desc is not False and pickle.loads(pickle.dumps(vt)).shape == w[0]

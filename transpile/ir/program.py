@@ -301,12 +301,19 @@ class VarType:
     reader: Optional[tuple] = None          # READER: ((TensorDesc, lod_level), ...)
     tuple_types: Optional[tuple] = None     # TUPLE: element type names
     encoded: Optional[bytes] = field(default=None, init=False, compare=False, repr=False)
+    # what _main found (False: not looked yet), kept from its first call on (the descs are
+    # filled before a var has the type): the checks read the shape of every var of every
+    # pserver, some many times
+    main_desc: Any = field(default=False, init=False, compare=False, repr=False)
 
     def _main(self):
-        slot = KIND_SLOT.get(self.type)
-        if slot in self.descs:
-            return self.descs[slot]
-        return next(iter(self.descs.values()), None)
+        d = self.main_desc
+        if d is False:
+            slot = KIND_SLOT.get(self.type)
+            descs = self.descs
+            d = self.main_desc = descs[slot] if slot in descs else \
+                next(iter(descs.values()), None)
+        return d
 
     @property
     def dtype(self) -> Optional[str]:
