@@ -7,7 +7,7 @@ programio.load's validate_structure covers the first half, but it raises at the 
 here every problem is a finding, so the split is read raw (loading.load_program_raw)."""
 from __future__ import annotations
 
-from ..ir.validate import EMPTY_VAR
+from ..ir.validate import EMPTY_VAR, arg_names
 from ..plan.faults import CLASSIC_CLIP_ON_PSERVER, KIND
 from .context import CheckContext
 from .inputs import has_clip
@@ -63,24 +63,31 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
     """Every var an op of a block that runs uses is declared in the block or an ancestor (a
     grad classic-clip-on-pserver leaves undeclared is named so)."""
     prog = part.prog
-    # names not in a block itself: whether an ancestor has them. The blocks whose only
-    # ancestor is block 0 (a pserver's optimize blocks, hundreds of them) share one answer
-    under_top: dict = {}
-    top_is_root = bool(prog.blocks) and not 0 <= prog.blocks[0].parent_idx < len(prog.blocks)
+    blocks = prog.blocks
+    # the blocks whose only ancestor is block 0 (a pserver's optimize blocks, hundreds of
+    # them) take what they do not declare from block 0's vars
+    top_is_root = bool(blocks) and not 0 <= blocks[0].parent_idx < len(blocks)
     for bi in sorted(reach):
-        b = prog.blocks[bi]
+        b = blocks[bi]
         own = b.vars
-        declared = under_top if top_is_root and bi != 0 and b.parent_idx == 0 else {}
+        # the block's names not its own (sets made in C), each looked up once: the ops are
+        # gone through one by one only where one of them is declared nowhere, to say where
+        # (set.difference looks up the smaller side in the other, a dict as well)
+        names = set(arg_names(b.ops, "inputs"))
+        names.update(arg_names(b.ops, "outputs"))
+        names = names.difference(own)
+        names.difference_update(_NOT_VARS)
+        if top_is_root and bi != 0 and b.parent_idx == 0:
+            if not names.difference(blocks[0].vars):
+                continue
+        elif all(prog.find_var(name, bi) is not None for name in names):
+            continue
         for j, op in enumerate(b.ops):
             for slots in (op.inputs, op.outputs):
                 for args in slots.values():
                     for name in args:
-                        if not name or name == EMPTY_VAR or own.get(name) is not None:
-                            continue
-                        found = declared.get(name)
-                        if found is None:
-                            found = declared[name] = prog.find_var(name, bi) is not None
-                        if found:
+                        if not name or name == EMPTY_VAR or own.get(name) is not None or \
+                                prog.find_var(name, bi) is not None:
                             continue
                         fault = CLASSIC_CLIP_ON_PSERVER if name in clip_grads else ""
                         ctx.add("structure", part, bi, j, "%s%s uses %s, which is not "
@@ -88,3 +95,7 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
                                               op.type, name),
                                 "a var %s in block %d or an ancestor" % (name, bi),
                                 fault=fault)
+
+
+# argument names that are not vars: none at all, Paddle's empty var
+_NOT_VARS = ("", EMPTY_VAR)
