@@ -161,6 +161,13 @@ class Op:
             names += [n for n in self._patch if not self.source.has(n)]
         return names
 
+    def attr_names_key(self) -> tuple:
+        """attr_names() as a tuple: the one the ops read with the same attr names share, while
+        the op is as read (a key to memoize what depends on the names only)."""
+        if self._attrs is None and not self._patch:
+            return self.source.names
+        return tuple(self.attr_names())
+
     def find_attr(self, name: str) -> Optional[Attr]:
         """The Attr `name` or None, without decoding the others; read it, do not change it."""
         if self._attrs is not None:
@@ -234,6 +241,8 @@ class Op:
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
         refs = []
+        if self._attrs is None and not self._patch and not self.source.block_attrs:
+            return refs             # as read, no block attr (most ops): nothing to decode
         for name in self.block_attr_names():
             v = self.find_attr(name).value
             refs.extend(v) if isinstance(v, list) else refs.append(v)
@@ -317,17 +326,23 @@ class VarType:
 
     @property
     def dtype(self) -> Optional[str]:
-        d = self._main()
+        d = self.main_desc
+        if d is False:
+            d = self._main()
         return d[0].dtype if d else None
 
     @property
     def shape(self) -> Optional[tuple]:
-        d = self._main()
+        d = self.main_desc
+        if d is False:
+            d = self._main()
         return d[0].dims if d else None
 
     @property
     def lod_level(self) -> Optional[int]:
-        d = self._main()
+        d = self.main_desc
+        if d is False:
+            d = self._main()
         return d[1] if d else None
 
 
