@@ -381,3 +381,24 @@ def test_a_split_is_byte_identical_both_ways(case, tmp_path):
         outs.append({p.relative_to(out).as_posix(): p.read_bytes()
                      for p in sorted(out.rglob("*")) if p.is_file()})
     assert outs[0] == outs[1] and len(outs[0]) > 3
+
+
+@needs_fast
+def test_a_var_declared_twice_is_refused_both_ways():
+    """Two VarDescs of one name in a block: the scanner's path says what protobuf's does
+    (the block, the var), whether the second is a plain var or one with attrs."""
+    for attrs in (False, True):
+        prog = ProgramDesc()
+        block = prog.blocks.add(idx=0, parent_idx=-1)
+        for _ in range(2):
+            v = block.vars.add(name="x")
+            v.type.type = 7                     # LOD_TENSOR
+            v.type.lod_tensor.tensor.data_type = 5
+            v.type.lod_tensor.tensor.dims.append(3)
+            if attrs:
+                a = v.attrs.add(name="k", type=0)
+                a.i = 1
+        data = prog.SerializeToString(deterministic=True)
+        fast, taken = _read(data, FAST)
+        assert taken == 1 and fast == _read(data, None)[0] == \
+            ("error", "block 0 declares var 'x' twice")

@@ -329,15 +329,18 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     for item in var_items:
         if item.__class__ is bytes:
             var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            name = var.name
         else:
             wire, name, raw, p, c, i, s = item
             typed = types.get(raw)
             if typed is None:
                 vt = decode_vartype(VarTypeMsg.FromString(raw))
                 typed = types[raw] = (vt, vartype_key(vt))
-            var = Var(name, typed[0], p, c, i, s, ())
-            var.source = VarSource(wire, (name, p, c, i, s, (), typed[1]))
-        _add_var(vars_, var, idx)
+            var = Var(name, typed[0], p, c, i, s, (),
+                      VarSource(wire, (name, p, c, i, s, (), typed[1])))
+        if name in vars_:           # declared twice: _add_var raises (inline: every var)
+            _add_var(vars_, var, idx)
+        vars_[name] = var
     ops = []
     add = ops.append
     shared = seen.names
