@@ -186,8 +186,9 @@ def _block_reads(part, prog, bi: int, early: set, misses: list) -> None:
     for j, op in enumerate(prog.blocks[bi].ops):
         # the clip / regularization ops a pserver runs are its optimize-role ops that are no
         # update (their name scope is gone there)
-        chain = roles.role(op) == roles.OPTIMIZE and not is_update_op(op)
-        reads = input_names(op) if chain else (op.input("Grad") if is_update_op(op) else [])
+        update = is_update_op(op)
+        chain = not update and roles.role(op) == roles.OPTIMIZE
+        reads = input_names(op) if chain else (op.input("Grad") if update else ())
         for name in reads:
             base = name.split(".trainer_")[0]
             if name in early or name in have or base in early or base in have:

@@ -144,6 +144,7 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
     """In-place optimizer state (Moment1 -> Moment1Out, ...) is elementwise: the block's shape."""
     op, prog = pb.op, part.prog
     shape = pb.var.shape
+    dense = is_dense(pb.var)
     for slot, args in op.inputs.items():
         if slot in ("Param", "Grad", "LearningRate", "MasterParam") or slot.endswith("Pow"):
             continue
@@ -153,8 +154,7 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
                 continue
             v = prog.find_var(a, pb.block)
             want_acc[a] = (shape, pb, _accumulator_fault(op, slot))
-            if v is not None and is_dense(v) and is_dense(pb.var) and tuple(v.shape) != \
-                    tuple(shape):
+            if dense and is_dense(v) and tuple(v.shape) != tuple(shape):
                 ctx.add("optimize", part, 0, None,
                         "accumulator %s (%s of %s on %s) has shape %s%s"
                         % (a, slot, pb.param, op.type, fmt_shape(v.shape),
@@ -163,8 +163,7 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
     g = op.input("Grad")
     if g:
         gv = prog.find_var(g[0], pb.block)
-        if is_dense(gv) and is_dense(pb.var) and is_static(gv.shape) and \
-                tuple(gv.shape) != tuple(shape):
+        if dense and is_dense(gv) and is_static(gv.shape) and tuple(gv.shape) != tuple(shape):
             ctx.add("optimize", part, pb.block, pb.op_idx,
                     "%s reads grad %s of shape %s for %s" % (op.type, g[0],
                                                              fmt_shape(gv.shape), pb.param),
