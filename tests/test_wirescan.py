@@ -87,6 +87,7 @@ def _read(data: bytes, fast) -> tuple:
             return got
 
         forget = real.forget if real is not None else None
+        vars_of = getattr(real, "vars_of", None)        # the Vars made in C as well
 
     saved = wirescan.FAST
     wirescan.FAST = Counting if fast is not None else None

@@ -324,23 +324,15 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     protobuf's own serialization of itself: its bytes are its wire, as in _run_items."""
     head = _parse(BlockDescMsg, rest)
     idx = head.idx
-    vars_: dict = {}
     types = seen.types
-    for item in var_items:
-        if item.__class__ is bytes:
-            var = _decode_var(VarDescMsg.FromString(item), seen, item)
-            name = var.name
-        else:
-            wire, name, raw, p, c, i, s = item
-            typed = types.get(raw)
-            if typed is None:
-                vt = decode_vartype(VarTypeMsg.FromString(raw))
-                typed = types[raw] = (vt, vartype_key(vt))
-            var = Var(name, typed[0], p, c, i, s, (),
-                      VarSource(wire, (name, p, c, i, s, (), typed[1])))
-        if name in vars_:           # declared twice: _add_var raises (inline: every var)
-            _add_var(vars_, var, idx)
-        vars_[name] = var
+    # the Vars made in C (wirescan_c.vars_of) where the module has it, as _vars_scanned makes
+    # them; _vars_scanned says what is wrong with a block that declares a name twice
+    vars_of = getattr(wirescan.FAST, "vars_of", None)
+    vars_ = None if vars_of is None else vars_of(
+        var_items, types, lambda raw: _typed(raw, types),
+        lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var, VarSource)
+    if vars_ is None:
+        vars_ = _vars_scanned(var_items, types, seen, idx)
     ops = []
     add = ops.append
     shared = seen.names
@@ -367,6 +359,33 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
                                found[1], block_attrs, role, shape)))
     return Block(idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
+
+
+def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
+    """The vars of block `idx` from wirescan_c.block()'s var items: {name: Var}."""
+    vars_: dict = {}
+    for item in var_items:
+        if item.__class__ is bytes:
+            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            name = var.name
+        else:
+            wire, name, raw, p, c, i, s = item
+            typed = types.get(raw)
+            if typed is None:
+                typed = _typed(raw, types)
+            var = Var(name, typed[0], p, c, i, s, (),
+                      VarSource(wire, (name, p, c, i, s, (), typed[1])))
+        if name in vars_:           # declared twice: _add_var raises (inline: every var)
+            _add_var(vars_, var, idx)
+        vars_[name] = var
+    return vars_
+
+
+def _typed(raw: bytes, types: dict) -> tuple:
+    """(VarType, its key) of a VarType's bytes, made once per program (`types`)."""
+    vt = decode_vartype(VarTypeMsg.FromString(raw))
+    typed = types[raw] = (vt, vartype_key(vt))
+    return typed
 
 
 def _attr_from_bytes(raw: bytes, made: dict, decode) -> Attr:

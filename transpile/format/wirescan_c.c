@@ -16,6 +16,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -750,6 +751,164 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* vars_of(items, types, typed_of, var_of, Var, VarSource) -> {name: Var}: the Vars of block()'s
+   var items, in their order, made as protoread.py's _decode_scanned makes them (each with its
+   VarSource: the item's bytes and key (name, flags, (), the VarType's key)). `types` maps a
+   VarType's bytes to (VarType, its key), typed_of(bytes) makes (and keeps) one it lacks;
+   var_of(bytes) makes the Var of an item read by protobuf (a var with attrs). None when a name
+   comes twice: protoread.py reads the block again and says so. The objects are made without
+   running their __init__ (every slot set here) */
+
+static PyObject *VAR_SLOTS[8], *SOURCE_SLOTS[2];
+
+static int
+slot_names(void)
+{
+    static const char *var_slots[8] = {"name", "type", "persistable", "need_check_feed",
+                                       "is_parameter", "stop_gradient", "attrs", "source"};
+    static const char *source_slots[2] = {"wire", "key"};
+    int i;
+    if (VAR_SLOTS[0] != NULL)
+        return 0;
+    for (i = 0; i < 8; i++)
+        if ((VAR_SLOTS[i] = PyUnicode_InternFromString(var_slots[i])) == NULL)
+            return -1;
+    for (i = 0; i < 2; i++)
+        if ((SOURCE_SLOTS[i] = PyUnicode_InternFromString(source_slots[i])) == NULL)
+            return -1;
+    return 0;
+}
+
+/* where each of `n` slots of `cls` named `slots` is in its instances (a member descriptor's
+   offset of an object slot), or -1 with an exception when one is not such a slot */
+static int
+slot_offsets(PyObject *cls, PyObject **slots, Py_ssize_t *offsets, int n)
+{
+    int i;
+    for (i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttr(cls, slots[i]);
+        if (d == NULL)
+            return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type)
+                || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "vars_of: %R is not an object slot", slots[i]);
+            return -1;
+        }
+        offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+/* a new instance of `cls` (not initialised) whose slots at `offsets` are `values` (new
+   references, taken), or NULL */
+static PyObject *
+made(PyTypeObject *cls, const Py_ssize_t *offsets, PyObject **values, int n)
+{
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    int i;
+    for (i = 0; i < n; i++) {
+        if (obj == NULL)
+            Py_DECREF(values[i]);
+        else
+            *(PyObject **)((char *)obj + offsets[i]) = values[i];
+    }
+    return obj;
+}
+
+static PyObject *
+vars_of(PyObject *self, PyObject *args)
+{
+    PyObject *items, *types, *typed_of, *var_of, *var_cls, *src_cls, *out = NULL, *empty;
+    Py_ssize_t i, n, var_at[8], src_at[2];
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!OOO!O!", &PyList_Type, &items, &PyDict_Type, &types,
+                          &typed_of, &var_of, &PyType_Type, &var_cls, &PyType_Type, &src_cls))
+        return NULL;
+    if (slot_names() < 0 || slot_offsets(var_cls, VAR_SLOTS, var_at, 8) < 0
+            || slot_offsets(src_cls, SOURCE_SLOTS, src_at, 2) < 0
+            || (empty = PyTuple_New(0)) == NULL)
+        return NULL;
+    if ((out = PyDict_New()) == NULL)
+        goto fail;
+    n = PyList_GET_SIZE(items);
+    for (i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i), *var, *name;
+        int dup;
+        if (PyTuple_CheckExact(item) && PyTuple_GET_SIZE(item) == 7) {
+            PyObject *raw = PyTuple_GET_ITEM(item, 2), *typed, *key, *src, *values[8];
+            int j;
+            name = PyTuple_GET_ITEM(item, 1);
+            typed = PyDict_GetItemWithError(types, raw);
+            if (typed != NULL)
+                Py_INCREF(typed);
+            else if (PyErr_Occurred() || (typed = PyObject_CallOneArg(typed_of, raw)) == NULL)
+                goto fail;
+            if (!PyTuple_CheckExact(typed) || PyTuple_GET_SIZE(typed) != 2) {
+                Py_DECREF(typed);
+                PyErr_SetString(PyExc_TypeError, "vars_of: a VarType is (VarType, key)");
+                goto fail;
+            }
+            key = PyTuple_Pack(7, name, PyTuple_GET_ITEM(item, 3), PyTuple_GET_ITEM(item, 4),
+                               PyTuple_GET_ITEM(item, 5), PyTuple_GET_ITEM(item, 6), empty,
+                               PyTuple_GET_ITEM(typed, 1));
+            if (key == NULL) {
+                Py_DECREF(typed);
+                goto fail;
+            }
+            Py_INCREF(PyTuple_GET_ITEM(item, 0));
+            values[0] = PyTuple_GET_ITEM(item, 0);
+            values[1] = key;
+            if ((src = made((PyTypeObject *)src_cls, src_at, values, 2)) == NULL) {
+                Py_DECREF(typed);
+                goto fail;
+            }
+            values[0] = name;
+            values[1] = PyTuple_GET_ITEM(typed, 0);
+            for (j = 2; j < 6; j++)
+                values[j] = PyTuple_GET_ITEM(item, j + 1);
+            values[6] = empty;
+            for (j = 0; j < 7; j++)
+                Py_INCREF(values[j]);
+            values[7] = src;
+            var = made((PyTypeObject *)var_cls, var_at, values, 8);
+            Py_DECREF(typed);
+            if (var == NULL)
+                goto fail;
+        }
+        else {
+            if ((var = PyObject_CallOneArg(var_of, item)) == NULL)
+                goto fail;
+            name = PyObject_GetAttr(var, VAR_SLOTS[0]);
+            if (name == NULL) {
+                Py_DECREF(var);
+                goto fail;
+            }
+            Py_DECREF(name);            /* the var holds it */
+        }
+        dup = PyDict_Contains(out, name);
+        if (dup != 0 || PyDict_SetItem(out, name, var) < 0) {
+            Py_DECREF(var);
+            if (dup == 1) {             /* declared twice: read again, and said, by Python */
+                Py_DECREF(out);
+                Py_DECREF(empty);
+                Py_RETURN_NONE;
+            }
+            goto fail;
+        }
+        Py_DECREF(var);
+    }
+    Py_DECREF(empty);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(empty);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* spans(data, key) -> ((start, end), ...) of the fields with that key (key and length included)
    of the message data, in order; None where data is not as protobuf writes it (a varint not in
    its shortest form, a group, a field running past the end): opsource.py then walks it */
@@ -806,6 +965,9 @@ static PyMethodDef methods[] = {
     {"spans", spans, METH_VARARGS,
      "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
      "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
+    {"vars_of", vars_of, METH_VARARGS,
+     "vars_of(items, types, typed_of, var_of, Var, VarSource) -> {name: Var} of block()'s var "
+     "items, or None when a name comes twice"},
     {"forget", forget, METH_NOARGS,
      "forget(): let go of the strings block() made (once a program is read)"},
     {NULL, NULL, 0, NULL}
