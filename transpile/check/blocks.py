@@ -16,7 +16,7 @@ _REF_NAMES_KEPT = 4096
 
 
 def _ref_names(op: Op) -> tuple:
-    names = op.attr_names_key()
+    names = tuple(op.attr_names())
     found = _REF_NAMES.get(names)
     if found is None:
         if len(_REF_NAMES) >= _REF_NAMES_KEPT:

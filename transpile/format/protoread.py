@@ -325,8 +325,8 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     head = _parse(BlockDescMsg, rest)
     idx = head.idx
     types = seen.types
-    # the Vars made in C (wirescan_c.vars_of) where the module has it, as _vars_scanned makes
-    # them; _vars_scanned says what is wrong with a block that declares a name twice
+    # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
+    # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)
     vars_ = None if vars_of is None else vars_of(
         var_items, types, lambda raw: _typed(raw, types),
@@ -370,9 +370,7 @@ def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
             name = var.name
         else:
             wire, name, raw, p, c, i, s = item
-            typed = types.get(raw)
-            if typed is None:
-                typed = _typed(raw, types)
+            typed = types.get(raw) or _typed(raw, types)
             var = Var(name, typed[0], p, c, i, s, (),
                       VarSource(wire, (name, p, c, i, s, (), typed[1])))
         if name in vars_:           # declared twice: _add_var raises (inline: every var)

@@ -161,13 +161,6 @@ class Op:
             names += [n for n in self._patch if not self.source.has(n)]
         return names
 
-    def attr_names_key(self) -> tuple:
-        """attr_names() as a tuple: the one the ops read with the same attr names share, while
-        the op is as read (a key to memoize what depends on the names only)."""
-        if self._attrs is None and not self._patch:
-            return self.source.names
-        return tuple(self.attr_names())
-
     def find_attr(self, name: str) -> Optional[Attr]:
         """The Attr `name` or None, without decoding the others; read it, do not change it."""
         if self._attrs is not None:
@@ -241,8 +234,6 @@ class Op:
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
         refs = []
-        if self._attrs is None and not self._patch and not self.source.block_attrs:
-            return refs             # as read, no block attr (most ops): nothing to decode
         for name in self.block_attr_names():
             v = self.find_attr(name).value
             refs.extend(v) if isinstance(v, list) else refs.append(v)
@@ -310,39 +301,28 @@ class VarType:
     reader: Optional[tuple] = None          # READER: ((TensorDesc, lod_level), ...)
     tuple_types: Optional[tuple] = None     # TUPLE: element type names
     encoded: Optional[bytes] = field(default=None, init=False, compare=False, repr=False)
-    # what _main found (False: not looked yet), kept from its first call on (the descs are
-    # filled before a var has the type): the checks read the shape of every var of every
-    # pserver, some many times
+    # what _main found, looked up once (False until then; the descs are filled before use)
     main_desc: Any = field(default=False, init=False, compare=False, repr=False)
 
     def _main(self):
-        d = self.main_desc
-        if d is False:
+        if self.main_desc is False:
             slot = KIND_SLOT.get(self.type)
-            descs = self.descs
-            d = self.main_desc = descs[slot] if slot in descs else \
-                next(iter(descs.values()), None)
-        return d
+            self.main_desc = self.descs.get(slot) or next(iter(self.descs.values()), None)
+        return self.main_desc
 
     @property
     def dtype(self) -> Optional[str]:
-        d = self.main_desc
-        if d is False:
-            d = self._main()
+        d = self._main()
         return d[0].dtype if d else None
 
     @property
     def shape(self) -> Optional[tuple]:
-        d = self.main_desc
-        if d is False:
-            d = self._main()
+        d = self._main()
         return d[0].dims if d else None
 
     @property
     def lod_level(self) -> Optional[int]:
-        d = self.main_desc
-        if d is False:
-            d = self._main()
+        d = self._main()
         return d[1] if d else None
 
 
