@@ -67,7 +67,8 @@ def is_update_op(op: Op) -> bool:
 
 def is_geo_update(op: Op) -> bool:
     """Geo mode's `sum(param, param.delta) -> param`."""
+    if op.type != "sum":
+        return False
     xs = op.input("X")
     out = op.output("Out")
-    return op.type == "sum" and len(out) == 1 and out[0] in xs and \
-        any(x.endswith(".delta") for x in xs)
+    return len(out) == 1 and out[0] in xs and any(x.endswith(".delta") for x in xs)

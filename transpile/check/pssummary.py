@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from itertools import chain
+from typing import Mapping, NamedTuple
 
 from ..ir.program import Program
-from .ops import all_names, input_names, is_geo_update, is_update_op, output_names
+from .ops import all_names, is_geo_update, is_update_op
 
 
-@dataclass(frozen=True)
-class LiteOp:
-    """An op of an optimize block, as the send checks read it."""
+class LiteOp(NamedTuple):
+    """An op of an optimize block, as the send checks read it (a named tuple: tens of
+    thousands are made, and sent back by a forked check's child, on a large cluster)."""
     type: str
     inputs: tuple            # input_names(op)
     outputs: tuple           # output_names(op)
@@ -44,9 +45,14 @@ def summarize(prog: Program, block_ids) -> PserverSummary:
     for bi in set(block_ids):
         if 0 < bi < n:
             blocks[bi] = tuple(
-                LiteOp(op.type, tuple(input_names(op)), tuple(output_names(op)),
-                       tuple(op.input("X")), not is_update_op(op) and not is_geo_update(op))
+                LiteOp(op.type, _named(op.inputs), _named(op.outputs), tuple(op.input("X")),
+                       not is_update_op(op) and not is_geo_update(op))
                 for op in prog.blocks[bi].ops)
     persistable = frozenset(name for name, v in prog.global_block.vars.items()
                             if v.persistable)
     return PserverSummary(n, later, MappingProxyType(blocks), persistable)
+
+
+def _named(slots: dict) -> tuple:
+    """The args of an op's slots, in order, but empty names (input_names / output_names)."""
+    return tuple(filter(None, chain.from_iterable(slots.values())))
