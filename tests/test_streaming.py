@@ -344,9 +344,9 @@ FORK_PAIRS = [(c, k) for c in ("classic/l2decay_piecewise", "fleet/ctr_sparse_ad
 @pytest.mark.parametrize("case,kind", FORK_PAIRS, ids=["%s-%s" % p for p in FORK_PAIRS])
 def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
     """The pservers of a classic / fleet split read by the parent and a forked child, and the
-    trainer checks run by another child while the parent runs the others (at any pserver
-    count here: the threshold is lowered): the findings and warnings, and their order, are
-    one process's, on Paddle's split and on one broken on a pserver or a trainer."""
+    trainers' sends checked by another child while the parent checks their recvs and runs
+    the other checks (at any pserver count here: the threshold is lowered): the findings and
+    warnings, and their order, are one process's, on Paddle's split and on one broken on a pserver or a trainer."""
     from transpile.core import forked
     split_dir = None
     if kind is not None:
@@ -362,7 +362,7 @@ def test_a_forked_check_reports_the_same(case, kind, tmp_path, monkeypatch):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         r = run_check(case, split_dir)
         reports.append(([f.line() for f in r.findings], [w.line() for w in r.warnings]))
-    assert forks == [1, 1]          # the pservers shared, the trainer checks run aside
+    assert forks == [1, 1]          # the pservers shared, half the trainer checks aside
     assert reports[0] == reports[1]
     if kind is not None:
         assert any(MUTATIONS[kind] in line for line in reports[1][0]), reports[1][0]

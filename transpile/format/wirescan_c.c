@@ -3,7 +3,8 @@
  * protoread.py reads a block by parsing its vars and ops with protobuf and taking what the
  * passes read (op type, slots, attr names, op_role and shape, var name, type and flags) field by
  * field through protobuf's Python objects: most of a split's reading time. This module walks the
- * same bytes once, in C, and gives protoread.py those values directly.
+ * same bytes once, in C, and gives protoread.py those values directly (and, through vars_of,
+ * the block's Var objects themselves).
  *
  * It takes only what protobuf itself would write back byte for byte: each var and op must be
  * framework.proto's deterministic serialization (fields in number order, each singular field
