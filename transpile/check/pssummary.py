@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 from itertools import chain
+from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 from ..ir.program import Program
