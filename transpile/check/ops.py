@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Optional
 
 from ..ir.program import Op, Var
@@ -15,19 +16,21 @@ TABLE_OPTIMIZERS_PREFIX = "lookup_sparse_table_fuse_"
 
 def input_names(op: Op) -> list:
     """The op's input args, skipping empty names (a hand-edited program may carry them)."""
-    return [a for a in op.input_names() if a]
+    return list(filter(None, chain.from_iterable(op.inputs.values())))
 
 
 def output_names(op: Op) -> list:
     """The op's output args, skipping empty names."""
-    return [a for a in op.output_names() if a]
+    return list(filter(None, chain.from_iterable(op.outputs.values())))
 
 
-def all_names(ops, slots: str) -> set:
-    """Every argument of the ops' "inputs" or "outputs" (`slots`) but empty names, as a set
-    (read in C: input_names op by op costs more than the set on a pserver's thousands of
+def all_names(ops, *slots: str) -> set:
+    """Every argument of the ops' "inputs" and/or "outputs" (`slots`) but empty names, as a
+    set (read in C: input_names op by op costs more than the set on a pserver's thousands of
     ops)."""
-    names = set(arg_names(ops, slots))
+    names = set()
+    for kind in slots:
+        names.update(arg_names(ops, kind))
     names.discard("")
     return names
 

@@ -7,10 +7,11 @@ programio.load's validate_structure covers the first half, but it raises at the 
 here every problem is a finding, so the split is read raw (loading.load_program_raw)."""
 from __future__ import annotations
 
-from ..ir.validate import EMPTY_VAR, arg_names
+from ..ir.validate import EMPTY_VAR
 from ..plan.faults import CLASSIC_CLIP_ON_PSERVER, KIND
 from .context import CheckContext
 from .inputs import has_clip
+from .ops import all_names
 
 
 def _undeclared_fault(ctx: CheckContext) -> set:
@@ -73,10 +74,8 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
         # the block's names not its own (sets made in C), each looked up once: the ops are
         # gone through one by one only where one of them is declared nowhere, to say where
         # (set.difference looks up the smaller side in the other, a dict as well)
-        names = set(arg_names(b.ops, "inputs"))
-        names.update(arg_names(b.ops, "outputs"))
-        names = names.difference(own)
-        names.difference_update(_NOT_VARS)
+        names = all_names(b.ops, "inputs", "outputs").difference(own)
+        names.discard(EMPTY_VAR)
         if top_is_root and bi != 0 and b.parent_idx == 0:
             if not names.difference(blocks[0].vars):
                 continue
@@ -95,7 +94,3 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
                                               op.type, name),
                                 "a var %s in block %d or an ancestor" % (name, bi),
                                 fault=fault)
-
-
-# argument names that are not vars: none at all, Paddle's empty var
-_NOT_VARS = ("", EMPTY_VAR)

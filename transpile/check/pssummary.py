@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from types import MappingProxyType
 from typing import Mapping, NamedTuple
 
 from ..ir.program import Program
-from .ops import all_names, is_geo_update, is_update_op
+from .ops import all_names, input_names, is_geo_update, is_update_op, output_names
 
 
 class LiteOp(NamedTuple):
@@ -45,14 +44,10 @@ def summarize(prog: Program, block_ids) -> PserverSummary:
     for bi in set(block_ids):
         if 0 < bi < n:
             blocks[bi] = tuple(
-                LiteOp(op.type, _named(op.inputs), _named(op.outputs), tuple(op.input("X")),
-                       not is_update_op(op) and not is_geo_update(op))
+                LiteOp(op.type, tuple(input_names(op)), tuple(output_names(op)),
+                       tuple(op.input("X")), not is_update_op(op) and not is_geo_update(op))
                 for op in prog.blocks[bi].ops)
     persistable = frozenset(name for name, v in prog.global_block.vars.items()
                             if v.persistable)
     return PserverSummary(n, later, MappingProxyType(blocks), persistable)
 
-
-def _named(slots: dict) -> tuple:
-    """The args of an op's slots, in order, but empty names (input_names / output_names)."""
-    return tuple(filter(None, chain.from_iterable(slots.values())))

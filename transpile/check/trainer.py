@@ -135,7 +135,7 @@ def trainer_half(ctx: CheckContext, half: int) -> list:
                 _trainer_sends(ctx, tid)
             else:
                 with ctx.collecting():
-                    recvs = _edges(ctx, tid)[1]
+                    recvs = _edges(ctx, tid, sends=False)[1]
                 _trainer_recvs(ctx, tid, recvs)
         out.append(got)
     return out
@@ -187,12 +187,13 @@ def _runtime_name(main: Part) -> str:
     return main.name.split("/")[0] + "/runtime.json"
 
 
-def _edges(ctx: CheckContext, tid: int) -> tuple[list, list]:
+def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]:
     """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
-    (a missing runtime.json is a finding), from its send and recv ops otherwise."""
+    (a missing runtime.json is a finding), from its send and recv ops otherwise; `sends`
+    False: the recvs' only (the send edges left empty)."""
     t = ctx.split.trainers[tid]
     main = t["main"]
-    sends: list = []
+    out: list = []
     recvs: list = []
     if ctx.config.traits.runtime_json:
         rt = t.get("runtime")
@@ -202,14 +203,16 @@ def _edges(ctx: CheckContext, tid: int) -> tuple[list, list]:
                     "no runtime.json", "the communicator's send_ctx and recv_ctx "
                     "(fleet style)")
         else:
-            _edges_from_ctx(ctx, rt_name, rt, "send_ctx", sends)
+            if sends:
+                _edges_from_ctx(ctx, rt_name, rt, "send_ctx", out)
             _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
     else:
-        _edges_from_ops(ctx, main, "send", "X", sends)
+        if sends:
+            _edges_from_ops(ctx, main, "send", "X", out)
         _edges_from_ops(ctx, main, "recv", "Out", recvs)
         if t["startup"] is not None:
             _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
-    return sends, recvs
+    return out, recvs
 
 
 def _check_trainer_ops(ctx, tid, part: Part) -> None:
