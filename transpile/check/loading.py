@@ -10,6 +10,7 @@ from typing import Optional
 from ..core.config import ClusterConfig
 from ..core.errors import ProgramFormatError, UserError
 from ..format import programio
+from ..format.opsource import drop_var_sources
 from ..ir.program import Program
 from ..output.result import endpoint_dir
 
@@ -35,14 +36,15 @@ class Split:
 
 def load_program_raw(path: str) -> Program:
     """Read a program without the structural validation of programio.load: a dangling block
-    attr is a finding here, not a reason to refuse the input."""
+    attr is a finding here, not a reason to refuse the input. Only read: its vars keep no
+    bytes to write (drop_var_sources)."""
     fmt = programio.program_format(path)
     data = programio.read_file_bytes(path)
     try:
         if fmt == "pb":
-            return programio.from_bytes(data)
+            return drop_var_sources(programio.from_bytes(data))
         from ..format import textform
-        return textform.loads(data)
+        return drop_var_sources(textform.loads(data))
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
 

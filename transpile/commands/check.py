@@ -54,14 +54,16 @@ def register(main_group, handle_errors) -> None:
         """
         from .. import check as check_mod
         from ..format import programio
+        from ..format.opsource import drop_var_sources
         from ..core.config import load_config
         from ..core.gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar
         cfg = load_config(cluster)
         quiet = options().is_quiet()
         with paused_gc():       # millions of small objects read, none freed until the end
-            main = programio.load(main_program)
-            start = programio.load(startup) if startup else None
+            # only read: their vars keep no bytes to write (as the split's programs, loading.py)
+            main = drop_var_sources(programio.load(main_program))
+            start = drop_var_sources(programio.load(startup)) if startup else None
             keep_until_exit(main, start)
             from ..diff.programs import builtin_op_defaults, load_op_defaults
             if defaults_path:
