@@ -33,6 +33,8 @@ class CheckContext:
         self.recorded: dict = {}
         self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
         self._memo: dict = {}
+        # None, or the only names the trainer checks ask a pserver summary about (stream.py)
+        self.asked: Optional[frozenset] = None
 
     @contextmanager
     def collecting(self):
@@ -67,7 +69,7 @@ class CheckContext:
         made while the program is loaded, kept after it is let go."""
         def make():
             prog = self.split.pservers[endpoint]["main"].prog
-            return summarize(prog, self.grad_keys.get(endpoint, {}).values())
+            return summarize(prog, self.grad_keys.get(endpoint, {}), self.asked)
         return self.memo(("pserver_summary", endpoint), make)
 
     def memo(self, key, make):

@@ -36,18 +36,35 @@ def _unpickled(n_blocks, later_inputs, blocks: dict, persistable) -> PserverSumm
     return PserverSummary(n_blocks, later_inputs, MappingProxyType(blocks), persistable)
 
 
-def summarize(prog: Program, block_ids) -> PserverSummary:
-    """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""
+def summarize(prog: Program, grad_keys: Mapping, asked=None) -> PserverSummary:
+    """The summary of a pserver main program; `grad_keys`: its grad_to_block_id ({grad name:
+    block}). `asked`: None, or the only names the trainer checks will ask about (every
+    trainer's edges: trainer.edge_names), for a summary kept while the other pservers are read
+    (stream.py): its sets and ops then hold only what those questions and the findings' words
+    read, and answer every one of them as the whole summary would."""
     n = len(prog.blocks)
-    later = frozenset(all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs"))
+    later = all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs")
+    persistable = (name for name, v in prog.global_block.vars.items() if v.persistable)
+    if asked is not None:
+        later, persistable = asked.intersection(later), asked.intersection(persistable)
+    keys = frozenset(grad_keys)
     blocks = {}
-    for bi in set(block_ids):
+    for bi in set(grad_keys.values()):
         if 0 < bi < n:
-            blocks[bi] = tuple(
-                LiteOp(op.type, tuple(input_names(op)), tuple(output_names(op)),
-                       tuple(op.input("X")), not is_update_op(op) and not is_geo_update(op))
-                for op in prog.blocks[bi].ops)
-    persistable = frozenset(name for name, v in prog.global_block.vars.items()
-                            if v.persistable)
-    return PserverSummary(n, later, MappingProxyType(blocks), persistable)
+            blocks[bi] = tuple(_lite(op, asked, keys) for op in prog.blocks[bi].ops)
+    return PserverSummary(n, frozenset(later), MappingProxyType(blocks), frozenset(persistable))
 
+
+def _lite(op, asked, keys: frozenset) -> LiteOp:
+    """An op of an optimize block as the send checks read it (_check_send_target): whether it
+    reads a sent name (inputs), overwrites a grad key as a plain writer (outputs; its inputs
+    and X then named in a finding), a sum's X (named too). With `asked`, an op that writes no
+    key keeps only the asked names it reads."""
+    ins, outs = input_names(op), output_names(op)
+    plain = not is_update_op(op) and not is_geo_update(op)
+    x = op.input("X")
+    if asked is not None and not (plain and not keys.isdisjoint(outs)):
+        ins, outs = [n for n in ins if n in asked], ()
+        if op.type != "sum":
+            x = [n for n in x if n in asked]
+    return LiteOp(op.type, tuple(ins), tuple(outs), tuple(x), plain)

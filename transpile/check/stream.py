@@ -23,6 +23,7 @@ from .index import IndexBuilder
 from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
+from .trainer import edge_names
 from .pserver import listen_of, optimize_of
 
 
@@ -58,6 +59,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
             if t[k] is not None:
                 builder.add_part(t[k])
     ctx = CheckContext(main, startup, config, split, index=builder.index())
+    ctx.asked = edge_names(ctx)     # the summaries kept hold only what will be asked of them
     eps = [ep for ep in config.pservers if ep in split.pservers]
     trainers = (dict(builder.reach), set(builder.broken))
 

@@ -42,6 +42,14 @@ class _Edge:
 
 def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None:
     """Classic style: one edge per var of each send (X) / recv (Out) op and its epmap."""
+    for bi, j, names, eps, counter in _edge_ops(ctx, part, op_type, slot):
+        out += [_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter)
+                for n, ep in zip(names, eps)]
+
+
+def _edge_ops(ctx, part: Part, op_type: str, slot: str):
+    """(block, op index, names, endpoints, counter) of each send / recv op of `part` with an
+    epmap, a name per endpoint (else a finding, and nothing)."""
     prog = part.prog
     for bi in sorted(ctx.reach.get(part.name, {0})):
         for j, op in enumerate(prog.blocks[bi].ops):
@@ -64,8 +72,7 @@ def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None
                         "%s has %d vars but %d epmap entries" % (op_type, len(names), len(eps)),
                         "one endpoint per var")
                 continue
-            for n, ep in zip(names, eps):
-                out.append(_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter))
+            yield bi, j, names, eps, counter
 
 
 def _is_broadcast(op, names: list, eps: list) -> bool:
@@ -77,21 +84,26 @@ def _is_broadcast(op, names: list, eps: list) -> bool:
 
 def _edges_from_ctx(ctx, part_name, rt: dict, key: str, out: list) -> None:
     """Fleet style: one edge per split var of runtime.json's send_ctx / recv_ctx."""
+    for names, eps, secs in _ctx_entries(ctx, part_name, rt, key):
+        out += [_Edge(n, ep, part_name, None, None,
+                      secs[i] if i < len(secs) and len(secs) == len(names) else None, via=key)
+                for i, (n, ep) in enumerate(zip(names, eps))]
+
+
+def _ctx_entries(ctx, part_name, rt: dict, key: str):
+    """(split_varnames, split_endpoints, sections) of each entry of runtime.json's send_ctx /
+    recv_ctx but tensor tables, an endpoint per name (else a finding, and nothing)."""
     for var, c in (rt.get(key) or {}).items():
         if not isinstance(c, dict) or c.get("is_tensor_table"):
             continue
         names = list(c.get("split_varnames") or [])
         eps = list(c.get("split_endpoints") or [])
-        secs = list(c.get("sections") or [])
         if len(names) != len(eps):
             ctx.add("send" if key == "send_ctx" else "recv", part_name, None, None,
                     "%s %s: %d split_varnames but %d split_endpoints"
                     % (key, var, len(names), len(eps)), "one endpoint per split var")
             continue
-        for i, (n, ep) in enumerate(zip(names, eps)):
-            out.append(_Edge(n, ep, part_name, None, None,
-                             secs[i] if i < len(secs) and len(secs) == len(names) else None,
-                             via=key))
+        yield names, eps, list(c.get("sections") or [])
 
 
 def _strip_peer(name: str) -> list:
@@ -139,6 +151,29 @@ def trainer_half(ctx: CheckContext, half: int) -> list:
                 _trainer_recvs(ctx, tid, recvs)
         out.append(got)
     return out
+
+
+def edge_names(ctx: CheckContext) -> frozenset:
+    """The names of every trainer's send and recv edges (_edges' names, read as it reads
+    them): all the trainer checks ask a pserver summary about (pssummary.summarize's
+    `asked`). What reading them finds is let go: the trainer checks find it again."""
+    names: set = set()
+    with ctx.collecting():
+        for tid in ctx.split.trainers:
+            t = ctx.split.trainers[tid]
+            if ctx.config.traits.runtime_json:
+                rt = t.get("runtime")
+                for key in ("send_ctx", "recv_ctx") if rt is not None else ():
+                    for entry in _ctx_entries(ctx, "", rt, key):
+                        names.update(entry[0])
+                continue
+            reads = [(t["main"], "send", "X"), (t["main"], "recv", "Out")]
+            if t["startup"] is not None:
+                reads.append((t["startup"], "recv", "Out"))
+            for part, op_type, slot in reads:
+                for entry in _edge_ops(ctx, part, op_type, slot):
+                    names.update(entry[2])
+    return frozenset(names)
 
 
 def joined(first: list, second: list) -> tuple[list, list]:
