@@ -74,8 +74,8 @@ def _snapshot(prog) -> list:
     return out
 
 
-def _read(data: bytes, fast) -> tuple:
-    """(snapshot or the error, how many blocks the scanner took)"""
+def _read(data: bytes, fast, drop=None) -> tuple:
+    """(snapshot or the error, how many blocks the scanner took); `drop`: decode's"""
     taken = [0]
     real = fast
 
@@ -93,7 +93,7 @@ def _read(data: bytes, fast) -> tuple:
     wirescan.FAST = Counting if fast is not None else None
     try:
         try:
-            return _snapshot(protoread.decode(data)), taken[0]
+            return _snapshot(protoread.decode(data, drop)), taken[0]
         except ProgramFormatError as e:
             return ("error", str(e)), taken[0]
     finally:
@@ -109,8 +109,45 @@ def test_every_corpus_program_reads_the_same_both_ways():
             data = f.read()
         fast, n = _read(data, FAST)
         assert fast == _read(data, None)[0], path
+        assert _read(data, FAST, DROP)[0] == _read(data, None, DROP)[0], path
         taken += n
     assert len(PROGRAMS) > 300 and taken > len(PROGRAMS)   # the scanner did read them
+
+
+DROP = "op_callstack"
+
+
+@pytest.mark.parametrize("fast", [pytest.param(True, marks=needs_fast), False],
+                         ids=["fast", "python"])
+def test_an_attr_dropped_is_gone_and_the_rest_reads_the_same(fast):
+    """decode(data, drop): every op read as if it had no such attr (its names, its bytes:
+    protobuf's serialization of the op without it), each of its other attrs as ever."""
+    saved = wirescan.FAST
+    wirescan.FAST = FAST if fast else None
+    dropped = 0
+    try:
+        for path in PROGRAMS[::9]:
+            with open(path, "rb") as f:
+                data = f.read()
+            whole, lean = protoread.decode(data), protoread.decode(data, DROP)
+            ops = [(a, b) for x, y in zip(whole.blocks, lean.blocks) for a, b in zip(x.ops, y.ops)]
+            for a, b in ops:
+                names = [n for n in a.attr_names() if n != DROP]
+                dropped += len(names) < len(a.attr_names())
+                assert b.attr_names() == names and not b.has_attr(DROP)
+                assert all(a.attr(n) == b.attr(n) for n in names)
+                if a.source is None:                    # an attr name twice: read eagerly
+                    assert b.source is None
+                    continue
+                msg = OpDescMsg.FromString(a.source.wire)
+                keep = [x for x in msg.attrs if x.name != DROP]
+                del msg.attrs[:]
+                msg.attrs.extend(keep)
+                assert b.source.wire == msg.SerializeToString(deterministic=True)
+            assert [len(x.ops) for x in whole.blocks] == [len(y.ops) for y in lean.blocks]
+    finally:
+        wirescan.FAST = saved
+    assert dropped > 100
 
 
 # ----------------------------------------------------------------------------------------------
@@ -315,6 +352,7 @@ def test_the_scanner_takes_exactly_what_protobuf_writes_and_reads_it_the_same(se
     taken = FAST.block(data, start, len(data)) is not None
     assert taken == _protobuf_writes_it(cls, payload, _one_block([(number, payload)]))
     assert _read(data, FAST)[0] == _read(data, None)[0]
+    assert _read(data, FAST, DROP)[0] == _read(data, None, DROP)[0]
 
 
 @needs_fast

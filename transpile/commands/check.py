@@ -53,17 +53,15 @@ def register(main_group, handle_errors) -> None:
         Exit status: 0 clean, 1 findings, 2 bad input.
         """
         from .. import check as check_mod
-        from ..format import programio
-        from ..format.opsource import drop_var_sources
+        from ..check.loading import load_original
         from ..core.config import load_config
         from ..core.gcpause import keep_until_exit, paused_gc
         from .progress import progress_bar
         cfg = load_config(cluster)
         quiet = options().is_quiet()
         with paused_gc():       # millions of small objects read, none freed until the end
-            # only read: their vars keep no bytes to write (as the split's programs, loading.py)
-            main = drop_var_sources(programio.load(main_program))
-            start = drop_var_sources(programio.load(startup)) if startup else None
+            main = load_original(main_program)
+            start = load_original(startup) if startup else None
             keep_until_exit(main, start)
             from ..diff.programs import builtin_op_defaults, load_op_defaults
             if defaults_path:

@@ -23,9 +23,10 @@ def program_format(path: str) -> str:
     raise ProgramFormatError("%s: unknown program format (use .pb, .pdmodel or .json)" % path)
 
 
-def from_bytes(data: bytes) -> Program:
+def from_bytes(data: bytes, drop: str | None = None) -> Program:
+    """A program from its ProgramDesc bytes; `drop`: an attr left out of every op (decode)."""
     with paused_gc():
-        return protoread.decode(data)
+        return protoread.decode(data, drop)
 
 
 def to_bytes(program: Program) -> bytes:
@@ -44,14 +45,15 @@ def read_file_bytes(path: str) -> bytes:
     return read_bytes(path, ProgramFormatError, "program file")
 
 
-def load(path: str) -> Program:
-    """Read a program file; errors name the file."""
+def load(path: str, drop: str | None = None) -> Program:
+    """Read a program file; errors name the file. `drop`: an attr left out of every op of a
+    binary program (protoread.decode), for a program only read."""
     fmt = program_format(path)
     data = read_file_bytes(path)
     try:
         if fmt == "pb":
             with paused_gc():
-                prog = protoread.decode(data)
+                prog = protoread.decode(data, drop)
         else:
             from . import textform
             prog = textform.loads(data)

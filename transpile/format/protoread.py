@@ -16,8 +16,9 @@ from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarS
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
-                    EncodeError, OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg, decode_attr, decode_vartype,
-                    optional_field, text_is_utf8, where_malformed)
+                    EncodeError, OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
+                    decode_attr, decode_vartype, optional_field, text_is_utf8, where_malformed)
+from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
 from .wire import NotPlain, field_end, read_varint, varint_bytes
 
 
@@ -29,15 +30,17 @@ class _Seen:
     `types`: VarType bytes -> (VarType, its part of var_key) (a VarType is never changed in
     place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
-    `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr."""
-    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes")
+    `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
+    `drop`: the name of an attr left out of every op (decode's), or None."""
+    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop")
 
-    def __init__(self):
+    def __init__(self, drop: str | None = None):
         self.types: dict = {}
         self.names: dict = {}
         self.roles: dict = {}
         self.role_bytes: dict = {}
         self.shape_bytes: dict = {}
+        self.drop = drop
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -74,42 +77,18 @@ def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
     return var
 
 
-def _not_text(what):
-    return ProgramFormatError("%s is not valid UTF-8 text" % what)
-
-
 def _slots_of(o, vars_, check_text: bool):
     if check_text:
-        for x in vars_:
-            if type(x.parameter) is not str or not all(type(a) is str for a in x.arguments):
-                raise _not_text("a slot or argument name of op %r" % (o.type,))
+        check_slots_text(o, vars_)
     # names are interned: an op's slot names and arguments are then the strings of the other
     # ops and of the vars (protobuf makes a new string each time a field is read)
     return {_intern(x.parameter): x.arguments[:] for x in vars_}
 
 
-# AttrType codes whose value is text (checked when reading: invalid UTF-8 comes back as bytes)
-_TEXT_ATTRS = {ATTR_TYPE_NUM["STRING"]: "s", ATTR_TYPE_NUM["VAR"]: "var_name"}
-_TEXTS_ATTRS = {ATTR_TYPE_NUM["STRINGS"]: "strings", ATTR_TYPE_NUM["VARS"]: "vars_name"}
 _BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
 _KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
 _name_of = attrgetter("name")
 _type_of = attrgetter("type")
-def _bad_text(a, t: int) -> bool:
-    return t in _TEXT_ATTRS and type(getattr(a, _TEXT_ATTRS[t])) is bytes \
-        or t in _TEXTS_ATTRS and any(type(x) is bytes for x in getattr(a, _TEXTS_ATTRS[t]))
-
-
-def _check_op_text(o, attrs: list, types: list) -> None:
-    """Raise on the first text field of op `o` that is not UTF-8 (the slow path, taken only
-    when the C pass over the program found some)."""
-    if type(o.type) is not str:
-        raise _not_text("an op type")
-    for a, t in zip(attrs, types):
-        if type(a.name) is not str:
-            raise _not_text("an attr name of op %r" % (o.type,))
-        if _bad_text(a, t):
-            raise _not_text("attr %r of op %r" % (a.name, o.type))
 
 
 def _shared_names(names: tuple, shared: dict):
@@ -157,9 +136,11 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     required fields.
 
     The attr wrappers are sliced once (one C call) and read twice (names, types), then
-    dropped with the message."""
+    dropped with the message. An attr named seen.drop is left out (of the op and its bytes)."""
     if check_text and type(o.type) is not str:
-        raise _not_text("an op type")
+        raise not_text("an op type")
+    if seen.drop is not None and _dropped(o, seen.drop):
+        wire = None
     msg_inputs, msg_outputs = o.inputs, o.outputs
     inputs = _slots_of(o, msg_inputs, check_text)
     outputs = _slots_of(o, msg_outputs, check_text)
@@ -168,7 +149,7 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     attrs = o.attrs[:]
     types = list(map(_type_of, attrs))
     if check_text:
-        _check_op_text(o, attrs, types)
+        check_op_text(o, attrs, types)
     names, positions = _shared_names(tuple(map(_name_of, attrs)), seen.names)
     block_attrs = ()
     if not _KNOWN_ATTR_TYPES.issuperset(types):
@@ -198,6 +179,14 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
                          block_attrs, role, decoded))
 
 
+def _dropped(o, name: str) -> bool:
+    """Take the attrs named `name` out of the OpDesc message `o`: whether there were any."""
+    at = [i for i, a in enumerate(o.attrs) if a.name == name]
+    for i in reversed(at):
+        del o.attrs[i]
+    return bool(at)
+
+
 def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
     """An op whose attrs are all decoded now (the rare op that repeats an attr name)."""
     attrs = {}
@@ -214,12 +203,6 @@ def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
     dups.sort(key=lambda d: d[0])
     return Op(o.type, inputs, outputs, attrs, is_target=optional_field(o, "is_target"),
               dup_attrs=tuple(dups))
-
-
-def _check_var_text(v, block_idx: int) -> None:
-    if type(v.name) is not str or any(type(a.name) is not str or type(a.s) is bytes
-                                      for a in v.attrs):
-        raise _not_text("a var name in block %d" % block_idx)
 
 
 def _add_var(vars_: dict, var: Var, block_idx: int) -> None:
@@ -247,12 +230,14 @@ def _program_fields(msg) -> dict:
     if msg.HasField("op_version_map"):
         ovm = [(p.op_name, p.op_version.version) for p in msg.op_version_map.pair]
         if any(type(name) is not str for name, _ in ovm):
-            raise _not_text("an op name in op_version_map")
+            raise not_text("an op name in op_version_map")
     return {"version": version, "has_version": has_version, "op_version_map": ovm}
 
 
-def decode(data: bytes) -> Program:
+def decode(data: bytes, drop: str | None = None) -> Program:
     """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable.
+    `drop`: the name of an attr to leave out of every op, as if the file had none (a program
+    only read, by check: op_callstack, most of the bytes of a program Paddle saved).
 
     The program is read piece by piece from its bytes (_decode_pieces), never as one message
     tree (about three times the size of the bytes). Whatever that reading does not take,
@@ -261,9 +246,9 @@ def decode(data: bytes) -> Program:
     if not data:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
     try:
-        return _decode_pieces(data)
+        return _decode_pieces(data, drop)
     except (NotPlain, ProgramFormatError):
-        return _decode_tree(data)
+        return _decode_tree(data, drop)
     finally:
         if wirescan.FAST is not None:
             wirescan.FAST.forget()      # the strings it shared while reading this program
@@ -278,7 +263,7 @@ _KEY_OPS = 0x22             # BlockDesc.ops = 4
 _RUN_BYTES = 1 << 20        # vars / ops parsed (and checked) about this many bytes at a time
 
 
-def _decode_pieces(data: bytes) -> Program:
+def _decode_pieces(data: bytes, drop: str | None = None) -> Program:
     """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
     the only message trees made are those of one run. Raises NotPlain or ProgramFormatError
     on anything _decode_tree is to look at."""
@@ -288,7 +273,7 @@ def _decode_pieces(data: bytes) -> Program:
     if not blocks or _has_unknown_fields(rest_msg):
         raise NotPlain()
     fields = _program_fields(rest_msg)
-    seen = _Seen()
+    seen = _Seen(drop)
     return Program([_decode_block_bytes(data, start, end, seen)
                     for _, _, start, end in blocks], **fields)
 
@@ -298,7 +283,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block
     its vars and ops by the compiled scanner (_decode_scanned) when it is there and takes
     them, else run by run (_runs)."""
     if wirescan.FAST is not None:
-        scanned = wirescan.FAST.block(data, start, end)
+        scanned = wirescan.FAST.block(data, start, end, seen.drop)
         if scanned is not None:
             return _decode_scanned(*scanned, seen)
     items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
@@ -487,14 +472,14 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
     vars_ = {}
     for v in b.vars:
         if check_text:
-            _check_var_text(v, b.idx)
+            check_var_text(v, b.idx)
         _add_var(vars_, _decode_var(v, seen, None), b.idx)
     return Block(b.idx, b.parent_idx, vars_,
                  [_decode_op(o, check_text, seen, None) for o in b.ops],
                  forward_block_idx=optional_field(b, "forward_block_idx"))
 
 
-def _decode_tree(data: bytes) -> Program:
+def _decode_tree(data: bytes, drop: str | None = None) -> Program:
     """The program parsed as one message tree: errors (the first in the file) as they were
     always reported; valid bytes that _decode_pieces leaves alone read all the same."""
     msg = ProgramDesc()
@@ -513,8 +498,8 @@ def _decode_tree(data: bytes) -> Program:
     fields = _program_fields(msg)
     # all text is checked by one C parse; field by field only to say where it fails
     check_text = not text_is_utf8(data)
-    seen = _Seen()
+    seen = _Seen(drop)
     blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
     if check_text:
-        raise _not_text("a text field")
+        raise not_text("a text field")
     return Program(blocks, **fields)

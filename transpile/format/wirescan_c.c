@@ -500,10 +500,14 @@ bool_or_none(int present, uint64_t v)
 /* the op's tuple (wire, type, inputs, outputs, the same inputs and outputs again (dicts and
    lists of their own, for the OpSource), is_target, attr names, op_role attr bytes or None,
    shape attr bytes or None, names of BLOCK / BLOCKS attrs); or its bytes alone when
-   protoread.py is to read it (a slot or an attr name twice, very many attrs) */
+   protoread.py is to read it (a slot or an attr name twice, very many attrs). `drop` (NUL
+   terminated, or NULL): the name of an attr left out, of the names and of the wire (then the
+   op's bytes without that attrs entry: still protobuf's serialization of what is left) */
 static PyObject *
-take_op(PyObject *wire, const uint8_t *p, const uint8_t *end)
+take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop)
 {
+    const uint8_t *start = p, *cut_a = NULL, *cut_b = NULL;
+    size_t drop_len = drop != NULL ? strlen(drop) : 0;
     PyObject *type = NULL, *ins = NULL, *outs = NULL, *names = NULL, *blocks = NULL;
     PyObject *ins2 = NULL, *outs2 = NULL;
     PyObject *role = Py_None, *shape = Py_None, *result = NULL;
@@ -520,6 +524,7 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end)
             || (ins2 = PyDict_New()) == NULL || (outs2 = PyDict_New()) == NULL)
         goto done;
     while (p < end && plain) {
+        const uint8_t *field = p;
         p = next_field(p, end, &number, &wt, &a, &b, &v);
         switch (number) {
         case 1: case 2: {
@@ -557,6 +562,13 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end)
                     atype = w;
                 if (fn >= 2)
                     break;
+            }
+            if (drop != NULL && (size_t)(nb - na) == drop_len && memcmp(na, drop, drop_len) == 0) {
+                if (cut_a != NULL)
+                    plain = 0;                  /* twice: protoread.py drops them */
+                cut_a = field;
+                cut_b = p;
+                break;
             }
             if ((name = interned(na, nb)) == NULL)
                 goto done;
@@ -600,8 +612,18 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end)
             PyTuple_SET_ITEM(blocks, j++, attr_names[i]);
         }
     }
-    result = Py_BuildValue("(OOOOOONOOOO)", wire, type, ins, outs, ins2, outs2,
-                           bool_or_none(has_target, target), names, role, shape, blocks);
+    if (cut_a != NULL) {
+        PyObject *cut = PyBytes_FromStringAndSize(NULL, (end - start) - (cut_b - cut_a));
+        if (cut == NULL)
+            goto done;
+        memcpy(PyBytes_AS_STRING(cut), start, cut_a - start);
+        memcpy(PyBytes_AS_STRING(cut) + (cut_a - start), cut_b, end - cut_b);
+        result = Py_BuildValue("(NOOOOONOOOO)", cut, type, ins, outs, ins2, outs2,
+                               bool_or_none(has_target, target), names, role, shape, blocks);
+    }
+    else
+        result = Py_BuildValue("(OOOOOONOOOO)", wire, type, ins, outs, ins2, outs2,
+                               bool_or_none(has_target, target), names, role, shape, blocks);
 done:
     for (i = 0; i < n_attrs; i++)
         Py_DECREF(attr_names[i]);
@@ -660,7 +682,8 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* block(data, start, end) -> (other fields' bytes, [var], [op]) or None */
+/* block(data, start, end[, drop]) -> (other fields' bytes, [var], [op]) or None; `drop`: the
+   name of an attr left out of every op (take_op), or None */
 
 #define KEY_VARS 0x1A
 #define KEY_OPS 0x22
@@ -672,6 +695,7 @@ block(PyObject *self, PyObject *args)
     Py_ssize_t start, end;
     PyObject *vars = NULL, *ops = NULL, *rest = NULL, *result = NULL;
     const uint8_t *p, *stop, *base;
+    const char *drop = NULL;
     int ok = 1;
 
     (void)self;
@@ -679,7 +703,7 @@ block(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "wirescan_c: configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*nn", &buf, &start, &end))
+    if (!PyArg_ParseTuple(args, "y*nn|z", &buf, &start, &end, &drop))
         return NULL;
     if (start < 0 || end > buf.len || start > end) {
         PyBuffer_Release(&buf);
@@ -711,7 +735,7 @@ block(PyObject *self, PyObject *args)
             wire = PyBytes_FromStringAndSize((const char *)pay, pay_end - pay);
             if (wire == NULL)
                 goto done;
-            item = is_op ? take_op(wire, pay, pay_end) : take_var(wire, pay, pay_end);
+            item = is_op ? take_op(wire, pay, pay_end, drop) : take_var(wire, pay, pay_end);
             Py_DECREF(wire);
             if (item == NULL || PyList_Append(is_op ? ops : vars, item) < 0) {
                 Py_XDECREF(item);
@@ -961,8 +985,9 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(messages, op_index, var_index): the schema canonical bytes are checked against"},
     {"block", block, METH_VARARGS,
-     "block(data, start, end) -> (other fields' bytes, [var], [op]), or None when a var or op "
-     "is not protobuf's own serialization (read by protoread.py instead)"},
+     "block(data, start, end[, drop]) -> (other fields' bytes, [var], [op]), or None when a "
+     "var or op is not protobuf's own serialization (read by protoread.py instead); drop: the "
+     "name of an attr left out of every op"},
     {"spans", spans, METH_VARARGS,
      "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
      "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
