@@ -62,20 +62,22 @@ def _snapshot(prog) -> list:
     for b in prog.blocks:
         out.append(("block", b.idx, b.parent_idx, b.forward_block_idx))
         for name, v in b.vars.items():
+            src = v.source
             out.append((name, repr(v.type), v.persistable, v.need_check_feed, v.is_parameter,
-                        v.stop_gradient, v.attrs, type(v.source).__name__, v.source.wire,
-                        v.source.key))
+                        v.stop_gradient, v.attrs, type(src).__name__,
+                        None if src is None else (src.wire, src.key)))
         for o in b.ops:
             s = o.source
             read = None if s is None else (type(s).__name__, s.wire, s.names, s._positions,
-                                           s.block_attrs, repr(s._role), repr(s._decoded))
+                                           s.block_attrs, repr(s._role), repr(s._decoded),
+                                           s.inputs, s.outputs, s.inputs is o.inputs)
             out.append((o.type, o.inputs, o.outputs, o.is_target, o.dup_attrs, read,
                         repr(o.attrs)))
     return out
 
 
-def _read(data: bytes, fast, drop=None) -> tuple:
-    """(snapshot or the error, how many blocks the scanner took); `drop`: decode's"""
+def _read(data: bytes, fast, read_only=False) -> tuple:
+    """(snapshot or the error, how many blocks the scanner took); `read_only`: decode's"""
     taken = [0]
     real = fast
 
@@ -93,7 +95,7 @@ def _read(data: bytes, fast, drop=None) -> tuple:
     wirescan.FAST = Counting if fast is not None else None
     try:
         try:
-            return _snapshot(protoread.decode(data, drop)), taken[0]
+            return _snapshot(protoread.decode(data, read_only)), taken[0]
         except ProgramFormatError as e:
             return ("error", str(e)), taken[0]
     finally:
@@ -109,19 +111,20 @@ def test_every_corpus_program_reads_the_same_both_ways():
             data = f.read()
         fast, n = _read(data, FAST)
         assert fast == _read(data, None)[0], path
-        assert _read(data, FAST, DROP)[0] == _read(data, None, DROP)[0], path
+        assert _read(data, FAST, True)[0] == _read(data, None, True)[0], path
         taken += n
     assert len(PROGRAMS) > 300 and taken > len(PROGRAMS)   # the scanner did read them
 
 
-DROP = "op_callstack"
+DROP = protoread.UNREAD_ATTR
 
 
 @pytest.mark.parametrize("fast", [pytest.param(True, marks=needs_fast), False],
                          ids=["fast", "python"])
-def test_an_attr_dropped_is_gone_and_the_rest_reads_the_same(fast):
-    """decode(data, drop): every op read as if it had no such attr (its names, its bytes:
-    protobuf's serialization of the op without it), each of its other attrs as ever."""
+def test_a_program_read_only_reads_the_same_but_what_it_leaves_out(fast):
+    """decode(data, read_only=True): every op read as if it had no op_callstack (its names,
+    its bytes: protobuf's serialization of the op without it), each of its other attrs and
+    its slots as ever, the slots its OpSource's own; no var keeps a source."""
     saved = wirescan.FAST
     wirescan.FAST = FAST if fast else None
     dropped = 0
@@ -129,16 +132,22 @@ def test_an_attr_dropped_is_gone_and_the_rest_reads_the_same(fast):
         for path in PROGRAMS[::9]:
             with open(path, "rb") as f:
                 data = f.read()
-            whole, lean = protoread.decode(data), protoread.decode(data, DROP)
+            whole, lean = protoread.decode(data), protoread.decode(data, read_only=True)
+            assert all(v.source is None for b in lean.blocks for v in b.vars.values())
+            assert [list(b.vars.items()) for b in lean.blocks] == \
+                [list(b.vars.items()) for b in whole.blocks]
             ops = [(a, b) for x, y in zip(whole.blocks, lean.blocks) for a, b in zip(x.ops, y.ops)]
             for a, b in ops:
                 names = [n for n in a.attr_names() if n != DROP]
                 dropped += len(names) < len(a.attr_names())
                 assert b.attr_names() == names and not b.has_attr(DROP)
                 assert all(a.attr(n) == b.attr(n) for n in names)
+                assert (a.inputs, a.outputs) == (b.inputs, b.outputs)
                 if a.source is None:                    # an attr name twice: read eagerly
                     assert b.source is None
                     continue
+                assert a.source.inputs is not a.inputs and a.source.inputs == a.inputs
+                assert b.source.inputs is b.inputs and b.source.outputs is b.outputs
                 msg = OpDescMsg.FromString(a.source.wire)
                 keep = [x for x in msg.attrs if x.name != DROP]
                 del msg.attrs[:]
@@ -352,7 +361,7 @@ def test_the_scanner_takes_exactly_what_protobuf_writes_and_reads_it_the_same(se
     taken = FAST.block(data, start, len(data)) is not None
     assert taken == _protobuf_writes_it(cls, payload, _one_block([(number, payload)]))
     assert _read(data, FAST)[0] == _read(data, None)[0]
-    assert _read(data, FAST, DROP)[0] == _read(data, None, DROP)[0]
+    assert _read(data, FAST, True)[0] == _read(data, None, True)[0]
 
 
 @needs_fast

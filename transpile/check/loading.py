@@ -34,20 +34,15 @@ class Split:
     stray: list = field(default_factory=list)        # folder names that are neither
 
 
-# the attr no check reads, left out of the ops of the programs a check reads: each op's Python
-# call stack, most of the bytes of a program Paddle saved
-UNREAD_ATTR = "op_callstack"
-
-
 def load_program_raw(path: str) -> Program:
     """Read a program without the structural validation of programio.load: a dangling block
-    attr is a finding here, not a reason to refuse the input. Only read: its vars keep no
-    bytes to write (drop_var_sources), its ops no call stack (UNREAD_ATTR)."""
+    attr is a finding here, not a reason to refuse the input. Only read, never written: kept
+    small (protoread.decode's read_only: no op call stacks, no var bytes to write)."""
     fmt = programio.program_format(path)
     data = programio.read_file_bytes(path)
     try:
         if fmt == "pb":
-            return drop_var_sources(programio.from_bytes(data, UNREAD_ATTR))
+            return programio.from_bytes(data, read_only=True)
         from ..format import textform
         return drop_var_sources(textform.loads(data))
     except ProgramFormatError as e:
@@ -57,7 +52,7 @@ def load_program_raw(path: str) -> Program:
 def load_original(path: str) -> Program:
     """The original main or startup program as a check reads it: validated as every input
     (programio.load); only read, as the split's (load_program_raw)."""
-    return drop_var_sources(programio.load(path, UNREAD_ATTR))
+    return programio.load(path, read_only=True)
 
 
 def _find_program(folder: str, stem: str) -> Optional[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from . import protoread, protowrite
+from .opsource import drop_var_sources
 from ..core.errors import ProgramFormatError
 from ..core.files import read_bytes
 from ..core.gcpause import paused_gc
@@ -23,10 +24,10 @@ def program_format(path: str) -> str:
     raise ProgramFormatError("%s: unknown program format (use .pb, .pdmodel or .json)" % path)
 
 
-def from_bytes(data: bytes, drop: str | None = None) -> Program:
-    """A program from its ProgramDesc bytes; `drop`: an attr left out of every op (decode)."""
+def from_bytes(data: bytes, read_only: bool = False) -> Program:
+    """A program from its ProgramDesc bytes (`read_only`: protoread.decode's)."""
     with paused_gc():
-        return protoread.decode(data, drop)
+        return protoread.decode(data, read_only)
 
 
 def to_bytes(program: Program) -> bytes:
@@ -45,18 +46,20 @@ def read_file_bytes(path: str) -> bytes:
     return read_bytes(path, ProgramFormatError, "program file")
 
 
-def load(path: str, drop: str | None = None) -> Program:
-    """Read a program file; errors name the file. `drop`: an attr left out of every op of a
-    binary program (protoread.decode), for a program only read."""
+def load(path: str, read_only: bool = False) -> Program:
+    """Read a program file; errors name the file. `read_only`: a program only looked at, kept
+    small (protoread.decode's; a JSON one: its vars without sources)."""
     fmt = program_format(path)
     data = read_file_bytes(path)
     try:
         if fmt == "pb":
             with paused_gc():
-                prog = protoread.decode(data, drop)
+                prog = protoread.decode(data, read_only)
         else:
             from . import textform
             prog = textform.loads(data)
+            if read_only:
+                drop_var_sources(prog)
         from ..ir.validate import validate_structure
         validate_structure(prog)
         return prog

@@ -12,7 +12,7 @@ from sys import intern as _intern
 
 from ..core.errors import ProgramFormatError
 from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
-                       VarSource, serialized, vartype_key)
+                       VarSource, drop_var_sources, serialized, vartype_key)
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
@@ -31,16 +31,18 @@ class _Seen:
     place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
-    `drop`: the name of an attr left out of every op (decode's), or None."""
-    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop")
+    `drop`: the name of an attr left out of every op, or None; `share`: whether an op's
+    OpSource holds the op's own slots (decode's read_only) rather than copies."""
+    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share")
 
-    def __init__(self, drop: str | None = None):
+    def __init__(self, read_only: bool = False):
         self.types: dict = {}
         self.names: dict = {}
         self.roles: dict = {}
         self.role_bytes: dict = {}
         self.shape_bytes: dict = {}
-        self.drop = drop
+        self.drop = UNREAD_ATTR if read_only else None
+        self.share = read_only
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -174,7 +176,8 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
         if not o.IsInitialized():
             cls = IncompleteOpSource
     return Op(op_type, inputs, outputs, None, is_target,
-              source=cls(wire, op_type, {k: v[:] for k, v in inputs.items()},
+              source=cls(wire, op_type, inputs if seen.share else
+                         {k: v[:] for k, v in inputs.items()}, outputs if seen.share else
                          {k: v[:] for k, v in outputs.items()}, is_target, names, positions,
                          block_attrs, role, decoded))
 
@@ -234,10 +237,16 @@ def _program_fields(msg) -> dict:
     return {"version": version, "has_version": has_version, "op_version_map": ovm}
 
 
-def decode(data: bytes, drop: str | None = None) -> Program:
+# the attr a program only read (decode's read_only) leaves out of its ops, as if the file had
+# none: each op's Python call stack, most of the bytes of a program Paddle saved
+UNREAD_ATTR = "op_callstack"
+
+
+def decode(data: bytes, read_only: bool = False) -> Program:
     """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable.
-    `drop`: the name of an attr to leave out of every op, as if the file had none (a program
-    only read, by check: op_callstack, most of the bytes of a program Paddle saved).
+    `read_only`: a program only looked at, never written (check's), kept small: its ops
+    without UNREAD_ATTR, each OpSource holding its op's slots (not copies: nothing changes
+    them), its vars without sources (opsource.drop_var_sources).
 
     The program is read piece by piece from its bytes (_decode_pieces), never as one message
     tree (about three times the size of the bytes). Whatever that reading does not take,
@@ -246,12 +255,13 @@ def decode(data: bytes, drop: str | None = None) -> Program:
     if not data:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
     try:
-        return _decode_pieces(data, drop)
+        prog = _decode_pieces(data, read_only)
     except (NotPlain, ProgramFormatError):
-        return _decode_tree(data, drop)
+        prog = _decode_tree(data, read_only)
     finally:
         if wirescan.FAST is not None:
             wirescan.FAST.forget()      # the strings it shared while reading this program
+    return drop_var_sources(prog) if read_only else prog
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,7 +273,7 @@ _KEY_OPS = 0x22             # BlockDesc.ops = 4
 _RUN_BYTES = 1 << 20        # vars / ops parsed (and checked) about this many bytes at a time
 
 
-def _decode_pieces(data: bytes, drop: str | None = None) -> Program:
+def _decode_pieces(data: bytes, read_only: bool = False) -> Program:
     """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
     the only message trees made are those of one run. Raises NotPlain or ProgramFormatError
     on anything _decode_tree is to look at."""
@@ -273,7 +283,7 @@ def _decode_pieces(data: bytes, drop: str | None = None) -> Program:
     if not blocks or _has_unknown_fields(rest_msg):
         raise NotPlain()
     fields = _program_fields(rest_msg)
-    seen = _Seen(drop)
+    seen = _Seen(read_only)
     return Program([_decode_block_bytes(data, start, end, seen)
                     for _, _, start, end in blocks], **fields)
 
@@ -283,7 +293,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block
     its vars and ops by the compiled scanner (_decode_scanned) when it is there and takes
     them, else run by run (_runs)."""
     if wirescan.FAST is not None:
-        scanned = wirescan.FAST.block(data, start, end, seen.drop)
+        scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share)
         if scanned is not None:
             return _decode_scanned(*scanned, seen)
     items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
@@ -479,7 +489,7 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
                  forward_block_idx=optional_field(b, "forward_block_idx"))
 
 
-def _decode_tree(data: bytes, drop: str | None = None) -> Program:
+def _decode_tree(data: bytes, read_only: bool = False) -> Program:
     """The program parsed as one message tree: errors (the first in the file) as they were
     always reported; valid bytes that _decode_pieces leaves alone read all the same."""
     msg = ProgramDesc()
@@ -498,7 +508,7 @@ def _decode_tree(data: bytes, drop: str | None = None) -> Program:
     fields = _program_fields(msg)
     # all text is checked by one C parse; field by field only to say where it fails
     check_text = not text_is_utf8(data)
-    seen = _Seen(drop)
+    seen = _Seen(read_only)
     blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
     if check_text:
         raise not_text("a text field")

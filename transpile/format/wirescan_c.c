@@ -443,7 +443,7 @@ next_field(const uint8_t *p, const uint8_t *end, int *number, int *wt,
 }
 
 /* OpDesc.Var: (slot name, [arguments]) into `slots`, and the same into `copy` (a list of its
-   own); 1: the slot is there already */
+   own) unless it is NULL; 1: the slot is there already */
 static int
 add_slot(PyObject *slots, PyObject *copy, const uint8_t *p, const uint8_t *end)
 {
@@ -472,7 +472,11 @@ add_slot(PyObject *slots, PyObject *copy, const uint8_t *p, const uint8_t *end)
         }
     }
     rc = PyDict_Contains(slots, name);
-    if (rc == 0) {
+    if (rc == 0 && copy == NULL) {
+        if (PyDict_SetItem(slots, name, list) < 0)
+            rc = -1;
+    }
+    else if (rc == 0) {
         list2 = PyList_GetSlice(list, 0, PyList_GET_SIZE(list));
         if (list2 == NULL || PyDict_SetItem(slots, name, list) < 0
                 || PyDict_SetItem(copy, name, list2) < 0)
@@ -502,9 +506,10 @@ bool_or_none(int present, uint64_t v)
    shape attr bytes or None, names of BLOCK / BLOCKS attrs); or its bytes alone when
    protoread.py is to read it (a slot or an attr name twice, very many attrs). `drop` (NUL
    terminated, or NULL): the name of an attr left out, of the names and of the wire (then the
-   op's bytes without that attrs entry: still protobuf's serialization of what is left) */
+   op's bytes without that attrs entry: still protobuf's serialization of what is left);
+   `share`: the second inputs and outputs are the first ones, not copies */
 static PyObject *
-take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop)
+take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, int share)
 {
     const uint8_t *start = p, *cut_a = NULL, *cut_b = NULL;
     size_t drop_len = drop != NULL ? strlen(drop) : 0;
@@ -520,8 +525,9 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop)
 
     Py_INCREF(role);
     Py_INCREF(shape);
-    if ((ins = PyDict_New()) == NULL || (outs = PyDict_New()) == NULL
-            || (ins2 = PyDict_New()) == NULL || (outs2 = PyDict_New()) == NULL)
+    if ((ins = PyDict_New()) == NULL || (outs = PyDict_New()) == NULL)
+        goto done;
+    if (!share && ((ins2 = PyDict_New()) == NULL || (outs2 = PyDict_New()) == NULL))
         goto done;
     while (p < end && plain) {
         const uint8_t *field = p;
@@ -618,12 +624,14 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop)
             goto done;
         memcpy(PyBytes_AS_STRING(cut), start, cut_a - start);
         memcpy(PyBytes_AS_STRING(cut) + (cut_a - start), cut_b, end - cut_b);
-        result = Py_BuildValue("(NOOOOONOOOO)", cut, type, ins, outs, ins2, outs2,
-                               bool_or_none(has_target, target), names, role, shape, blocks);
+        result = Py_BuildValue("(NOOOOONOOOO)", cut, type, ins, outs, share ? ins : ins2,
+                               share ? outs : outs2, bool_or_none(has_target, target), names,
+                               role, shape, blocks);
     }
     else
-        result = Py_BuildValue("(OOOOOONOOOO)", wire, type, ins, outs, ins2, outs2,
-                               bool_or_none(has_target, target), names, role, shape, blocks);
+        result = Py_BuildValue("(OOOOOONOOOO)", wire, type, ins, outs, share ? ins : ins2,
+                               share ? outs : outs2, bool_or_none(has_target, target), names,
+                               role, shape, blocks);
 done:
     for (i = 0; i < n_attrs; i++)
         Py_DECREF(attr_names[i]);
@@ -682,8 +690,9 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* block(data, start, end[, drop]) -> (other fields' bytes, [var], [op]) or None; `drop`: the
-   name of an attr left out of every op (take_op), or None */
+/* block(data, start, end[, drop[, share]]) -> (other fields' bytes, [var], [op]) or None;
+   `drop`: the name of an attr left out of every op, or None; `share`: true for ops whose
+   slots are not copied for their OpSource (take_op) */
 
 #define KEY_VARS 0x1A
 #define KEY_OPS 0x22
@@ -696,14 +705,14 @@ block(PyObject *self, PyObject *args)
     PyObject *vars = NULL, *ops = NULL, *rest = NULL, *result = NULL;
     const uint8_t *p, *stop, *base;
     const char *drop = NULL;
-    int ok = 1;
+    int ok = 1, share = 0;
 
     (void)self;
     if (msgs == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "wirescan_c: configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*nn|z", &buf, &start, &end, &drop))
+    if (!PyArg_ParseTuple(args, "y*nn|zp", &buf, &start, &end, &drop, &share))
         return NULL;
     if (start < 0 || end > buf.len || start > end) {
         PyBuffer_Release(&buf);
@@ -735,7 +744,8 @@ block(PyObject *self, PyObject *args)
             wire = PyBytes_FromStringAndSize((const char *)pay, pay_end - pay);
             if (wire == NULL)
                 goto done;
-            item = is_op ? take_op(wire, pay, pay_end, drop) : take_var(wire, pay, pay_end);
+            item = is_op ? take_op(wire, pay, pay_end, drop, share)
+                         : take_var(wire, pay, pay_end);
             Py_DECREF(wire);
             if (item == NULL || PyList_Append(is_op ? ops : vars, item) < 0) {
                 Py_XDECREF(item);
@@ -985,9 +995,9 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(messages, op_index, var_index): the schema canonical bytes are checked against"},
     {"block", block, METH_VARARGS,
-     "block(data, start, end[, drop]) -> (other fields' bytes, [var], [op]), or None when a "
-     "var or op is not protobuf's own serialization (read by protoread.py instead); drop: the "
-     "name of an attr left out of every op"},
+     "block(data, start, end[, drop[, share]]) -> (other fields' bytes, [var], [op]), or None "
+     "when a var or op is not protobuf's own serialization (read by protoread.py instead); "
+     "drop: the name of an attr left out of every op; share: an op's slots not copied"},
     {"spans", spans, METH_VARARGS,
      "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
      "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
