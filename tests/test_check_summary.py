@@ -153,9 +153,14 @@ def test_the_summaries_kept_hold_only_what_is_asked(tmp_path):
         assert kept.later_inputs == full.later_inputs & ctx.asked
         assert len(kept.persistable) < len(full.persistable)
         assert kept.blocks.keys() == full.blocks.keys()
+        names = []
         for bi, ops in kept.blocks.items():
             assert [op.type for op in ops] == [op.type for op in full.blocks[bi]]
             assert all(set(a.inputs) <= set(b.inputs) for a, b in zip(ops, full.blocks[bi]))
+            names += [t for op in ops for t in (op.inputs, op.outputs, op.x)]
+        assert len({id(t) for t in names}) == len(set(names)) < len(names)  # each made once
+    # what is kept of a pserver's listen_and_serv: where it is, not the op (and its bytes)
+    assert ctx.index.listen and all(op is None for _, op in ctx.index.listen.values())
 
 
 def test_the_programs_a_check_reads_keep_no_var_bytes(monkeypatch):

@@ -49,17 +49,18 @@ def summarize(prog: Program, grad_keys: Mapping, asked=None) -> PserverSummary:
         later, persistable = asked.intersection(later), asked.intersection(persistable)
     keys = frozenset(grad_keys)
     blocks = {}
+    same: dict = {}         # each tuple of names made once: a scale reads and writes one name
     for bi in set(grad_keys.values()):
         if 0 < bi < n:
-            blocks[bi] = tuple(_lite(op, asked, keys) for op in prog.blocks[bi].ops)
+            blocks[bi] = tuple(_lite(op, asked, keys, same) for op in prog.blocks[bi].ops)
     return PserverSummary(n, frozenset(later), MappingProxyType(blocks), frozenset(persistable))
 
 
-def _lite(op, asked, keys: frozenset) -> LiteOp:
+def _lite(op, asked, keys: frozenset, same: dict) -> LiteOp:
     """An op of an optimize block as the send checks read it (_check_send_target): whether it
     reads a sent name (inputs), overwrites a grad key as a plain writer (outputs; its inputs
     and X then named in a finding), a sum's X (named too). With `asked`, an op that writes no
-    key keeps only the asked names it reads."""
+    key keeps only the asked names it reads. Equal tuples of names are one (`same`)."""
     ins, outs = input_names(op), output_names(op)
     plain = not is_update_op(op) and not is_geo_update(op)
     x = op.input("X")
@@ -67,4 +68,6 @@ def _lite(op, asked, keys: frozenset) -> LiteOp:
         ins, outs = [n for n in ins if n in asked], ()
         if op.type != "sum":
             x = [n for n in x if n in asked]
-    return LiteOp(op.type, tuple(ins), tuple(outs), tuple(x), plain)
+    ins, outs, x = tuple(ins), tuple(outs), tuple(x)
+    return LiteOp(op.type, same.setdefault(ins, ins), same.setdefault(outs, outs),
+                  same.setdefault(x, x), plain)

@@ -100,9 +100,12 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str) -> PserverRead:
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
     # later ones read of a block is its names and var: the op, which holds its bytes, goes
     blocks = [replace(pb, op=None) for pb in r.param_blocks[ep]]
+    # nor is its listen_and_serv read again (check_listen replays what listen_of found): its
+    # index only, which says that the pserver has one
+    listen = r.listen.get(ep)
     return PserverRead(ep, {part.name: own.reach[part.name] for part in parts},
                        {part.name for part in parts if part.name in own.broken},
-                       (r.listen.get(ep), r.grad_keys[ep], blocks, r.findings),
+                       (listen and (listen[0], None), r.grad_keys[ep], blocks, r.findings),
                        recorded, summary)
 
 

@@ -12,7 +12,7 @@ from sys import intern as _intern
 
 from ..core.errors import ProgramFormatError
 from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
-                       VarSource, drop_var_sources, serialized, vartype_key)
+                       VarSource, serialized, vartype_key)
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
@@ -73,6 +73,8 @@ def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
     name = _intern(v.name)
     p, c, i, s = flags
     var = Var(name, typed[0], p, c, i, s, attrs)
+    if seen.share:                  # a program only read: no var keeps its bytes
+        return var
     key = (name, p, c, i, s, attrs, typed[1])
     var.source = VarSource(wire, key) if wire is not None else \
         (VarSource if v.IsInitialized() else IncompleteVarSource)(serialized(v), key)
@@ -246,7 +248,7 @@ def decode(data: bytes, read_only: bool = False) -> Program:
     """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable.
     `read_only`: a program only looked at, never written (check's), kept small: its ops
     without UNREAD_ATTR, each OpSource holding its op's slots (not copies: nothing changes
-    them), its vars without sources (opsource.drop_var_sources).
+    them), its vars without sources (no bytes to copy).
 
     The program is read piece by piece from its bytes (_decode_pieces), never as one message
     tree (about three times the size of the bytes). Whatever that reading does not take,
@@ -261,7 +263,7 @@ def decode(data: bytes, read_only: bool = False) -> Program:
     finally:
         if wirescan.FAST is not None:
             wirescan.FAST.forget()      # the strings it shared while reading this program
-    return drop_var_sources(prog) if read_only else prog
+    return prog
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,7 +327,8 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     vars_of = getattr(wirescan.FAST, "vars_of", None)
     vars_ = None if vars_of is None else vars_of(
         var_items, types, lambda raw: _typed(raw, types),
-        lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var, VarSource)
+        lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
+        None if seen.share else VarSource)
     if vars_ is None:
         vars_ = _vars_scanned(var_items, types, seen, idx)
     ops = []
@@ -366,7 +369,7 @@ def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
         else:
             wire, name, raw, p, c, i, s = item
             typed = types.get(raw) or _typed(raw, types)
-            var = Var(name, typed[0], p, c, i, s, (),
+            var = Var(name, typed[0], p, c, i, s, (), None if seen.share else
                       VarSource(wire, (name, p, c, i, s, (), typed[1])))
         if name in vars_:           # declared twice: _add_var raises (inline: every var)
             _add_var(vars_, var, idx)

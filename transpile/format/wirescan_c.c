@@ -648,9 +648,10 @@ done:
 }
 
 /* the var's tuple (wire, name, VarType bytes, persistable, need_check_feed, is_parameter,
-   stop_gradient), each flag None when absent; or its bytes alone when it has attrs */
+   stop_gradient), each flag None when absent, the wire None with `share` (a program only
+   read: no var keeps its bytes); or its bytes alone when it has attrs */
 static PyObject *
-take_var(PyObject *wire, const uint8_t *p, const uint8_t *end)
+take_var(PyObject *wire, const uint8_t *p, const uint8_t *end, int share)
 {
     PyObject *name = NULL, *type = NULL, *flags[4], *result = NULL;
     int number, wt, i, present[4] = {0, 0, 0, 0};
@@ -681,8 +682,8 @@ take_var(PyObject *wire, const uint8_t *p, const uint8_t *end)
     }
     for (i = 0; i < 4; i++)
         flags[i] = bool_or_none(present[i], value[i]);
-    result = Py_BuildValue("(OOONNNN)", wire, name, type, flags[0], flags[1], flags[2],
-                           flags[3]);
+    result = Py_BuildValue("(OOONNNN)", share ? Py_None : wire, name, type, flags[0], flags[1],
+                           flags[2], flags[3]);
 done:
     Py_XDECREF(name);
     Py_XDECREF(type);
@@ -691,8 +692,9 @@ done:
 
 /* ------------------------------------------------------------------------------------------ */
 /* block(data, start, end[, drop[, share]]) -> (other fields' bytes, [var], [op]) or None;
-   `drop`: the name of an attr left out of every op, or None; `share`: true for ops whose
-   slots are not copied for their OpSource (take_op) */
+   `drop`: the name of an attr left out of every op, or None; `share`: true for a program
+   only read (ops whose slots are not copied for their OpSource, vars without their bytes:
+   take_op, take_var) */
 
 #define KEY_VARS 0x1A
 #define KEY_OPS 0x22
@@ -745,7 +747,7 @@ block(PyObject *self, PyObject *args)
             if (wire == NULL)
                 goto done;
             item = is_op ? take_op(wire, pay, pay_end, drop, share)
-                         : take_var(wire, pay, pay_end);
+                         : take_var(wire, pay, pay_end, share);
             Py_DECREF(wire);
             if (item == NULL || PyList_Append(is_op ? ops : vars, item) < 0) {
                 Py_XDECREF(item);
@@ -788,7 +790,8 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* vars_of(items, types, typed_of, var_of, Var, VarSource) -> {name: Var}: the Vars of block()'s
    var items, in their order, made as protoread.py's _decode_scanned makes them (each with its
-   VarSource: the item's bytes and key (name, flags, (), the VarType's key)). `types` maps a
+   VarSource: the item's bytes and key (name, flags, (), the VarType's key); VarSource None:
+   none, the var's source None). `types` maps a
    VarType's bytes to (VarType, its key), typed_of(bytes) makes (and keeps) one it lacks;
    var_of(bytes) makes the Var of an item read by protobuf (a var with attrs). None when a name
    comes twice: protoread.py reads the block again and says so. The objects are made without
@@ -859,11 +862,15 @@ vars_of(PyObject *self, PyObject *args)
     Py_ssize_t i, n, var_at[8], src_at[2];
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!OOO!O!", &PyList_Type, &items, &PyDict_Type, &types,
-                          &typed_of, &var_of, &PyType_Type, &var_cls, &PyType_Type, &src_cls))
+    if (!PyArg_ParseTuple(args, "O!O!OOO!O", &PyList_Type, &items, &PyDict_Type, &types,
+                          &typed_of, &var_of, &PyType_Type, &var_cls, &src_cls))
         return NULL;
+    if (src_cls != Py_None && !PyType_Check(src_cls)) {
+        PyErr_SetString(PyExc_TypeError, "vars_of: VarSource is a class or None");
+        return NULL;
+    }
     if (slot_names() < 0 || slot_offsets(var_cls, VAR_SLOTS, var_at, 8) < 0
-            || slot_offsets(src_cls, SOURCE_SLOTS, src_at, 2) < 0
+            || (src_cls != Py_None && slot_offsets(src_cls, SOURCE_SLOTS, src_at, 2) < 0)
             || (empty = PyTuple_New(0)) == NULL)
         return NULL;
     if ((out = PyDict_New()) == NULL)
@@ -886,19 +893,25 @@ vars_of(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_TypeError, "vars_of: a VarType is (VarType, key)");
                 goto fail;
             }
-            key = PyTuple_Pack(7, name, PyTuple_GET_ITEM(item, 3), PyTuple_GET_ITEM(item, 4),
-                               PyTuple_GET_ITEM(item, 5), PyTuple_GET_ITEM(item, 6), empty,
-                               PyTuple_GET_ITEM(typed, 1));
-            if (key == NULL) {
-                Py_DECREF(typed);
-                goto fail;
+            if (src_cls == Py_None) {
+                Py_INCREF(Py_None);
+                src = Py_None;
             }
-            Py_INCREF(PyTuple_GET_ITEM(item, 0));
-            values[0] = PyTuple_GET_ITEM(item, 0);
-            values[1] = key;
-            if ((src = made((PyTypeObject *)src_cls, src_at, values, 2)) == NULL) {
-                Py_DECREF(typed);
-                goto fail;
+            else {
+                key = PyTuple_Pack(7, name, PyTuple_GET_ITEM(item, 3), PyTuple_GET_ITEM(item, 4),
+                                   PyTuple_GET_ITEM(item, 5), PyTuple_GET_ITEM(item, 6), empty,
+                                   PyTuple_GET_ITEM(typed, 1));
+                if (key == NULL) {
+                    Py_DECREF(typed);
+                    goto fail;
+                }
+                Py_INCREF(PyTuple_GET_ITEM(item, 0));
+                values[0] = PyTuple_GET_ITEM(item, 0);
+                values[1] = key;
+                if ((src = made((PyTypeObject *)src_cls, src_at, values, 2)) == NULL) {
+                    Py_DECREF(typed);
+                    goto fail;
+                }
             }
             values[0] = name;
             values[1] = PyTuple_GET_ITEM(typed, 0);
@@ -1002,8 +1015,8 @@ static PyMethodDef methods[] = {
      "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
      "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
     {"vars_of", vars_of, METH_VARARGS,
-     "vars_of(items, types, typed_of, var_of, Var, VarSource) -> {name: Var} of block()'s var "
-     "items, or None when a name comes twice"},
+     "vars_of(items, types, typed_of, var_of, Var, VarSource or None) -> {name: Var} of "
+     "block()'s var items, or None when a name comes twice"},
     {"forget", forget, METH_NOARGS,
      "forget(): let go of the strings block() made (once a program is read)"},
     {NULL, NULL, 0, NULL}
