@@ -33,8 +33,9 @@ class CheckContext:
         self.recorded: dict = {}
         self._key_lists: dict = {}                    # endpoint -> "g1, g2, ..." or "none"
         self._memo: dict = {}
-        # None, or the only names the trainer checks ask a pserver summary about (stream.py)
-        self.asked: Optional[frozenset] = None
+        # whether every send's target was checked with its pserver, its findings recorded
+        # (("send_target", (trainer id, send index))): a streamed check's (stream.py)
+        self.targets_read = False
 
     @contextmanager
     def collecting(self):
@@ -69,7 +70,7 @@ class CheckContext:
         made while the program is loaded, kept after it is let go."""
         def make():
             prog = self.split.pservers[endpoint]["main"].prog
-            return summarize(prog, self.grad_keys.get(endpoint, {}), self.asked)
+            return summarize(prog, self.grad_keys.get(endpoint, {}).values())
         return self.memo(("pserver_summary", endpoint), make)
 
     def memo(self, key, make):

@@ -36,38 +36,27 @@ def _unpickled(n_blocks, later_inputs, blocks: dict, persistable) -> PserverSumm
     return PserverSummary(n_blocks, later_inputs, MappingProxyType(blocks), persistable)
 
 
-def summarize(prog: Program, grad_keys: Mapping, asked=None) -> PserverSummary:
-    """The summary of a pserver main program; `grad_keys`: its grad_to_block_id ({grad name:
-    block}). `asked`: None, or the only names the trainer checks will ask about (every
-    trainer's edges: trainer.edge_names), for a summary kept while the other pservers are read
-    (stream.py): its sets and ops then hold only what those questions and the findings' words
-    read, and answer every one of them as the whole summary would."""
+def summarize(prog: Program, block_ids) -> PserverSummary:
+    """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""
     n = len(prog.blocks)
-    later = all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs")
-    persistable = (name for name, v in prog.global_block.vars.items() if v.persistable)
-    if asked is not None:
-        later, persistable = asked.intersection(later), asked.intersection(persistable)
-    keys = frozenset(grad_keys)
+    later = frozenset(all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs"))
     blocks = {}
-    same: dict = {}         # each tuple of names made once: a scale reads and writes one name
-    for bi in set(grad_keys.values()):
+    for bi in set(block_ids):
         if 0 < bi < n:
-            blocks[bi] = tuple(_lite(op, asked, keys, same) for op in prog.blocks[bi].ops)
-    return PserverSummary(n, frozenset(later), MappingProxyType(blocks), frozenset(persistable))
+            blocks[bi] = tuple(
+                LiteOp(op.type, tuple(input_names(op)), tuple(output_names(op)),
+                       tuple(op.input("X")), not is_update_op(op) and not is_geo_update(op))
+                for op in prog.blocks[bi].ops)
+    persistable = frozenset(name for name, v in prog.global_block.vars.items()
+                            if v.persistable)
+    return PserverSummary(n, later, MappingProxyType(blocks), persistable)
 
 
-def _lite(op, asked, keys: frozenset, same: dict) -> LiteOp:
-    """An op of an optimize block as the send checks read it (_check_send_target): whether it
-    reads a sent name (inputs), overwrites a grad key as a plain writer (outputs; its inputs
-    and X then named in a finding), a sum's X (named too). With `asked`, an op that writes no
-    key keeps only the asked names it reads. Equal tuples of names are one (`same`)."""
-    ins, outs = input_names(op), output_names(op)
-    plain = not is_update_op(op) and not is_geo_update(op)
-    x = op.input("X")
-    if asked is not None and not (plain and not keys.isdisjoint(outs)):
-        ins, outs = [n for n in ins if n in asked], ()
-        if op.type != "sum":
-            x = [n for n in x if n in asked]
-    ins, outs, x = tuple(ins), tuple(outs), tuple(x)
-    return LiteOp(op.type, same.setdefault(ins, ins), same.setdefault(outs, outs),
-                  same.setdefault(x, x), plain)
+
+def for_recvs(summary: PserverSummary, asked: frozenset) -> PserverSummary:
+    """What a streamed check keeps of a pserver's summary once it has checked every send's
+    target there (stream.py, transfer.target_of): what the recv checks ask, whether a name
+    received from the pserver is persistable there, for the names they will ask about
+    (`asked`: every trainer's recvs, trainer.recv_names)."""
+    return PserverSummary(summary.n_blocks, frozenset(), MappingProxyType({}),
+                          summary.persistable & asked)

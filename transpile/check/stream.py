@@ -23,7 +23,9 @@ from .index import IndexBuilder
 from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
-from .trainer import edge_names
+from .pssummary import for_recvs
+from .trainer import recv_names, send_targets
+from .transfer import target_of
 from .pserver import listen_of, optimize_of
 
 
@@ -59,12 +61,13 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
             if t[k] is not None:
                 builder.add_part(t[k])
     ctx = CheckContext(main, startup, config, split, index=builder.index())
-    ctx.asked = edge_names(ctx)     # the summaries kept hold only what will be asked of them
+    # every send's target checked with its pserver (that pserver's summary then kept small)
+    targets, asked = send_targets(ctx), recv_names(ctx)
     eps = [ep for ep in config.pservers if ep in split.pservers]
     trainers = (dict(builder.reach), set(builder.broken))
 
     def read(i):
-        return _read_pserver(ctx, trainers, eps[i])
+        return _read_pserver(ctx, trainers, eps[i], targets.get(eps[i], ()), asked)
     if worth_forking(workers, len(eps), len(eps), len(main.global_block.ops)):
         reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
         reads.update(theirs)
@@ -73,12 +76,15 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
     for i in range(len(eps)):
         _gather(builder, ctx, reads[i])
     ctx.index = builder.index()
+    ctx.targets_read = True
     return ctx
 
 
-def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str) -> PserverRead:
-    """Read pserver `ep`'s programs, check them (the findings recorded) and let them go. The
-    index the checks see meanwhile is the trainers' and this pserver's."""
+def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> PserverRead:
+    """Read pserver `ep`'s programs, check them and the targets of `sends` (send_targets'),
+    the findings recorded, and let them go: of its summary, what the recv checks ask about
+    `asked` is kept. The index the checks see meanwhile is the trainers' and this
+    pserver's."""
     split, config = ctx.split, ctx.config
     p = split.pservers[ep]
     load_pserver(split, p, config)
@@ -91,7 +97,8 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str) -> PserverRead:
     ctx.index = own.index()
     saved, ctx.recorded = ctx.recorded, {}
     try:
-        summary = _record(ctx, ep, p, parts)
+        summary = for_recvs(_record(ctx, ep, p, parts, sends), asked)
+        ctx.remember(("pserver_summary", ep), summary)      # the whole one let go
         recorded = ctx.recorded
     finally:
         ctx.recorded = saved
@@ -124,8 +131,9 @@ def _gather(builder: IndexBuilder, ctx: CheckContext, read: PserverRead) -> None
     ctx.remember(("pserver_summary", ep), read.summary)
 
 
-def _record(ctx: CheckContext, ep: str, p: dict, parts: list):
-    """What the checks do with pserver `ep`'s programs, kept for their replay; its summary."""
+def _record(ctx: CheckContext, ep: str, p: dict, parts: list, sends):
+    """What the checks do with pserver `ep`'s programs and the targets of `sends`, kept for
+    their replay (a send's only where it finds something); its summary."""
     for part in parts:
         with ctx.recording("structure", part.name):
             structure_of(ctx, part)
@@ -147,4 +155,9 @@ def _record(ctx: CheckContext, ep: str, p: dict, parts: list):
     if KIND[FLEET_LARGE_SCALE_ADAM].style == style:
         with ctx.recording("large_scale_adam", ep):
             large_scale_adam_of(ctx, p)
+    for tid, i, e in sends:
+        with ctx.collecting() as got:
+            target_of(ctx, e)
+        if got[0] or got[1]:
+            ctx.recorded[("send_target", (tid, i))] = got
     return ctx.pserver_summary(ep)

@@ -11,7 +11,6 @@ collected in the context.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -20,14 +19,13 @@ from ..ir import roles
 from .context import CheckContext
 from .inputs import sparse_numbers
 from .loading import Part
-from .ops import BLOCK_SUFFIX, fmt_shape, is_dense, is_static, is_update_op
+from .ops import BLOCK_SUFFIX, is_dense, is_update_op
+from .transfer import check_transfer_shape, sent_key, strip_peer, target_of
 
-# the per-peer copies Paddle makes of a sent grad: fc_w@GRAD.trainer_0
-_PEER_SUFFIX = re.compile(r"\.(trainer|pserver)_\d+$")
 _RPC_TRAINER_ID_OPS = ("send", "recv", "send_barrier", "fetch_barrier")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Edge:
     """One var a trainer sends to or receives from one endpoint."""
     name: str
@@ -106,16 +104,6 @@ def _ctx_entries(ctx, part_name, rt: dict, key: str):
         yield names, eps, list(c.get("sections") or [])
 
 
-def _strip_peer(name: str) -> list:
-    """Names a sent var may be known by on the pserver: itself, without .trainer_N/.pserver_N."""
-    out = [name]
-    n = name
-    while _PEER_SUFFIX.search(n):
-        n = _PEER_SUFFIX.sub("", n)
-        out.append(n)
-    return out
-
-
 def _where_optimized(ctx, names: list) -> list:
     """(endpoint, name) for each of `names` some pserver's grad_to_block_id knows."""
     where = ctx.grad_endpoints()
@@ -153,25 +141,21 @@ def trainer_half(ctx: CheckContext, half: int) -> list:
     return out
 
 
-def edge_names(ctx: CheckContext) -> frozenset:
-    """The names of every trainer's send and recv edges (_edges' names, read as it reads
-    them): all the trainer checks ask a pserver summary about (pssummary.summarize's
-    `asked`). What reading them finds is let go: the trainer checks find it again."""
+def recv_names(ctx: CheckContext) -> frozenset:
+    """The names of every trainer's recv edges (_edges' recvs, read as it reads them): what
+    the recv checks ask a pserver summary about (pssummary.for_recvs). What reading them
+    finds is let go: the trainer checks find it again."""
     names: set = set()
     with ctx.collecting():
         for tid in ctx.split.trainers:
             t = ctx.split.trainers[tid]
             if ctx.config.traits.runtime_json:
                 rt = t.get("runtime")
-                for key in ("send_ctx", "recv_ctx") if rt is not None else ():
-                    for entry in _ctx_entries(ctx, "", rt, key):
-                        names.update(entry[0])
+                for entry in _ctx_entries(ctx, "", rt, "recv_ctx") if rt is not None else ():
+                    names.update(entry[0])
                 continue
-            reads = [(t["main"], "send", "X"), (t["main"], "recv", "Out")]
-            if t["startup"] is not None:
-                reads.append((t["startup"], "recv", "Out"))
-            for part, op_type, slot in reads:
-                for entry in _edge_ops(ctx, part, op_type, slot):
+            for part in (t["main"], t["startup"]):
+                for entry in _edge_ops(ctx, part, "recv", "Out") if part is not None else ():
                     names.update(entry[2])
     return frozenset(names)
 
@@ -324,7 +308,7 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
 def _check_sends(ctx, tid, main: Part, sends: list) -> None:
     cfg = ctx.config
     fed: dict = {}
-    for e in sends:
+    for i, e in enumerate(sends):
         if e.name.startswith("__control_var@"):
             continue
         if e.endpoint not in cfg.pservers:
@@ -337,12 +321,11 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
         if keys is None:
             continue        # that pserver's program is missing or broken: reported there
         if e.counter:
-            _check_counter_target(ctx, e)
+            _target(ctx, tid, i, e)
             continue
-        cands = _strip_peer(e.name)
-        key = next((c for c in cands if c in keys), None)
+        key = sent_key(keys, e)
         if key is None:
-            elsewhere = _where_optimized(ctx, cands)
+            elsewhere = _where_optimized(ctx, strip_peer(e.name))
             if elsewhere:
                 ctx.add("send", e.part, e.block, e.op,
                         "sends %s to %s, but %s optimizes it" % (e.name, e.endpoint,
@@ -356,7 +339,7 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                                                       ctx.grad_key_list(e.endpoint)))
             continue
         fed.setdefault((e.endpoint, key), []).append(e)
-        _check_send_target(ctx, e, key)
+        _target(ctx, tid, i, e)
     if ctx.geo:
         return
     for ep in cfg.pservers:
@@ -370,64 +353,27 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                                                   else "", ep))
 
 
-def _check_counter_target(ctx, e: _Edge) -> None:
-    """A trainer's step counter must be read by the pserver's LR-decay ops (which sum the
-    trainers' counters into the global step)."""
-    if e.name not in ctx.pserver_summary(e.endpoint).later_inputs:
-        ctx.add("send", e.part, e.block, e.op,
-                "sends the step counter %s to %s, where no block reads it"
-                % (e.name, e.endpoint),
-                "an LR-decay block on %s that sums the trainers' counters" % e.endpoint)
+def _target(ctx, tid: int, i: int, e: _Edge) -> None:
+    """What send `i` of trainer `tid` meets at its pserver (transfer.target_of): found then
+    by a streamed check, which asks it while that pserver's programs are read (stream.py),
+    else now."""
+    if ctx.targets_read:
+        ctx.replay("send_target", (tid, i))
+    else:
+        target_of(ctx, e)
 
 
-def _check_send_target(ctx, e: _Edge, key: str) -> None:
-    """The pserver must read what was sent, and its shape must be the block's."""
-    summary = ctx.pserver_summary(e.endpoint)
-    bi = ctx.grad_keys[e.endpoint][key]
-    if not 0 < bi < summary.n_blocks:
-        return
-    ops = summary.blocks[bi]
-    readers = [j for j, op in enumerate(ops) if e.name in op.inputs]
-    writers = [j for j, op in enumerate(ops) if key in op.outputs and op.plain_writer]
-    if e.name != key and not readers:
-        ctx.add("send", e.part, e.block, e.op,
-                "sends %s, which %s block %d never reads" % (e.name, e.endpoint, bi),
-                "a name block %d merges (%s)" % (bi, ", ".join(
-                    n for op in ops if op.type == "sum" for n in op.x) or key))
-    elif e.name == key and writers and readers[:1] != [0] and not \
-            any(e.name in ops[j].x for j in writers):
-        ctx.add("send", e.part, e.block, e.op,
-                "sends %s, which %s block %d overwrites with op %d (%s) before using it"
-                % (e.name, e.endpoint, bi, writers[0], ops[writers[0]].type),
-                "one of the names op %d reads: %s" % (writers[0], ", ".join(
-                    ops[writers[0]].inputs)))
-    pb = ctx.param_block(e.endpoint, key)
-    if pb is None or not is_dense(pb.var) or pb.sparse:
-        return
-    _check_transfer_shape(ctx, "send", e, pb)
-
-
-# how a shape mismatch reads: (runtime.json sections, a program's var)
-_TRANSFER_WORDING = {
-    "send": ("send_ctx sends %d rows of %s to %s", "sends %s %s to %s"),
-    "recv": ("recv_ctx expects %d rows of %s from %s", "receives %s as %s from %s"),
-}
-
-
-def _check_transfer_shape(ctx, kind: str, e, pb) -> None:
-    """A var sent to / received from a pserver must have the shape of the block there: by
-    runtime.json's section (rows) in fleet style, by the trainer program's var otherwise."""
-    rows_msg, var_msg = _TRANSFER_WORDING[kind]
-    if e.section is not None:
-        if pb.var.shape and e.section != pb.var.shape[0]:
-            ctx.add(kind, e.part, None, None, rows_msg % (e.section, e.name, e.endpoint),
-                    "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
-        return
-    tp = ctx.trainer_prog(e.part)
-    tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
-    if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
-        ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tv.shape), e.endpoint),
-                "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
+def send_targets(ctx: CheckContext) -> dict:
+    """endpoint -> [(trainer id, the edge's index among its sends, edge)]: every trainer's
+    sends to a pserver of the split, as the trainer checks number them (what reading them
+    finds is let go: the trainer checks find it again)."""
+    out: dict = {}
+    with ctx.collecting():
+        for tid in sorted(ctx.split.trainers):
+            for i, e in enumerate(_edges(ctx, tid)[0]):
+                if e.endpoint in ctx.split.pservers:
+                    out.setdefault(e.endpoint, []).append((tid, i, e))
+    return out
 
 
 def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
@@ -464,7 +410,7 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
         pb = here[0]
         if pb.sparse or not is_dense(pb.var):
             continue
-        _check_transfer_shape(ctx, "recv", e, pb)
+        check_transfer_shape(ctx, "recv", e, pb)
     # every dense parameter block must come back to the trainer's main program
     main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or fleet}
     looked_up = _looked_up_params(main.prog)
