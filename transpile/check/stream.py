@@ -5,11 +5,12 @@ forked child may read some of them, check_dir's workers).
 
 What the checks do with one pserver's programs is done while they are held, and kept
 (CheckContext.recording): they read only that pserver's programs, the trainers' and the
-index of both. What the later checks read of it is kept too: its part of the index (index.py:
-parameter blocks, grad keys), gathered pserver by pserver in cluster order, and a summary of
-its main program for the trainer checks (pssummary.py). Then the checks run in their order as
-ever, replaying what was kept in its place: the findings and warnings, and their order, are
-those of the checks on a split read whole."""
+index of both; so does what the trainer checks find of each send to it (what it meets there:
+transfer.py). What the later checks read of it is kept too: its part of the index (index.py:
+parameter blocks, grad keys), gathered pserver by pserver in cluster order, and of the summary
+of its main program what the recv checks ask (pssummary.for_recvs). Then the checks run in
+their order as ever, replaying what was kept in its place: the findings and warnings, and
+their order, are those of the checks on a split read whole."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

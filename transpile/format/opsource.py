@@ -61,9 +61,9 @@ class IncompleteVarSource(VarSource):
 
 def drop_var_sources(program):
     """`program` with its vars' sources let go (each var's bytes and key, about half of what
-    a var holds in memory), for a program only read, never written: a check holds the
-    original, the trainers' programs and what it kept of every pserver's at once. Written
-    anyway, each var would be encoded from what it says: the same bytes, more slowly."""
+    a var holds in memory), for a program only read, never written (a check's; of ProgramDesc
+    bytes, protoread.decode's read_only makes none). Written anyway, each var would be
+    encoded from what it says: the same bytes, more slowly."""
     for block in program.blocks:
         for var in block.vars.values():
             var.source = None

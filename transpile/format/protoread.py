@@ -31,8 +31,8 @@ class _Seen:
     place: Var.copy() copies it); `names`: attr names tuple -> (the tuple, {name: position});
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
-    `drop`: the name of an attr left out of every op, or None; `share`: whether an op's
-    OpSource holds the op's own slots (decode's read_only) rather than copies."""
+    `drop`: the name of an attr left out of every op, or None; `share`: decode's read_only
+    (an op's OpSource holds the op's own slots rather than copies, a var has no source)."""
     __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share")
 
     def __init__(self, read_only: bool = False):
