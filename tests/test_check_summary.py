@@ -15,7 +15,7 @@ from transpile.check.context import CheckContext
 from transpile.check.stream import streamed_context
 from transpile.core.config import load_config
 from transpile.format import programio
-from transpile.check.trainer import recv_names
+from transpile.check.trainer import streamed_edges
 from transpile.ir.program import Op
 
 from test_check import Split, case_path
@@ -149,7 +149,7 @@ def test_a_streamed_check_keeps_of_each_pserver_what_the_recvs_ask():
     whole = CheckContext(main, None, cfg, check_mod.load_split(case_path(case, "expected"),
                                                                 cfg))
     assert ctx.targets_read and not whole.targets_read
-    recvs = recv_names(whole)
+    recvs = streamed_edges(whole)[1]
     assert recvs
     for ep in cfg.pservers:
         kept, full = ctx.pserver_summary(ep), whole.pserver_summary(ep)
@@ -161,8 +161,8 @@ def test_a_streamed_check_keeps_of_each_pserver_what_the_recvs_ask():
 
 def test_the_programs_a_check_reads_keep_no_var_bytes(monkeypatch):
     """What a check holds at once (the original, the trainers' programs, every pserver's read
-    in turn) keeps no var's bytes: nothing of it is written (format/opsource.py,
-    drop_var_sources)."""
+    in turn) keeps no var's bytes: nothing of it is written (protoread.decode's
+    read_only)."""
     from transpile.check import stream
     case = "classic/basic"
     cfg = load_config(case_path(case, "cluster.yaml"))

@@ -10,7 +10,6 @@ from typing import Optional
 from ..core.config import ClusterConfig
 from ..core.errors import ProgramFormatError, UserError
 from ..format import programio
-from ..format.opsource import drop_var_sources
 from ..ir.program import Program
 from ..output.result import endpoint_dir
 
@@ -44,7 +43,7 @@ def load_program_raw(path: str) -> Program:
         if fmt == "pb":
             return programio.from_bytes(data, read_only=True)
         from ..format import textform
-        return drop_var_sources(textform.loads(data))
+        return textform.loads(data)
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
 

@@ -56,6 +56,6 @@ def for_recvs(summary: PserverSummary, asked: frozenset) -> PserverSummary:
     """What a streamed check keeps of a pserver's summary once it has checked every send's
     target there (stream.py, transfer.target_of): what the recv checks ask, whether a name
     received from the pserver is persistable there, for the names they will ask about
-    (`asked`: every trainer's recvs, trainer.recv_names)."""
+    (`asked`: every trainer's recvs, trainer.streamed_edges)."""
     return PserverSummary(summary.n_blocks, frozenset(), MappingProxyType({}),
                           summary.persistable & asked)

@@ -25,7 +25,7 @@ from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
 from .pssummary import for_recvs
-from .trainer import recv_names, send_targets
+from .trainer import streamed_edges
 from .transfer import target_of
 from .pserver import listen_of, optimize_of
 
@@ -63,7 +63,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
                 builder.add_part(t[k])
     ctx = CheckContext(main, startup, config, split, index=builder.index())
     # every send's target checked with its pserver (that pserver's summary then kept small)
-    targets, asked = send_targets(ctx), recv_names(ctx)
+    targets, asked = streamed_edges(ctx)
     eps = [ep for ep in config.pservers if ep in split.pservers]
     trainers = (dict(builder.reach), set(builder.broken))
 
@@ -82,7 +82,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
 
 
 def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> PserverRead:
-    """Read pserver `ep`'s programs, check them and the targets of `sends` (send_targets'),
+    """Read pserver `ep`'s programs, check them and the targets of `sends` (streamed_edges'),
     the findings recorded, and let them go: of its summary, what the recv checks ask about
     `asked` is kept. The index the checks see meanwhile is the trainers' and this
     pserver's."""

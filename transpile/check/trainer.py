@@ -40,14 +40,6 @@ class _Edge:
 
 def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None:
     """Classic style: one edge per var of each send (X) / recv (Out) op and its epmap."""
-    for bi, j, names, eps, counter in _edge_ops(ctx, part, op_type, slot):
-        out += [_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter)
-                for n, ep in zip(names, eps)]
-
-
-def _edge_ops(ctx, part: Part, op_type: str, slot: str):
-    """(block, op index, names, endpoints, counter) of each send / recv op of `part` with an
-    epmap, a name per endpoint (else a finding, and nothing)."""
     prog = part.prog
     for bi in sorted(ctx.reach.get(part.name, {0})):
         for j, op in enumerate(prog.blocks[bi].ops):
@@ -70,7 +62,8 @@ def _edge_ops(ctx, part: Part, op_type: str, slot: str):
                         "%s has %d vars but %d epmap entries" % (op_type, len(names), len(eps)),
                         "one endpoint per var")
                 continue
-            yield bi, j, names, eps, counter
+            for n, ep in zip(names, eps):
+                out.append(_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter))
 
 
 def _is_broadcast(op, names: list, eps: list) -> bool:
@@ -82,26 +75,21 @@ def _is_broadcast(op, names: list, eps: list) -> bool:
 
 def _edges_from_ctx(ctx, part_name, rt: dict, key: str, out: list) -> None:
     """Fleet style: one edge per split var of runtime.json's send_ctx / recv_ctx."""
-    for names, eps, secs in _ctx_entries(ctx, part_name, rt, key):
-        out += [_Edge(n, ep, part_name, None, None,
-                      secs[i] if i < len(secs) and len(secs) == len(names) else None, via=key)
-                for i, (n, ep) in enumerate(zip(names, eps))]
-
-
-def _ctx_entries(ctx, part_name, rt: dict, key: str):
-    """(split_varnames, split_endpoints, sections) of each entry of runtime.json's send_ctx /
-    recv_ctx but tensor tables, an endpoint per name (else a finding, and nothing)."""
     for var, c in (rt.get(key) or {}).items():
         if not isinstance(c, dict) or c.get("is_tensor_table"):
             continue
         names = list(c.get("split_varnames") or [])
         eps = list(c.get("split_endpoints") or [])
+        secs = list(c.get("sections") or [])
         if len(names) != len(eps):
             ctx.add("send" if key == "send_ctx" else "recv", part_name, None, None,
                     "%s %s: %d split_varnames but %d split_endpoints"
                     % (key, var, len(names), len(eps)), "one endpoint per split var")
             continue
-        yield names, eps, list(c.get("sections") or [])
+        for i, (n, ep) in enumerate(zip(names, eps)):
+            out.append(_Edge(n, ep, part_name, None, None,
+                             secs[i] if i < len(secs) and len(secs) == len(names) else None,
+                             via=key))
 
 
 def _where_optimized(ctx, names: list) -> list:
@@ -139,25 +127,6 @@ def trainer_half(ctx: CheckContext, half: int) -> list:
                 _trainer_recvs(ctx, tid, recvs)
         out.append(got)
     return out
-
-
-def recv_names(ctx: CheckContext) -> frozenset:
-    """The names of every trainer's recv edges (_edges' recvs, read as it reads them): what
-    the recv checks ask a pserver summary about (pssummary.for_recvs). What reading them
-    finds is let go: the trainer checks find it again."""
-    names: set = set()
-    with ctx.collecting():
-        for tid in ctx.split.trainers:
-            t = ctx.split.trainers[tid]
-            if ctx.config.traits.runtime_json:
-                rt = t.get("runtime")
-                for entry in _ctx_entries(ctx, "", rt, "recv_ctx") if rt is not None else ():
-                    names.update(entry[0])
-                continue
-            for part in (t["main"], t["startup"]):
-                for entry in _edge_ops(ctx, part, "recv", "Out") if part is not None else ():
-                    names.update(entry[2])
-    return frozenset(names)
 
 
 def joined(first: list, second: list) -> tuple[list, list]:
@@ -363,17 +332,22 @@ def _target(ctx, tid: int, i: int, e: _Edge) -> None:
         target_of(ctx, e)
 
 
-def send_targets(ctx: CheckContext) -> dict:
-    """endpoint -> [(trainer id, the edge's index among its sends, edge)]: every trainer's
-    sends to a pserver of the split, as the trainer checks number them (what reading them
-    finds is let go: the trainer checks find it again)."""
-    out: dict = {}
+def streamed_edges(ctx: CheckContext) -> tuple[dict, frozenset]:
+    """What a streamed check needs of every trainer's edges while it reads the pservers
+    (stream.py): endpoint -> [(trainer id, the edge's index among its sends, edge)] of the
+    sends to a pserver of the split, as the trainer checks number them, and the names
+    received (what the recv checks ask a pserver's summary: pssummary.for_recvs). What
+    reading the edges finds is let go: the trainer checks find it again."""
+    targets: dict = {}
+    received: set = set()
     with ctx.collecting():
         for tid in sorted(ctx.split.trainers):
-            for i, e in enumerate(_edges(ctx, tid)[0]):
+            sends, recvs = _edges(ctx, tid)
+            for i, e in enumerate(sends):
                 if e.endpoint in ctx.split.pservers:
-                    out.setdefault(e.endpoint, []).append((tid, i, e))
-    return out
+                    targets.setdefault(e.endpoint, []).append((tid, i, e))
+            received.update(e.name for e in recvs)
+    return targets, frozenset(received)
 
 
 def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:

@@ -59,17 +59,6 @@ class IncompleteVarSource(VarSource):
         return VarDescMsg.FromString(self.wire).SerializeToString(deterministic=True)
 
 
-def drop_var_sources(program):
-    """`program` with its vars' sources let go (each var's bytes and key, about half of what
-    a var holds in memory), for a program only read, never written (a check's; of ProgramDesc
-    bytes, protoread.decode's read_only makes none). Written anyway, each var would be
-    encoded from what it says: the same bytes, more slowly."""
-    for block in program.blocks:
-        for var in block.vars.values():
-            var.source = None
-    return program
-
-
 def serialized(msg) -> bytes:
     """Protobuf's deterministic serialization of `msg`, even when a required field is
     missing (the writer is the one to refuse it)."""

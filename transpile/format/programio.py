@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 from . import protoread, protowrite
-from .opsource import drop_var_sources
 from ..core.errors import ProgramFormatError
 from ..core.files import read_bytes
 from ..core.gcpause import paused_gc
@@ -47,8 +46,8 @@ def read_file_bytes(path: str) -> bytes:
 
 
 def load(path: str, read_only: bool = False) -> Program:
-    """Read a program file; errors name the file. `read_only`: a program only looked at, kept
-    small (protoread.decode's; a JSON one: its vars without sources)."""
+    """Read a program file; errors name the file. `read_only`: a binary program only looked
+    at, kept small (protoread.decode's; a JSON one keeps no bytes anyway)."""
     fmt = program_format(path)
     data = read_file_bytes(path)
     try:
@@ -58,8 +57,6 @@ def load(path: str, read_only: bool = False) -> Program:
         else:
             from . import textform
             prog = textform.loads(data)
-            if read_only:
-                drop_var_sources(prog)
         from ..ir.validate import validate_structure
         validate_structure(prog)
         return prog

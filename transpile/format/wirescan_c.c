@@ -648,11 +648,13 @@ done:
 }
 
 /* the var's tuple (wire, name, VarType bytes, persistable, need_check_feed, is_parameter,
-   stop_gradient), each flag None when absent, the wire None with `share` (a program only
-   read: no var keeps its bytes); or its bytes alone when it has attrs */
+   stop_gradient), each flag None when absent, the wire None when `wire` is NULL (a program
+   only read: no var keeps its bytes); or its bytes alone when it has attrs (made here when
+   `wire` is NULL) */
 static PyObject *
-take_var(PyObject *wire, const uint8_t *p, const uint8_t *end, int share)
+take_var(PyObject *wire, const uint8_t *p, const uint8_t *end)
 {
+    const uint8_t *start = p;
     PyObject *name = NULL, *type = NULL, *flags[4], *result = NULL;
     int number, wt, i, present[4] = {0, 0, 0, 0};
     uint64_t v = 0, value[4] = {0, 0, 0, 0};
@@ -675,15 +677,16 @@ take_var(PyObject *wire, const uint8_t *p, const uint8_t *end, int share)
             value[number - 3] = v;
         }
         else {                                  /* attrs = 7 */
-            Py_INCREF(wire);
-            result = wire;
+            Py_XINCREF(wire);
+            result = wire != NULL ? wire
+                                  : PyBytes_FromStringAndSize((const char *)start, end - start);
             goto done;
         }
     }
     for (i = 0; i < 4; i++)
         flags[i] = bool_or_none(present[i], value[i]);
-    result = Py_BuildValue("(OOONNNN)", share ? Py_None : wire, name, type, flags[0], flags[1],
-                           flags[2], flags[3]);
+    result = Py_BuildValue("(OOONNNN)", wire != NULL ? wire : Py_None, name, type, flags[0],
+                           flags[1], flags[2], flags[3]);
 done:
     Py_XDECREF(name);
     Py_XDECREF(type);
@@ -743,12 +746,13 @@ block(PyObject *self, PyObject *args)
                 ok = 0;
                 break;
             }
-            wire = PyBytes_FromStringAndSize((const char *)pay, pay_end - pay);
-            if (wire == NULL)
+            wire = NULL;            /* a var of a program only read keeps no bytes */
+            if ((is_op || !share)
+                    && (wire = PyBytes_FromStringAndSize((const char *)pay, pay_end - pay)) == NULL)
                 goto done;
             item = is_op ? take_op(wire, pay, pay_end, drop, share)
-                         : take_var(wire, pay, pay_end, share);
-            Py_DECREF(wire);
+                         : take_var(wire, pay, pay_end);
+            Py_XDECREF(wire);
             if (item == NULL || PyList_Append(is_op ? ops : vars, item) < 0) {
                 Py_XDECREF(item);
                 goto done;
@@ -791,8 +795,8 @@ done:
 /* vars_of(items, types, typed_of, var_of, Var, VarSource) -> {name: Var}: the Vars of block()'s
    var items, in their order, made as protoread.py's _decode_scanned makes them (each with its
    VarSource: the item's bytes and key (name, flags, (), the VarType's key); VarSource None:
-   none, the var's source None). `types` maps a
-   VarType's bytes to (VarType, its key), typed_of(bytes) makes (and keeps) one it lacks;
+   no source). `types` maps a VarType's bytes to (VarType, its key), typed_of(bytes) makes
+   (and keeps) one it lacks;
    var_of(bytes) makes the Var of an item read by protobuf (a var with attrs). None when a name
    comes twice: protoread.py reads the block again and says so. The objects are made without
    running their __init__ (every slot set here) */
