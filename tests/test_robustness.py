@@ -122,6 +122,25 @@ def test_mangled_programs_never_raise_out_of_the_cli(tmp_path, rnd):
     _assert_clean(r, out)
 
 
+def test_a_classic_update_reading_a_var_that_is_no_tensor_is_refused(tmp_path):
+    """A learning rate declared as another kind than a tensor (found by the test above: a
+    mangled VarType): a classic pserver declares it with the origin's shape, which it has
+    none of; refused in one line, nothing written (it was an internal error)."""
+    from transpile.format import programio
+    from transpile.ir.program import VarType
+    prog = programio.load(os.path.join(CASE, "main.pb"))
+    lr = next(op.input("LearningRate")[0] for op in prog.global_block.ops
+              if op.input("LearningRate"))
+    prog.global_block.vars[lr].type = VarType("BOOL")
+    bad = str(tmp_path / "bad.pb")
+    programio.save(prog, bad)
+    out = str(tmp_path / "split")
+    r = CliRunner().invoke(main, ["split", bad, "--cluster", os.path.join(CASE, "cluster.yaml"),
+                                  "--out", out])
+    _assert_clean(r, out)
+    assert r.exit_code == 2 and "LearningRate %s is a BOOL var" % lr in r.output
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.randoms(use_true_random=False))
 def test_mangled_configs_never_raise_out_of_the_cli(tmp_path, rnd):

@@ -289,8 +289,24 @@ def _updates(block, opt: list) -> tuple:
                 raise RefusedError("optimizer op %d (%s) needs exactly one Param and one Grad "
                                    "input, it has Param=%s Grad=%s" % (
                                        i, op.type, op.input("Param"), op.input("Grad")))
+            _check_declared_inputs(i, op, block)
             update_of.setdefault(op.input("Param")[0], op)
     return update_of, ops_of
+
+
+# the inputs of an update a pserver does not declare as the origin declares them: its grad and
+# param (merged / sliced), the beta tensors (read by name)
+_NOT_DECLARED = ("Grad", "Param", "Beta1Tensor", "Beta2Tensor")
+
+
+def _check_declared_inputs(i: int, op, block) -> None:
+    """Each pserver declares the update's learning rate and states with the origin's shapes:
+    a var of another kind than a tensor has none (Paddle's create_var fails on it)."""
+    for slot, args in op.inputs.items():
+        v = block.vars.get(args[0]) if args and slot not in _NOT_DECLARED else None
+        if v is not None and v.shape is None:
+            raise RefusedError("optimizer op %d (%s): its %s %s is a %s var, not a tensor a "
+                               "pserver can declare" % (i, op.type, slot, args[0], v.kind))
 
 
 def _sizes(block, config: ClusterConfig, pairs: list, table, update_of: dict) -> list:
