@@ -122,16 +122,19 @@ def test_mangled_programs_never_raise_out_of_the_cli(tmp_path, rnd):
     _assert_clean(r, out)
 
 
-def test_a_classic_update_reading_a_var_that_is_no_tensor_is_refused(tmp_path):
+@pytest.mark.parametrize("with_desc", [False, True], ids=["no-desc", "tensor-desc"])
+def test_a_classic_update_reading_a_var_that_is_no_tensor_is_refused(tmp_path, with_desc):
     """A learning rate declared as another kind than a tensor (found by the test above: a
-    mangled VarType): a classic pserver declares it with the origin's shape, which it has
-    none of; refused in one line, nothing written (it was an internal error)."""
+    mangled VarType, with or without a tensor description): a classic pserver declares it as
+    a tensor of the origin's kind and shape; refused in one line, nothing written (it was an
+    internal error)."""
     from transpile.format import programio
-    from transpile.ir.program import VarType
+    from transpile.ir.program import TensorDesc, VarType
     prog = programio.load(os.path.join(CASE, "main.pb"))
     lr = next(op.input("LearningRate")[0] for op in prog.global_block.ops
               if op.input("LearningRate"))
-    prog.global_block.vars[lr].type = VarType("BOOL")
+    descs = {"lod_tensor": (TensorDesc("FP32", ()), None)} if with_desc else {}
+    prog.global_block.vars[lr].type = VarType("BOOL", descs)
     bad = str(tmp_path / "bad.pb")
     programio.save(prog, bad)
     out = str(tmp_path / "split")

@@ -300,11 +300,12 @@ _NOT_DECLARED = ("Grad", "Param", "Beta1Tensor", "Beta2Tensor")
 
 
 def _check_declared_inputs(i: int, op, block) -> None:
-    """Each pserver declares the update's learning rate and states with the origin's shapes:
-    a var of another kind than a tensor has none (Paddle's create_var fails on it)."""
+    """Each pserver declares the update's learning rate and states as tensors of the origin's
+    kind and shape: a var of another kind, or without a shape, can not be (Paddle's
+    create_var fails on it)."""
     for slot, args in op.inputs.items():
         v = block.vars.get(args[0]) if args and slot not in _NOT_DECLARED else None
-        if v is not None and v.shape is None:
+        if v is not None and (v.kind not in ("LOD_TENSOR", "SELECTED_ROWS") or v.shape is None):
             raise RefusedError("optimizer op %d (%s): its %s %s is a %s var, not a tensor a "
                                "pserver can declare" % (i, op.type, slot, args[0], v.kind))
 
