@@ -14,7 +14,6 @@ from transpile.core.config import load_config
 from transpile.format import programio
 from transpile.simulate import simulate
 from transpile.simulate.loading import load_descs
-from transpile.simulate.pscluster import orphan_ops
 from transpile.split import split
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -169,10 +168,3 @@ def test_the_differences_from_the_original_are_named_and_sized():
     again = run("ps/ctr_adam_sync", progs, texts, why=True, program_init=True)
     assert again.exit_code == 0
     assert "ps-sparse-init" not in {w.id for w in again.ps.why["SparseFeatFactors"]}
-
-
-def test_orphan_sums_are_found():
-    progs, _ = paddles("ps/two_tables_sgd_sync")
-    main = progs["trainer_0/main"]
-    got = {main.global_block.ops[i].type for i in orphan_ops(main)}
-    assert got == {"sum"}

@@ -19,6 +19,8 @@ config and look at the split from both sides:
               endpoint knows; every received parameter block exists where it is received from;
               every optimized block is fed and read back;                          trainer.py
   trainer     no optimizer op left on the trainer (except geo mode); sync mode has its barriers.
+  reads       no trainer op reads a var nothing gives a value (an empty SelectedRows' rows
+              included): the trainer would fail at its first step;               reads.py
   fault       a warning naming each known Paddle fault (plan/faults.py) the split reproduces;
                                                                                    faults.py
   golden      with --expect, every difference from a golden split (diff/programs.py). golden.py
@@ -51,6 +53,7 @@ from .inputs import check_inputs
 from .loading import Part, Split, load_program_raw, load_split
 from .blocks import block_refs, reachable_blocks
 from .programs import check_structure
+from .reads import check_reads
 from .ps_trainer import ps_checks
 from .pserver import check_listen, check_optimize, expected_distributed_mode
 from .stream import is_lazy, streamed_context
@@ -69,7 +72,7 @@ __all__ = [
 # the order the findings are reported in (each check reads only the inputs and ctx.index, built
 # before any of them runs)
 CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, check_trainers,
-               check_inputs, check_faults)
+               check_inputs, check_reads, check_faults)
 CHECK_STEPS = len(CHECK_ORDER)
 
 
@@ -83,7 +86,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
         ctx = streamed_context(main, startup, config, split, workers)
     else:
         ctx = CheckContext(main, startup, config, split)
-    order = (check_structure,) + ps_checks() + (check_inputs, check_faults) \
+    order = (check_structure,) + ps_checks() + (check_inputs, check_reads, check_faults) \
         if config.traits.descriptors else CHECK_ORDER
     aside = _trainers_aside(ctx, workers) if check_trainers in order else None
     # with half of the trainer checks aside, this process runs the other half and the checks

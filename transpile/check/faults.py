@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from ..ir.tables import LOOKUP_TABLE_TYPES
 from ..plan.classic import find_distributed_table
-from ..plan.ps import remote_tables
-from ..plan.faults import (CLASSIC_DIST_TABLE_OPTIMIZER, CLASSIC_LOCAL_TABLE_FAKE_INIT,
+from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_DIST_TABLE_OPTIMIZER,
+                           CLASSIC_LOCAL_TABLE_FAKE_INIT,
                            FLEET_CLIP_BEFORE_MERGE, FLEET_LARGE_SCALE_ADAM,
                            FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
-                           FLEET_SYNC_STEP_COUNTER, KIND, PS_SPARSE_CLIP_DROPPED)
+                           FLEET_SYNC_STEP_COUNTER, KIND, PS_CLIP_BEFORE_MERGE)
 from ..plan.slicing import origin_varname
 from ..ir.validate import arg_names
 from .ops import input_names, is_update_op, output_names
@@ -84,13 +84,38 @@ def dist_table_of(ctx, p: dict, table: str, original) -> None:
             why = []
             if original is not None and op.type != original:
                 why.append("with %s, not the program's %s" % (op.type, original))
-            grad = op.input("Grad")[:1]
-            if average and not any(o.type == "scale" and o.input("X") == grad
-                                   for o in block.ops[:j]):
+            if average and not _averaged(block.ops[:j], op.input("Grad")[:1]):
                 why.append("on the trainers' summed gradients, not their average")
             if why:
                 _warn(ctx, CLASSIC_DIST_TABLE_OPTIMIZER, p["main"], bi, j,
                       "the distributed table %s is trained %s" % (table, " and ".join(why)))
+
+
+def _averaged(ops, grad: list) -> bool:
+    """Whether the chain of `ops` that makes `grad` (through a clip or decay) scales the
+    summed gradient."""
+    names = set(grad)
+    for o in reversed(ops):
+        if names & set(output_names(o)):
+            if o.type == "scale":
+                return True
+            names |= set(input_names(o))
+    return False
+
+
+def _classic_clip_residual(ctx) -> None:
+    """classic-clip-on-pserver fixed on the trainers (a clip no pserver can run): in sync mode
+    each trainer clips its own gradient before the pservers average them."""
+    if not ctx.config.sync_mode or ctx.config.trainers < 2:
+        return
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        at = next((j for j, op in enumerate(main.prog.global_block.ops)
+                   if FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or "")), None)
+        if at is not None:
+            _warn_residual(ctx, CLASSIC_CLIP_ON_PSERVER, main, at,
+                           "trainer %d clips its own gradient before the pservers average "
+                           "the trainers'; the original clips their average" % tid)
 
 
 def _clip_before_merge(ctx) -> None:
@@ -105,6 +130,50 @@ def _clip_before_merge(ctx) -> None:
                       "average the trainers' gradients" % (tid, op.type,
                                                            ", ".join(input_names(op))))
                 break
+
+
+def _clipped_pushes(main) -> list:
+    """(op index, table grad) of each push of rows the trainer clipped itself (`<grad>@CLIPPED`,
+    passes/sparseclip.py)."""
+    return [(j, g) for j, op in enumerate(main.prog.global_block.ops)
+            if op.type == "distributed_push_sparse"
+            for g in (op.output("Outputs") or op.input("Outputs")) if g.endswith("@CLIPPED")]
+
+
+def _sparse_clip_residual(ctx) -> None:
+    """fleet-sparse-clip-dropped fixed on the trainer: in sync mode each trainer clips its own
+    table rows before the pservers add them up (the original clips the average)."""
+    if not ctx.config.sync_mode or ctx.config.trainers < 2:
+        return
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        pushed = _clipped_pushes(main)
+        if pushed:
+            _warn_residual(ctx, FLEET_SPARSE_CLIP_DROPPED, main, pushed[0][0],
+                           "trainer %d clips its own rows of the table it pushes (%s) before "
+                           "the pservers add the trainers' up; the original clips their "
+                           "average" % (tid, pushed[0][1][:-len("@CLIPPED")]))
+
+
+def _ps_clip_before_merge(ctx) -> None:
+    if not ctx.config.sync_mode or ctx.config.trainers < 2:
+        return
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        clips = [j for j, op in enumerate(main.prog.global_block.ops)
+                 if FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or "")]
+        at = clips[:1] or [j for j, _ in _clipped_pushes(main)][:1]
+        if at:
+            _warn(ctx, PS_CLIP_BEFORE_MERGE, main, 0, at[0],
+                  "trainer %d clips its own gradient before the pservers average (dense) or "
+                  "add up (sparse) the trainers' gradients; the original clips their average"
+                  % tid)
+
+
+def _warn_residual(ctx, fault_id, part, op, message) -> None:
+    ctx.warn("fault", part, 0, op, "Paddle fault %s, fixed as far as a split can: %s"
+             % (fault_id, message), "what the original computes: no split of this mode can",
+             fault_id)
 
 
 def _sync_step_counter(ctx) -> None:
@@ -150,7 +219,8 @@ def _orphan_sum(ctx) -> None:
             if op.type == "sum" and unwritten:
                 _warn(ctx, FLEET_ORPHAN_SPARSE_GRAD_SUM, main, 0, j,
                       "trainer %d sums %s, which no op writes (the lookup grads that made "
-                      "them became a distributed_push_sparse): the trainer fails here"
+                      "them became a distributed_push_sparse): empty gradients, which "
+                      "Paddle's sum skips; harmless unless an op reads its rows"
                       % (tid, ", ".join(unwritten)))
 
 
@@ -175,39 +245,14 @@ def large_scale_adam_of(ctx, p: dict) -> None:
                           if op.input("Beta1Pow") == op.output("Beta1PowOut") else ""))
 
 
-def _sparse_clip(ctx) -> None:
-    """fleet- / ps-sparse-clip-dropped: a trainer clips a table's gradient (an op of the clip's
-    name scope reads `<table>@GRAD`) and pushes the table's rows from the lookups' gradients,
-    so the clip's result goes nowhere."""
-    fault_id = FLEET_SPARSE_CLIP_DROPPED if KIND[FLEET_SPARSE_CLIP_DROPPED].style == \
-        ctx.config.style else PS_SPARSE_CLIP_DROPPED
-    for tid in sorted(ctx.split.trainers):
-        main = ctx.split.trainers[tid]["main"]
-        ops = main.prog.global_block.ops
-        pushes = [op for op in ops if op.type == "distributed_push_sparse"]
-        # a fleet push names its table's grad; a ps push only the table id (of a remote table)
-        pushed = {w.split("@GRAD")[0] for op in pushes for w in op.input("W")}
-        if pushes and not pushed:
-            pushed = set(remote_tables(ctx.main))
-        for j, op in enumerate(ops):
-            if FLEET_CLIP_SCOPE not in str(op.attr("op_namescope") or ""):
-                continue
-            tables = [n[:-5] for n in input_names(op) if n.endswith("@GRAD")
-                      and n[:-5] in pushed]
-            if tables:
-                _warn(ctx, fault_id, main, 0, j,
-                      "trainer %d clips the gradient of %s (%s), but pushes the table's rows "
-                      "from the lookups' gradients: the table trains unclipped"
-                      % (tid, tables[0], op.type))
-                break
-
-
 # How each fault a split can reproduce is told from the split, in the order they are looked for.
 FINDERS = ((CLASSIC_LOCAL_TABLE_FAKE_INIT, _local_table),
            (CLASSIC_DIST_TABLE_OPTIMIZER, _dist_table),
+           (CLASSIC_CLIP_ON_PSERVER, _classic_clip_residual),
            (FLEET_ORPHAN_SPARSE_GRAD_SUM, _orphan_sum),
            (FLEET_LARGE_SCALE_ADAM, _large_scale_adam),
            (FLEET_CLIP_BEFORE_MERGE, _clip_before_merge),
            (FLEET_SYNC_STEP_COUNTER, _sync_step_counter),
-           (FLEET_SPARSE_CLIP_DROPPED, _sparse_clip),
-           (PS_SPARSE_CLIP_DROPPED, _sparse_clip))
+           (FLEET_SPARSE_CLIP_DROPPED, _sparse_clip_residual),
+           (PS_CLIP_BEFORE_MERGE, _ps_clip_before_merge))
+# fleet- / ps-sparse-clip-dropped make the trainer fail: reads.py names them in its findings

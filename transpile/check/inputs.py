@@ -66,8 +66,6 @@ def check_inputs(ctx) -> None:
         _ids(ctx, t["main"], fault)
         if t.get("runtime") is not None and not ctx.geo:
             _table_numbers(ctx, t["main"], t["runtime"], tid)
-        if not ctx.config.traits.runtime_json and not ctx.config.traits.descriptors:
-            _unwritten_sends(ctx, t["main"])
     if not ctx.config.traits.descriptors:
         for ep in ctx.config.pservers:
             p = ctx.split.pservers.get(ep)
@@ -113,29 +111,6 @@ def _table_numbers(ctx, part, rt: dict, tid: int) -> None:
                                            "as no table"),
                     "table %s (%s's entry is number %s in runtime.json's order)"
                     % (own, table, own) if own is not None else "a sparse entry of %s" % table)
-
-
-def _unwritten_sends(ctx, part) -> None:
-    """(classic) each var a send op sends must be written by an op before it, or be there."""
-    ops = part.prog.global_block.ops
-    written = set()
-    for j, op in enumerate(ops):
-        if op.type == "send":
-            for name in op.input("X"):
-                if name not in written and not _initialized(part, name):
-                    clip = name.split(".block")[0].split(".trainer_")[0] in \
-                        ctx.memo("clip_outputs", lambda: _clip_outputs(ctx))
-                    fault = CLASSIC_CLIP_ON_PSERVER if clip else ""
-                    ctx.add("send", part, 0, j, "%ssends %s, which no op of the trainer writes"
-                            % ("Paddle fault %s: the trainer " % fault if fault else "", name),
-                            "a var the trainer computes", fault=fault)
-        written.update(output_names(op))
-
-
-def _initialized(part, name: str) -> bool:
-    """A var the trainer has before its first op: a persistable one or a feed."""
-    v = part.prog.global_block.var(name)
-    return v is not None and (v.persistable or v.need_check_feed)
 
 
 def has_clip(ctx) -> bool:

@@ -149,6 +149,11 @@ def ids_aliases(ops) -> dict:
                 if op.type in ("squeeze2", "reshape2") and op.input("X")[:1]
                 and op.input("X")[0] in pulled and op.output("Out")[:1]
                 and op.input("X")[0] == op.output("Out")[0] + "@2D"})
+    # and {a clipped grad `<grad>@CLIPPED` a push sends: the lookup's grad it clips}
+    # (ps-sparse-clip-dropped's fix, passes/sparseclip.py)
+    out.update({op.output("Out")[0]: op.input("X")[0] for op in ops
+                if op.type in ("elementwise_mul", "elementwise_add") and op.input("X")[:1]
+                and op.output("Out")[:1] and op.output("Out")[0] == op.input("X")[0] + "@CLIPPED"})
     return out
 
 
@@ -184,7 +189,7 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
                         % (op.attr("size"), tid, t.common.table_dim), "the table's dim")
             name = t.common.table_name if t is not None else tid
             for ids, g in zip(op.input("Ids"), op.output("Outputs")):
-                pushed.setdefault(name, set()).add((alias.get(ids, ids), g))
+                pushed.setdefault(name, set()).add((alias.get(ids, ids), alias.get(g, g)))
     sparse = {p.param for p in expect.sparse}
     for op in expect.main.global_block.ops:
         if is_remote_prefetch(op) and op.input("W"):

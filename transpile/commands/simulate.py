@@ -166,9 +166,10 @@ def _whole_shards(batch: int, trainers: int, quiet: bool) -> int:
 
 def _reproduced_faults(main, start, cfg, split_dir, result) -> list:
     """The ids of the Paddle faults the simulated split reproduces: those `split` reported as
-    not fixed, or, for a split folder, those `check` warns of."""
+    not fixed (or fixed as far as a split can: `differs`), or, for a split folder, those
+    `check` warns of."""
     if result is not None:
-        return sorted({f.id for f in result.faults if not f.fixed})
+        return sorted({f.id for f in result.faults if not f.fixed or f.differs})
     from ..check import check_dir
     report = check_dir(main, start, cfg, split_dir)
     return sorted({f.fault for f in report.findings + report.warnings if f.fault})

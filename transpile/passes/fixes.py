@@ -2,8 +2,9 @@
 are choices of the plans and passes: plan/faults.py lists them all)."""
 from __future__ import annotations
 
-from ..ir.program import Attr, Op, Program
-from ..ir.roles import FORWARD, ROLE_VAR_ATTR
+from ..ir.program import Attr, Op, Program, tensor_type
+from ..ir.roles import (BACKWARD, FORWARD, OPTIMIZE, ROLE_ATTR, ROLE_VAR_ATTR, is_clip_op,
+                        role)
 from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, ids_not_2d, is_remote_prefetch
 from .build import make_op, new_tensor, role_attrs
 
@@ -21,6 +22,12 @@ def serve_table_by_rows(main: Program, table: str) -> Program:
                 new = block.ops[i] = op.copy()
                 new.set_attr("is_distributed", False)
                 new.set_attr("remote_prefetch", True)
+        var = block.vars.get(table)
+        if var is not None and var.kind == "SELECTED_ROWS":
+            # (static.nn.sparse_embedding declares its table SELECTED_ROWS: a row block the
+            # pservers look up by row and update with a dense optimizer is a tensor)
+            v = block.vars[table] = var.copy()
+            v.type = tensor_type("LOD_TENSOR", var.dtype, var.shape, 0)
     return prog
 
 
@@ -37,6 +44,21 @@ def send_raw_grads(main: Program, clips: dict) -> Program:
                 new = block.ops[i] = op.copy()
                 a = new.find_attr(ROLE_VAR_ATTR)
                 new.replace_attr(ROLE_VAR_ATTR, Attr(a.type, [rv[0], clips[rv[0]][1]], a.extra))
+    return prog
+
+
+def clip_on_trainer(main: Program, clip_scope: str) -> Program:
+    """Fix classic-clip-on-pserver where a pserver cannot clip (a global-norm clip, a norm over
+    a sliced parameter): every optimize-role op of the gradient clip's name scope becomes a
+    backward op, so the trainers clip their own gradients and send the result (the update's
+    op_role_var names it), and the pservers update with what they receive.
+    `main` is not modified."""
+    prog = main.copy()
+    for block in prog.blocks:
+        for i, op in enumerate(block.ops):
+            if role(op) == OPTIMIZE and is_clip_op(op, clip_scope):
+                new = block.ops[i] = op.copy()
+                new.set_attr(ROLE_ATTR, BACKWARD)
     return prog
 
 

@@ -12,6 +12,7 @@ tables and of lookups whose ids are not 2-D (the kinds are in faults.py).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..ir import roles
@@ -25,6 +26,9 @@ CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 ELEMENTWISE_CLIPS = ("clip",)
 PER_PARAM_CLIPS = ("clip_by_norm",)
 GLOBAL_NORM_OPS = ("squared_l2_norm",)
+# what a split whose trainers clip their own gradients still does differently in sync mode
+CLIPPED_PER_TRAINER = ("in sync mode each trainer clips its own gradient before the pservers "
+                       "add the trainers' up; the original clips their average")
 
 
 def new_var_clips(main: Program) -> dict:
@@ -59,17 +63,74 @@ def _blocker(ops: list, sliced: set) -> Optional[str]:
 
 
 def classic_clip_fault(main: Program, config, sliced: set) -> Optional[Fault]:
-    """classic-clip-on-pserver (`sliced`: the params cut into more than one block)."""
+    """classic-clip-on-pserver (`sliced`: the params cut into more than one block). Its fix
+    clips on the pservers where each can (classic_clip_on_trainer None), else on the trainers,
+    which in sync mode clip their own gradients before the pservers average them."""
     clips = new_var_clips(main)
     ops = _clip_scope_ops(main)
     if not clips and not any(op.type in GLOBAL_NORM_OPS for op in ops):
         return None
-    blocked = _blocker(ops, sliced)
+    on_trainer = classic_clip_on_trainer(main, sliced)
     kinds = sorted({op.type for op in ops if op.type in ELEMENTWISE_CLIPS + PER_PARAM_CLIPS
                     + GLOBAL_NORM_OPS})
     return fault(CLASSIC_CLIP_ON_PSERVER, "%s clip of %d parameter(s)" % (
         "/".join(kinds), len({(op.attr(roles.ROLE_VAR_ATTR) or [""])[0] for op in ops})),
-        config.fix_faults, blocked)
+        config.fix_faults, None,
+        CLIPPED_PER_TRAINER if on_trainer and config.sync_mode and config.trainers > 1 else "")
+
+
+def classic_clip_on_trainer(main: Program, sliced: set) -> Optional[str]:
+    """Why a classic split's clip can not run on the pservers (a global-norm clip needs every
+    gradient at once; a norm over a sliced parameter more than a pserver holds): then the
+    trainers clip (passes/fixes.py clip_on_trainer); None when the pservers can."""
+    return _blocker(_clip_scope_ops(main), sliced)
+
+
+@dataclass(frozen=True)
+class TableClip:
+    """How the original clips a remote table's gradient `grad` (`<table>@GRAD`, its lookup
+    grads summed), for a trainer that clips the rows it pushes (passes/sparseclip.py):
+    `kind` "value" (`clip`: min, max), "norm" (`clip_by_norm`: max_norm) or "global" (the
+    global norm's `elementwise_mul` of the gradient by `scale`); `op`: that op's uid."""
+    table: str
+    kind: str
+    grad: str
+    op: int
+    min: float = 0.0
+    max: float = 0.0
+    max_norm: float = 0.0
+    scale: str = ""
+
+
+def table_clips(main: Program, tables) -> tuple:
+    """The TableClip of each of `tables` a clip reads the gradient of, in `tables`' order;
+    a table whose gradient a clip op of another kind reads raises ValueError (its name)."""
+    by_table = sparse_clip_tables(main, set(tables))
+    out = []
+    for table in tables:
+        ops = by_table.get(table)
+        if not ops:
+            continue
+        grad = table + "@GRAD"
+        clip = _table_clip(table, grad, ops)
+        if clip is None:
+            raise ValueError("%s of %s" % ("/".join(sorted({op.type for op in ops})), grad))
+        out.append(clip)
+    return tuple(out)
+
+
+def _table_clip(table: str, grad: str, ops: list) -> Optional[TableClip]:
+    for op in ops:
+        if op.input("X") != [grad]:
+            continue
+        if op.type == "clip":
+            return TableClip(table, "value", grad, op.uid, min=float(op.attr("min")),
+                             max=float(op.attr("max")))
+        if op.type == "clip_by_norm":
+            return TableClip(table, "norm", grad, op.uid, max_norm=float(op.attr("max_norm")))
+        if op.type == "elementwise_mul" and op.output("Out") == [grad] and op.input("Y"):
+            return TableClip(table, "global", grad, op.uid, scale=op.input("Y")[0])
+    return None
 
 
 def sparse_clip_tables(main: Program, remote: set) -> dict:
@@ -83,21 +144,32 @@ def sparse_clip_tables(main: Program, remote: set) -> dict:
     return out
 
 
-def sparse_clip_fault(main: Program, config, remote: set, sliced: set,
-                      fault_id: str, fixable: bool = True) -> Optional[Fault]:
+def sparse_clip_fault(main: Program, config, remote: set, fault_id: str) -> Optional[Fault]:
     """fleet- / ps-sparse-clip-dropped: the remote tables (`remote`, pushed from their lookups'
-    gradients) whose gradient a clip reads; geo keeps the optimizer on the trainer."""
+    gradients) whose gradient a clip reads; geo keeps the optimizer on the trainer. Fixable
+    where the clip is one a trainer can run on the rows it pushes (table_clips)."""
     if config.mode == "geo":
         return None
     tables = sparse_clip_tables(main, remote)
     if not tables:
         return None
-    blocked = _blocker([op for ops in tables.values() for op in ops], sliced) if fixable \
-        else "the table's rule runs in Paddle's brpc server, which has no clip"
-    if blocked is None and any(op.type in GLOBAL_NORM_OPS for op in _clip_scope_ops(main)):
-        blocked = "a global-norm clip needs every gradient at once"
+    blocked = None
+    try:
+        table_clips(main, sorted(tables))
+    except ValueError as e:
+        blocked = "a clip the trainer cannot run on the rows it pushes (%s)" % e
     return fault(fault_id, "table%s %s" % ("s" * (len(tables) > 1), ", ".join(sorted(tables))),
                  config.fix_faults, blocked)
+
+
+def pserver_clip_blocker(main: Program, remote: set, sliced: set) -> Optional[str]:
+    """Why the pservers cannot clip the clipped remote tables' gradient blocks they receive
+    (then the trainer clips the rows it pushes), or None when they can."""
+    tables = sparse_clip_tables(main, remote)
+    blocked = _blocker([op for ops in tables.values() for op in ops], sliced)
+    if blocked is None and any(op.type in GLOBAL_NORM_OPS for op in _clip_scope_ops(main)):
+        blocked = "a global-norm clip needs every gradient at once"
+    return blocked
 
 
 def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
@@ -149,7 +221,10 @@ def fleet_table_faults(main, config, plan) -> list:
     remote = {p.param for p in plan.sparse_pairs}
     sliced = {p for p, blocks in plan.param_slices.items() if len(blocks) > 1}
     out = []
-    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
+    clip = sparse_clip_fault(main, config, remote, FLEET_SPARSE_CLIP_DROPPED)
+    if clip is not None and clip.fixed and plan.trainer_clips and plan.is_sync and \
+            plan.trainers > 1:
+        clip = replace(clip, differs=CLIPPED_PER_TRAINER)
     if clip is not None:
         out.append(clip)
     decayed = decayed_sliced(main, sliced)

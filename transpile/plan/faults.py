@@ -35,6 +35,7 @@ PS_LOOKUP_IDS_NOT_2D = "ps-lookup-ids-not-2d"
 CLASSIC_CLIP_ON_PSERVER = "classic-clip-on-pserver"
 FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
+PS_CLIP_BEFORE_MERGE = "ps-clip-before-merge"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
 FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
 
@@ -83,8 +84,10 @@ FAULT_KINDS = (
               "as Paddle has it)"),
     FaultKind(FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET.name, "sync, async, half_async",
               "a table looked up more than once: the trainer's lookup grads become one "
-              "distributed_push_sparse, but the `sum` that added them stays and reads vars no "
-              "op writes any more, so the trainer fails at that op",
+              "distributed_push_sparse, but the `sum` that added them stays over vars no op "
+              "writes any more: empty SelectedRows, which Paddle's sum skips; its result is "
+              "an empty gradient nothing reads (harmless on its own; a clip that reads it "
+              "fails: fleet-sparse-clip-dropped)",
               "the orphaned `sum` is removed (the push sends the table's gradient)"),
     FaultKind(FLEET_LARGE_SCALE_ADAM, FLEET.name, "sync, async, half_async",
               "a large-scale table (is_distributed) trained with adam is updated by Paddle's "
@@ -127,18 +130,26 @@ FAULT_KINDS += (
               "an unsliced parameter (a global-norm clip, or a norm over a sliced parameter, "
               "needs more than one pserver holds: not fixable in a split)"),
     FaultKind(FLEET_SPARSE_CLIP_DROPPED, FLEET.name, "sync, async, half_async",
-              "a clipped remote table: distributed_push_sparse pushes the lookups' gradients "
-              "before the clip; the trainer clips the table's gradient and sends the result "
-              "nowhere, so the table is trained on unclipped gradients",
+              "a clipped remote table: its lookup grads become a distributed_push_sparse, so "
+              "the table's gradient the trainer's clip reads is an empty SelectedRows: the "
+              "trainer fails at the clip at its first step (\"Tensor holds no memory\")",
               "the pserver clips the table's gradient block it receives (averaged first in "
-              "sync) before the update; clip by value, and by norm of an unsliced table (a "
-              "global-norm clip, or a norm over a sliced table, is not fixable in a split)"),
+              "sync) before the update: clip by value, and by norm of an unsliced table; a "
+              "global-norm clip, or a norm over a sliced table, runs on the trainer, over its "
+              "table's gradient rows merged by id, and the trainer pushes the clipped rows"),
     FaultKind(PS_SPARSE_CLIP_DROPPED, PS.name, "sync, async",
-              "a clipped remote table: distributed_push_sparse pushes the lookups' gradients "
-              "before the clip; the trainer clips the table's gradient and sends the result "
-              "nowhere, so the table is trained on unclipped gradients",
-              "not fixable in a split: the table's rule runs in Paddle's brpc server, which "
-              "has no clip"),
+              "a clipped remote table: its lookup grads become a distributed_push_sparse, so "
+              "the table's gradient the trainer's clip reads is an empty SelectedRows: the "
+              "trainer fails at the clip at its first step (\"Tensor holds no memory\")",
+              "the trainer keeps the table's lookup grads and clips the table's gradient rows "
+              "(merged by id, as Paddle's clip merges them: by value, by norm, or by the "
+              "global norm over dense and sparse gradients), then pushes the clipped rows"),
+    FaultKind(PS_CLIP_BEFORE_MERGE, PS.name, "sync, 2+ trainers",
+              "gradient clipping runs on each trainer's gradient (dense, and a clipped "
+              "table's rows under `fix`) before the pservers average the dense ones and add "
+              "the sparse ones, not on the averaged gradient",
+              "not fixable in a split: Paddle's brpc tables have no clip, so the trainers "
+              "clip what they send"),
     FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",
               "a weight-decayed remote table sliced over the pservers: each pserver's decay "
               "reads the whole table and its whole gradient (`scale(<table>)`, "
@@ -165,6 +176,8 @@ class Fault:
     where: str
     fixed: bool
     note: str = ""          # why `paddle_faults: fix` cannot correct it, when it cannot
+    differs: str = ""       # fixed, but what still differs from the original (sync mode's
+    #                         per-trainer clips), for `simulate` to name
 
     @property
     def kind(self) -> FaultKind:
@@ -174,16 +187,20 @@ class Fault:
         d = {"id": self.id, "where": self.where, "fixed": self.fixed}
         if self.note:
             d["note"] = self.note
+        if self.differs:
+            d["differs"] = self.differs
         return d
 
 
-def fault(fault_id: str, where: str, fix: bool, blocked: Optional[str] = None) -> Fault:
+def fault(fault_id: str, where: str, fix: bool, blocked: Optional[str] = None,
+          differs: str = "") -> Fault:
     """A Fault of a known kind found at `where`. `fix`: the config asks for fixes; `blocked`:
-    why this one cannot be fixed (None when it can). Kinds corrected in both settings are
-    always fixed."""
+    why this one cannot be fixed (None when it can); `differs`: what a fixed split still does
+    differently from the original. Kinds corrected in both settings are always fixed."""
     if KIND[fault_id].always_fixed:
         return Fault(fault_id, where, True)
-    return Fault(fault_id, where, fix and not blocked, blocked or "")
+    fixed = fix and not blocked
+    return Fault(fault_id, where, fixed, blocked or "", differs if fixed else "")
 
 
 def _ids(faults) -> str:
@@ -201,7 +218,11 @@ def summary(faults: list) -> Optional[str]:
     parts = []
     if fixed:
         n = len({f["id"] for f in fixed})
-        parts.append("%d Paddle fault%s fixed: %s" % (n, "s" * (n > 1), _ids(fixed)))
+        line = "%d Paddle fault%s fixed: %s" % (n, "s" * (n > 1), _ids(fixed))
+        left = sorted({(f["id"], f["differs"]) for f in fixed if f.get("differs")})
+        if left:
+            line += " (%s)" % "; ".join("%s still differs: %s" % x for x in left)
+        parts.append(line)
     if kept:
         n = len({f["id"] for f in kept})
         line = "%d Paddle fault%s reproduced: %s" % (n, "s" * (n > 1), _ids(kept))

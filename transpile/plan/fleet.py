@@ -117,6 +117,8 @@ class FleetPlan(ModeQuestions):
     split_method: str = "round_robin"           # "balanced" when asked for, else Fleet's own
     fixes: frozenset = frozenset()              # Paddle fault ids this split fixes (faults.py)
     orphan_sums: tuple = ()                     # tables whose lookup-grad sum outlives them
+    trainer_clips: tuple = ()                   # clip_faults.TableClip: the trainer clips the
+                                                # rows it pushes (passes/sparseclip.py)
 
     # --- questions the passes ask -----------------------------------------------------------
     def placed_params(self, main: Program) -> list:
@@ -243,6 +245,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
                    [p.param for p in sparse], placed_params)
     lookup_uids = {o.uid for group in list(pulls.values()) + list(pushes.values())
                    for o in group}
+    trainer_clips = _trainer_clips(main, config, fixes, [p.param for p in sparse])
     return FleetPlan(
         mode=config.mode, endpoints=tuple(config.pservers), trainers=config.trainers,
         dense_pairs=tuple(dense), sparse_pairs=tuple(sparse),
@@ -258,7 +261,19 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         need_global_step=need_global_step, has_lr_scheduler=lr_scheduler, lr_var=lr_var,
         notes=tuple(notes),
         split_method="balanced" if config.split_method == "balanced" else "round_robin",
-        fixes=frozenset(fixes), orphan_sums=orphans)
+        fixes=frozenset(fixes), orphan_sums=orphans, trainer_clips=trainer_clips)
+
+
+def _trainer_clips(main: Program, config: ClusterConfig, fixes: set, remote: list) -> tuple:
+    """fleet-sparse-clip-dropped fixed where the pservers cannot clip (a global-norm clip, a
+    norm over a sliced table): the trainer clips the rows it pushes (clip_faults.TableClip)."""
+    from .clip_faults import sparse_clip_fault, sparse_clip_tables, table_clips
+    if not config.fix_faults or config.mode == "geo" or FLEET_SPARSE_CLIP_DROPPED in fixes:
+        return ()
+    clip = sparse_clip_fault(main, config, set(remote), FLEET_SPARSE_CLIP_DROPPED)
+    if clip is None or not clip.fixed:
+        return ()
+    return table_clips(main, [t for t in remote if t in sparse_clip_tables(main, set(remote))])
 
 
 def _tables(ops) -> tuple:
@@ -352,13 +367,13 @@ def _scheduler_lr_var(main: Program) -> str:
 
 def sparse_table_fixes(main: Program, config: ClusterConfig, remote, param_slices) -> set:
     """fleet-sparse-clip-dropped and fleet-sparse-decay-whole-table, when fixable."""
-    from .clip_faults import decayed_sliced, sparse_clip_fault
+    from .clip_faults import decayed_sliced, pserver_clip_blocker, sparse_clip_fault
     remote = set(remote)
     sliced = {p for p, blocks in param_slices.items() if len(blocks) > 1}
     out = set()
-    clip = sparse_clip_fault(main, config, remote, sliced, FLEET_SPARSE_CLIP_DROPPED)
-    if clip is not None and clip.fixed:
-        out.add(FLEET_SPARSE_CLIP_DROPPED)
+    clip = sparse_clip_fault(main, config, remote, FLEET_SPARSE_CLIP_DROPPED)
+    if clip is not None and clip.fixed and pserver_clip_blocker(main, remote, sliced) is None:
+        out.add(FLEET_SPARSE_CLIP_DROPPED)          # the pservers clip the blocks they get
     decayed = decayed_sliced(main, sliced)
     if set(decayed) & remote:
         out.add(FLEET_SPARSE_DECAY_WHOLE_TABLE)

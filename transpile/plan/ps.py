@@ -27,6 +27,7 @@ from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.program import Op, Program, numel, uids
 from ..ir.tables import (ids_not_2d, ids_refusal, is_distributed_lookup, is_remote_prefetch,
                          is_sparse_lookup, table_of)
+from .faults import PS_SPARSE_CLIP_DROPPED
 from .pairs import Pair
 from .modes import DISTRIBUTED_MODES, ModeQuestions
 from .ps_tables import TableSources, barrier_table, describe_table
@@ -71,6 +72,8 @@ class PsPlan(ModeQuestions):
     lr_scheduler: bool = False
     notes: tuple = field(default=())
     fs_client_param: Optional[Mapping] = None   # the descriptors' fs client (the config's)
+    trainer_clips: tuple = ()                   # clip_faults.TableClip: the trainer clips the
+                                                # rows it pushes (passes/sparseclip.py)
 
     @property
     def dense_ctxs(self) -> tuple:
@@ -211,7 +214,19 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)),
         lr_ops=uids(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
-        notes=tuple(notes), fs_client_param=config.fs_client())
+        notes=tuple(notes), fs_client_param=config.fs_client(),
+        trainer_clips=_trainer_clips(main, config, [p.param for p in sparse]))
+
+
+def _trainer_clips(main: Program, config, remote: list) -> tuple:
+    """ps-sparse-clip-dropped fixed: the trainer clips the rows it pushes (TableClip)."""
+    from .clip_faults import sparse_clip_fault, sparse_clip_tables, table_clips
+    if not config.fix_faults or config.mode == "geo":
+        return ()
+    clip = sparse_clip_fault(main, config, set(remote), PS_SPARSE_CLIP_DROPPED)
+    if clip is None or not clip.fixed:
+        return ()
+    return table_clips(main, [t for t in remote if t in sparse_clip_tables(main, set(remote))])
 
 
 def check_server_block_attrs(main: Program) -> None:

@@ -7,6 +7,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..ir.dataflow import EMPTY_ROWS_OK
 from ..ir.program import Program
 from .kernels import KERNELS
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
@@ -132,10 +133,10 @@ class OpCtx:
         names = self.op.input(slot)
         if len(names) <= i:
             raise SimError("input slot %s is empty" % slot)
-        return self.ex.read(names[i])
+        return self.ex.read(names[i], self.op.type)
 
     def _value(self, name):
-        v = self.ex.read(name)
+        v = self.ex.read(name, self.op.type)
         if isinstance(v, LazyTable) and self.op.type not in LAZY_AWARE_OPS:
             return self.ex.densify(name, v, self.op.type)
         return v
@@ -167,13 +168,16 @@ class OpCtx:
         if len(names) <= idx or not names[idx] or names[idx] == "@EMPTY@":
             return
         name = names[idx]
-        if not isinstance(value, (SelectedRows, Unallocated, SparseTable, LazyTable)):
-            value = np.asarray(value)
+        if not isinstance(value, (SelectedRows, Unallocated, SparseTable)):
+            if not isinstance(value, LazyTable):
+                value = np.asarray(value)
             var = self.ex.program.find_var(name, self.block_idx)
             if var is not None and var.kind == "SELECTED_ROWS" and self.op.type in INIT_OPS \
                     and self.ex.table_origin is not None:
-                origin = self.ex.table_origin(name, value)
-                self.ex.write(self.block_idx, name, SparseTable(value, origin), lod)
+                # (a pserver's block of a table the original keeps lazily: its pool whole)
+                pool = value.to_dense() if isinstance(value, LazyTable) else value
+                origin = self.ex.table_origin(name, pool)
+                self.ex.write(self.block_idx, name, SparseTable(pool, origin), lod)
                 return
         if random and self.ex.random_hook is not None:
             value = self.ex.random_hook(self.ex, name, value, self.op)
@@ -264,10 +268,20 @@ class Executor:
                 self._written = True
         return self._written is True or name in self._written
 
-    def read(self, name):
+    def read(self, name, op_type=None):
+        """The value of `name` for an op of `op_type` (None: a reader that needs its value)."""
         v = self.scope.get(name)
         if v is None:
             var = self.program.find_var(name)
+            if var is not None and var.kind == "SELECTED_ROWS":
+                v = SelectedRows.unwritten(var.shape, self.float_dtype)
+        if isinstance(v, SelectedRows) and v.no_memory:
+            if op_type in EMPTY_ROWS_OK:
+                return v
+            raise SimError("reads %s, an empty SelectedRows (no op of %s writes its rows): a "
+                           "Paddle process fails here too (\"Tensor holds no memory\")"
+                           % (name, self.label))
+        if v is None:
             if not self._written_somewhere(name) and not (var is not None and var.is_persistable):
                 raise SimError("reads %s, which no op of %s writes (nor is it fed, sent or "
                                "initialized): a Paddle process fails here too"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import UserError
+from ..ir.dataflow import feed_names
 from ..ir.program import Program
 from .values import np_dtype
 
@@ -11,17 +12,7 @@ from .values import np_dtype
 def feed_vars(main: Program) -> list:
     """The vars block 0 reads before writing them that no op or initializer produces."""
     block = main.global_block
-    written, feeds = set(), []
-    all_written = {n for _, _, op in main.ops() for n in op.output_names()}
-    for op in block.ops:
-        for n in op.input_names():
-            v = block.var(n)
-            if (n not in written and n not in all_written and v is not None
-                    and not v.is_persistable and n not in [f.name for f in feeds]
-                    and v.kind == "LOD_TENSOR"):
-                feeds.append(v)
-        written.update(op.output_names())
-    return feeds
+    return [block.var(n) for n in feed_names(main)]
 
 
 _PASSTHROUGH = ("reshape", "reshape2", "cast", "assign", "squeeze2", "unsqueeze2", "squeeze",

@@ -61,20 +61,12 @@ class PsTrainer:
         self.client = _client_tables(worker_text, "%s/worker_desc.txt" % self.label)
         self.dense = dense_tables(main)
         self.at_barrier = False
-        self.orphans = orphan_ops(main)
 
     def run_main(self):
-        """Block 0 of the main program; an orphan op (orphan_ops) whose unwritten input holds
-        no value is skipped, as Paddle's executor runs it to no effect."""
+        """Block 0 of the main program (a `sum` of lookup grads the ps passes removed adds
+        empty SelectedRows, as Paddle's executor does: executor.py)."""
         ops = self.main.global_block.ops
         for i, op in enumerate(ops):
-            missing = [n for n in self.orphans.get(i, ()) if self.scope.get(n) is None]
-            if missing:
-                self.cluster.note("%s: op %d (%s) reads %s, which no op writes; nothing reads "
-                                  "its output, so it is skipped (Paddle's executor runs it on "
-                                  "an empty input)" % (self.label, i, op.type,
-                                                       ", ".join(missing)))
-                continue
             self.ex.run_op(0, i, op)
 
     @property
@@ -96,35 +88,25 @@ def _client_tables(text, source) -> dict:
             .downpour_table_param}
 
 
-def orphan_ops(main) -> dict:
-    """{op index: inputs no op writes} of block 0's ops whose outputs no other op reads: the
-    ps passes remove a table's lookup grads but leave the `sum` of their outputs."""
-    from .executor import RPC_OPS
-    from .feeds import feed_vars
-    ops = main.global_block.ops
-    written = {n for op in ops for n in op.output_names()} | {v.name for v in feed_vars(main)}
-    out = {}
-    for i, op in enumerate(ops):
-        if op.type in RPC_OPS:
-            continue
-        unwritten = [n for n in op.input_names() if n not in written
-                     and not (main.find_var(n) is not None and main.find_var(n).is_persistable)]
-        if not unwritten:
-            continue
-        outs = set(op.output_names())
-        if not any(n in outs for j, o in enumerate(ops) if j != i for n in o.input_names()):
-            out[i] = unwritten
-    return out
-
-
 def dense_tables(main) -> dict:
     """table id -> the dense params (in send order) of a trainer program's dense sends."""
     out: dict = {}
+    writer = {n: op for _, _, op in main.ops() for n in op.output_names()}
     for _, _, op in main.ops():
         if op.type == "send" and not op.attr("is_sparse", 0) and op.attr("table_id") is not None:
             out.setdefault(int(op.attr("table_id")), []).extend(
-                grad_param(g) for g in op.input("X"))
+                grad_param(sent_grad(g, writer)) for g in op.input("X"))
     return out
+
+
+def sent_grad(name: str, writer: dict) -> str:
+    """The `<param>@GRAD` a sent var is made of: itself, or what the clip op writing it (a
+    ClipGradByValue / ByNorm output the optimizer read) clips."""
+    op = writer.get(name)
+    if not name.endswith("@GRAD") and op is not None and op.type in ("clip", "clip_by_norm") \
+            and op.input("X")[:1] and op.input("X")[0].endswith("@GRAD"):
+        return op.input("X")[0]
+    return name
 
 
 class PsCluster:

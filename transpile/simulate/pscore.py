@@ -64,13 +64,29 @@ def _context(tr, op, table: str):
                           or "none"))
     name, ctx = ctxs[tid]
     origin = ctx.get("origin_varnames") or [name]
-    if not any(_table_of(o) == table for o in origin):
+    if not any(_owner(tr, o) == table for o in origin):
         own = _unordered(tr, ctxs, table)
         if own is not None:
             return own
         raise SimError("%s of %s has table_id %d, which is the send_ctx of %s in %s's "
                        "runtime.json, another table" % (op.type, table, tid, name, tr.label))
     return name, ctx
+
+
+def _owner(tr, name: str) -> str:
+    """The table a context's var carries: the param the original's update names it with in
+    op_role_var (a clip's output, which the update read), else the name's `@GRAD` prefix."""
+    ref = tr.cluster.reference
+    owners = getattr(ref, "grad_owners", None)
+    if owners is None:
+        from ..ir import roles
+        owners = {}
+        for op in ref.main.global_block.ops:
+            rv = op.attr(roles.ROLE_VAR_ATTR) or []
+            for p, g in zip(rv[::2], rv[1::2]):
+                owners.setdefault(g, p)
+        ref.grad_owners = owners
+    return owners.get(name) or _table_of(name)
 
 
 def _unordered(tr, ctxs: dict, table: str):
@@ -82,7 +98,7 @@ def _unordered(tr, ctxs: dict, table: str):
     by_table = {}
     for name, ctx in ctxs.values():
         for o in ctx.get("origin_varnames") or [name]:
-            by_table[_table_of(o)] = (name, ctx)
+            by_table[_owner(tr, o)] = (name, ctx)
     ids = {}
     for op in tr.main.global_block.ops:
         if op.type in ("distributed_lookup_table", "distributed_push_sparse") \

@@ -148,6 +148,13 @@ def static_reasons(main, plan, psref, config, program_init) -> dict:
         out[("ps-regularization-dropped", p)] = (
             "the split drops the optimize-role ops that change %s's gradient (%s): the tables "
             "never see them" % (p, ", ".join(sorted(set(types)))))
+    if psref.sync and len(psref.trainers) > 1 and plan.clip_ops:
+        for v in main.parameters():
+            if v.name in opt:
+                out[("ps-clip-before-merge", v.name)] = (
+                    "each trainer clips its own gradient before the pservers average (dense) "
+                    "or add up (sparse) the trainers'; the original clips their average "
+                    "(Paddle fault ps-clip-before-merge, docs/faults.md)")
     for v in main.parameters():
         if v.name in opt:
             out.setdefault(("ps-float32-tables", v.name),

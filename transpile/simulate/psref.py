@@ -32,7 +32,7 @@ from .pstables import TableOptions
 from .pstables.client import batch_size, fit_push, merge_by_key, push_values
 from .pstables.server import PsServer, sparse_server, split_dense
 from .reference import snapshot
-from .values import LazyTable, dense
+from .values import LazyTable, SimError, dense
 
 
 def show_click_names(grad_op, block) -> tuple:
@@ -42,6 +42,43 @@ def show_click_names(grad_op, block) -> tuple:
             and entry[2] in block.vars:
         return entry[1], entry[2]
     return None, None
+
+
+def table_clips_of(main, tables: list) -> dict:
+    """{table: TableClip} of the clipped tables (plan/clip_faults.py): a trainer clips its
+    table's gradient rows before it pushes them, as the program clips the gradient."""
+    from ..plan.clip_faults import sparse_clip_tables, table_clips
+    clipped = sparse_clip_tables(main, set(tables))
+    try:
+        return {c.table: c for c in table_clips(main, [t for t in tables if t in clipped])}
+    except ValueError as e:
+        raise SimError("the ps reference can not clip the pushed rows of a table: %s" % e)
+
+
+def clipped_rows(clip, scope, ids_list, grads) -> list:
+    """The lookups' grads `grads` (by `ids_list`) made to add up, per id, to the clipped
+    merged gradient: what the fixed trainer pushes (passes/sparseclip.py), op for op."""
+    if clip.kind == "global":
+        s = np.asarray(dense(scope.get(clip.scale)))
+        return [g * s for g in grads]
+    merged = scope.get(clip.grad).merged()
+    if clip.kind == "norm":
+        norm = np.sqrt(np.sum(np.square(merged.value)))
+        bound = np.asarray([clip.max_norm], dtype=merged.value.dtype)
+        s = bound / np.maximum(norm, bound)
+        return [g * s for g in grads]
+    flat = [np.asarray(i).astype(np.int64).reshape(-1) for i in ids_list]
+    uniq, counts = np.unique(np.concatenate(flat), return_counts=True)
+    at = {int(k): j for j, k in enumerate(merged.rows.tolist())}
+    out = []
+    for ids, g in zip(flat, grads):
+        rows = np.stack([merged.value[at[int(k)]] if int(k) in at
+                         else np.zeros(merged.value.shape[1:]) for k in ids]).reshape(g.shape)
+        n = counts[np.searchsorted(uniq, ids)].astype(g.dtype).reshape(
+            g.shape[:-1] + (1,))
+        delta = np.clip(rows, clip.min, clip.max) - rows
+        out.append(g + delta / np.maximum(n, np.ones(1, dtype=g.dtype)))
+    return out
 
 
 def program_rows(init: dict):
@@ -94,6 +131,7 @@ class PsReference:
         self.push_counts: dict = {}     # table -> {key: pushes received}
         self.shard_num = {int(p.table_id): int(p.shard_num) or 1
                           for p in self.servers[0].desc_params.values()}
+        self.clips = table_clips_of(main, list(self.pushes))
 
     # --- tables -------------------------------------------------------------------------
     def _route(self, tid, keys):
@@ -190,9 +228,11 @@ class PsReference:
             shows = None if show is None else np.asarray(dense(tr.scope.get(show)))
             clicks = None if clk is None else np.asarray(dense(tr.scope.get(clk)))
             keys, vals = [], []
-            for op, ids, lod in zip(group, ids_list, lods):
+            grads = [np.asarray(dense(tr.scope.get(op.input("Out@GRAD")[0]))) for op in group]
+            if w in self.clips:
+                grads = clipped_rows(self.clips[w], tr.scope, ids_list, grads)
+            for op, ids, lod, g in zip(group, ids_list, lods, grads):
                 pad = op.attr("padding_idx", -1)
-                g = np.asarray(dense(tr.scope.get(op.input("Out@GRAD")[0])))
                 k, v = push_values(ids, g, emb, batch, slot=int(op.attr("slot", 0) or 0),
                                    shows=shows, clicks=clicks,
                                    padding_idx=-1 if pad is None else int(pad),

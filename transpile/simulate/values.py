@@ -34,13 +34,22 @@ def np_dtype(name, float_dtype):
 class SelectedRows:
     """A sparse gradient: `value[i]` is row `rows[i]` of a [height, ...] tensor (rows may repeat)."""
 
-    def __init__(self, rows, value, height):
+    def __init__(self, rows, value, height, no_memory=False):
         self.rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         self.value = np.asarray(value)
         self.height = int(height)
+        # an empty SelectedRows Paddle's executor made for a var no op writes: its value holds
+        # no memory (only `sum` and `merge_selected_rows` take one; ir/dataflow.py)
+        self.no_memory = bool(no_memory)
         if self.value.shape[0] != self.rows.shape[0]:
             raise SimError("SelectedRows with %d rows but a value of %d rows"
                            % (self.rows.shape[0], self.value.shape[0]))
+
+    @staticmethod
+    def unwritten(shape, dtype) -> "SelectedRows":
+        """The empty SelectedRows of a var declared SELECTED_ROWS `shape` that no op wrote."""
+        shape = [max(int(d), 0) for d in (shape or (0,))]
+        return SelectedRows([], np.zeros([0] + shape[1:], dtype=dtype), shape[0], True)
 
     @property
     def shape(self):
@@ -62,7 +71,8 @@ class SelectedRows:
         return SelectedRows(self.rows, self.value * s + b, self.height)
 
     def __repr__(self):
-        return "SelectedRows(height=%d, rows=%d)" % (self.height, len(self.rows))
+        return "SelectedRows(height=%d, rows=%d%s)" % (self.height, len(self.rows),
+                                                       ", no memory" * self.no_memory)
 
 
 class Unallocated:

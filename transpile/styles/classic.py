@@ -13,9 +13,10 @@ from ..passes.classic import pserver_passes, trainer
 from ..passes.classic.lr_counter import merge_lr_counter
 from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
 from ..ir.tables import CLASSIC_REMOTE_PREFETCH_TYPES
-from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
+from ..passes.fixes import clip_on_trainer, lookups_2d, send_raw_grads, serve_table_by_rows
 from ..plan.classic import find_distributed_table, make_plan
-from ..plan.clip_faults import classic_clip_fault, ids_fault, new_var_clips
+from ..plan.clip_faults import (CLIP_SCOPE, classic_clip_fault, classic_clip_on_trainer, ids_fault,
+                                new_var_clips)
 from ..plan.faults import CLASSIC_LOOKUP_IDS_NOT_2D, classic_faults, classic_table_fault
 from .base import Prepared, Style
 
@@ -29,10 +30,14 @@ class ClassicStyle(Style):
     def prepare(self, main, startup, config, trainer_ids=(0,)) -> Prepared:
         fixed, found = self._fix_inputs(main, config)
         plan = make_plan(fixed, config)
-        clip = classic_clip_fault(fixed, config, {p.name for p in plan.params if p.sliced})
+        sliced = {p.name for p in plan.params if p.sliced}
+        clip = classic_clip_fault(fixed, config, sliced)
         if clip is not None:
             found.append(clip)
-            if clip.fixed:
+            if clip.fixed and classic_clip_on_trainer(fixed, sliced):
+                fixed = clip_on_trainer(fixed, CLIP_SCOPE)
+                plan = make_plan(fixed, config)
+            elif clip.fixed:
                 fixed = send_raw_grads(fixed, new_var_clips(fixed))
                 plan = make_plan(fixed, config)
         fixed, fixed_startup = merge_lr_counter(fixed, startup, plan)

@@ -14,7 +14,8 @@ from ..output.result import endpoint_dir
 from ..passes.fixes import lookups_2d
 from ..passes.ps import pserver, trainer
 from ..plan.clip_faults import ids_fault, sparse_clip_fault
-from ..plan.faults import PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED
+from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED,
+                           fault)
 from ..plan.ps import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -39,9 +40,15 @@ class PsStyle(Style):
 
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else self.make_plan(main, startup, config)
-        clip = sparse_clip_fault(main, config, {p.param for p in plan.sparse_pairs}, set(),
-                                 PS_SPARSE_CLIP_DROPPED, fixable=False)
-        return [clip] if clip is not None else []
+        clip = sparse_clip_fault(main, config, {p.param for p in plan.sparse_pairs},
+                                 PS_SPARSE_CLIP_DROPPED)
+        out = [clip] if clip is not None else []
+        if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
+            out.append(fault(PS_CLIP_BEFORE_MERGE, "%d clip op(s) on the trainer"
+                             % len(plan.clip_ops), config.fix_faults,
+                             "Paddle's brpc tables have no clip: the trainers clip what they "
+                             "send"))
+        return out
 
     def pipelines(self, mode: str) -> dict:
         geo = mode == "geo"

@@ -4,7 +4,8 @@ Passes `(program, env) -> program` (passes/pipeline.py), env.plan a FleetPlan; a
 is left as it was.
 
 Main (sync / async / half_async):
-  demote_clip_ops -> delete_optimizer_ops -> fuse_sparse_lookups -> append_sends
+  demote_clip_ops -> delete_optimizer_ops -> fuse_sparse_lookups -> clip_pushed_rows
+  -> append_sends
 Startup:
   fake_init_tables -> init_from_server -> delete_optimizer_state_inits
 Geo: the trainer keeps its optimizer; its clip ops are backward ops as in the other modes
@@ -20,7 +21,7 @@ from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SU
                             FLEET_SPARSE_CLIP_DROPPED)
 from ...plan.fleet import (FleetPlan, orphan_sums, remote_lookup_groups, sum_ops,
                            trainer_send_queues)
-from .. import common
+from .. import common, sparseclip
 from ..build import make_op, new_control_var, role_attrs
 from ..fuse import fuse_pulls
 from ..pipeline import PassEnv, Pipeline, named
@@ -33,7 +34,12 @@ def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     trainer sends: the pservers clip the averaged gradient (passes/fleet/pserver.py)."""
     plan = env.plan
     fix = FLEET_CLIP_BEFORE_MERGE in plan.fixes
-    prog = common.demote_clip_ops(main, plan.clip_ops, _unclipped if fix else None)
+    # (a table whose rows the trainer clips keeps its clip: clip_pushed_rows replaces it)
+    own = {c.op for c in plan.trainer_clips}
+    prog = common.demote_clip_ops(main, [u for u in plan.clip_ops if u not in own],
+                                  _unclipped if fix else None)
+    if own:
+        prog = common.demote_clip_ops(prog, [u for u in plan.clip_ops if u in own])
     if FLEET_SPARSE_CLIP_DROPPED in plan.fixes:
         # fixing fleet-sparse-clip-dropped: the pservers clip the pushed table's gradient; the
         # trainer's clip of it, whose result nothing sends, goes
@@ -130,10 +136,14 @@ def _fuse_pushes(block, pushes: dict, plan: FleetPlan, emb_size: dict) -> None:
     """Each table's lookup grads replaced by one distributed_push_sparse at the end (and,
     fixing fleet-orphan-sparse-grad-sum, the `sum` of them that would be left reading nothing)."""
     show, clk = common.show_click_vars(block, next(iter(pushes.values()))[0], "INT64", _fill)
-    gone = {id(op) for group in pushes.values() for op in group}
+    # a table whose rows the trainer clips keeps its lookup grads and their sum
+    # (passes/sparseclip.py)
+    kept = {c.table for c in plan.trainer_clips}
+    gone = {id(op) for t, group in pushes.items() if t not in kept for op in group}
     if FLEET_ORPHAN_SPARSE_GRAD_SUM in plan.fixes:
         sums = sum_ops(block.ops)
-        gone |= {id(op) for group in pushes.values() for op in orphan_sums(sums, group)}
+        gone |= {id(op) for t, group in pushes.items() if t not in kept
+                 for op in orphan_sums(sums, group)}
     block.ops = [op for op in block.ops if id(op) not in gone]
     for table, group in pushes.items():
         first = group[0]
@@ -152,6 +162,16 @@ def _fuse_pushes(block, pushes: dict, plan: FleetPlan, emb_size: dict) -> None:
                 "size": Attr("INT", emb_size[table]),
                 "table_id": Attr("INT", plan.table_ids[table]),
                 "use_cvm_op": Attr("BOOLEAN", False), **role_attrs(0)}))
+
+
+def clip_pushed_rows(main: Program, env: PassEnv) -> Program:
+    """Fixing fleet-sparse-clip-dropped where no pserver can clip (a global-norm clip, a norm
+    over a sliced table): the trainer clips each clipped table's rows before its push
+    (passes/sparseclip.py)."""
+    if not env.plan.trainer_clips:
+        return main
+    return sparseclip.clip_pushed_rows(main, env.plan.trainer_clips, env.plan.table_ids,
+                                       sparseclip.lookup_types(env.main))
 
 
 def append_sends(main: Program, env: PassEnv) -> Program:
@@ -229,7 +249,8 @@ def delete_optimizer_state_inits(startup: Program, env: PassEnv) -> Program:
 
 
 MAIN = Pipeline("trainer main", tuple(map(named, (
-    demote_clip_ops, delete_optimizer_ops, fuse_sparse_lookups, append_sends))))
+    demote_clip_ops, delete_optimizer_ops, fuse_sparse_lookups, clip_pushed_rows,
+    append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     fake_init_tables, init_from_server, delete_optimizer_state_inits))))
 GEO_MAIN = Pipeline("trainer main", tuple(map(named, (demote_clip_ops, append_sends))))

@@ -72,7 +72,9 @@ def fuse_pushes(block, pushes: dict, plan: PsPlan, emb_size: dict, use_cvm: bool
     if not pushes:
         return
     show, clk = show_click_vars(block, next(iter(pushes.values()))[0], "FP32", _fill)
-    gone = {id(op) for group in pushes.values() for op in group}
+    # a table whose rows the trainer clips keeps its lookup grads (passes/sparseclip.py)
+    kept = {c.table for c in plan.trainer_clips}
+    gone = {id(op) for w, group in pushes.items() if w not in kept for op in group}
     block.ops = [op for op in block.ops if id(op) not in gone]
     for w, group in pushes.items():
         first = group[0]

@@ -3,7 +3,8 @@ GeoPsProgramBuilder): passes `(program, env) -> program` (passes/pipeline.py), e
 PsPlan.
 
 Main, sync / async:
-  demote_clip_ops -> distributed_ops (lookups.py) -> delete_optimizer -> append_sends
+  demote_clip_ops -> distributed_ops (lookups.py) -> clip_pushed_rows -> delete_optimizer
+  -> append_sends
 Startup, sync / async:
   delete_optimizer_state_inits -> fake_init_tables
 Geo: the optimizer stays; main gets a send per sparse table, startup is unchanged.
@@ -15,7 +16,7 @@ from ...ir.lr_schedule import SCHEDULER_LR_VAR
 from ...ir.program import Attr, Program, select
 from ...ir.roles import RPC, optimizer_only_vars
 from ...plan.ps import table_writers
-from .. import common
+from .. import common, sparseclip
 from ..build import new_control_var
 from ..pipeline import PassEnv, Pipeline, named
 from .lookups import distributed_ops
@@ -30,6 +31,15 @@ def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     """Gradient-clip ops stay on the trainer as backward ops (get_optimize_ops re-labels
     them)."""
     return common.demote_clip_ops(main, env.plan.clip_ops)
+
+
+def clip_pushed_rows(main: Program, env: PassEnv) -> Program:
+    """Fixing ps-sparse-clip-dropped: the trainer clips each clipped table's rows before its
+    push (passes/sparseclip.py)."""
+    if not env.plan.trainer_clips:
+        return main
+    return sparseclip.clip_pushed_rows(main, env.plan.trainer_clips, env.plan.table_ids,
+                                       sparseclip.lookup_types(env.main))
 
 
 def delete_optimizer(main: Program, env: PassEnv) -> Program:
@@ -111,7 +121,7 @@ def fake_init_tables(startup: Program, env: PassEnv) -> Program:
 
 
 MAIN = Pipeline("trainer main", tuple(map(named, (
-    demote_clip_ops, fuse_lookups, delete_optimizer, append_sends))))
+    demote_clip_ops, fuse_lookups, clip_pushed_rows, delete_optimizer, append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     delete_optimizer_state_inits, fake_init_tables))))
 GEO_MAIN = Pipeline("trainer main", (named(append_sends),))

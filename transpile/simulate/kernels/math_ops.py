@@ -410,7 +410,13 @@ def sum_(ctx):
         xs = [ctx.ex.densify(n, v, "sum") if isinstance(v, LazyTable) else v
               for n, v in zip(names, xs)]
     if all(isinstance(v, SelectedRows) for v in xs):
-        # Paddle's sum of SelectedRows is a MergeAdd: one row per id, sorted
+        # Paddle's sum of SelectedRows is a MergeAdd: one row per id, sorted; an empty input
+        # (no op wrote it) is skipped, and only empty inputs give an empty output
+        full = [v for v in xs if not v.no_memory]
+        if not full:
+            ctx.set("Out", xs[0])
+            return
+        xs = full
         h = xs[0].height
         ctx.set("Out", SelectedRows(np.concatenate([v.rows for v in xs]),
                                     np.concatenate([v.value for v in xs]), h).merged())

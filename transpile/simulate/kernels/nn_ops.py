@@ -173,7 +173,9 @@ def lookup_table(ctx):
     ids, lead = _ids(ctx)
     flat = ids.reshape(-1)
     if isinstance(w, SelectedRows):
-        raise SimError("%s: W %s is a SelectedRows table" % (ctx.op.type, ctx.op.input("W")[0]))
+        out = _rows_by_id(ctx, w, flat)
+        ctx.set("Out", out.reshape(tuple(lead) + w.value.shape[1:]), lod=ctx.lod("Ids"))
+        return
     if flat.size and (flat.min() < 0 or flat.max() >= w.shape[0]):
         raise SimError("%s: id %d outside the %d rows of %s"
                        % (ctx.op.type, int(flat.max()), w.shape[0], ctx.op.input("W")[0]))
@@ -182,6 +184,26 @@ def lookup_table(ctx):
     if pad is not None and pad != -1:
         out = np.where((flat == pad)[:, None], 0.0, out)
     ctx.set("Out", out.reshape(tuple(lead) + w.shape[1:]), lod=ctx.lod("Ids"))
+
+
+def _rows_by_id(ctx, w: SelectedRows, flat):
+    """A lookup in a SelectedRows W (Paddle's sparse-weight kernels): each id's row is the
+    value of its first place in W's rows; an id W lacks is an error, a padding id zeros."""
+    first: dict = {}
+    for j, r in enumerate(w.rows.tolist()):
+        first.setdefault(int(r), j)
+    pad = ctx.attr("padding_idx", -1)
+    pad = -1 if pad is None else int(pad)
+    out = np.zeros((flat.size,) + w.value.shape[1:], dtype=w.value.dtype)
+    for k, i in enumerate(flat.tolist()):
+        if i == pad and pad != -1:
+            continue
+        if i not in first:
+            raise SimError("%s: id %d is not in the rows of the SelectedRows %s (Paddle: "
+                           "\"Input id is not in current rows table\")"
+                           % (ctx.op.type, i, ctx.op.input("W")[0]))
+        out[k] = w.value[first[i]]
+    return out
 
 
 @kernel("lookup_table_grad", "lookup_table_v2_grad")

@@ -50,7 +50,9 @@ def table_sgd(ctx, table: SparseTable):
 def merge_selected_rows(ctx):
     """Repeated rows added up, rows sorted (MergeAdd); a dense X passes through."""
     x = ctx.x("X")
-    if isinstance(x, SelectedRows):
+    if isinstance(x, SelectedRows) and x.no_memory:
+        ctx.set("Out", x)
+    elif isinstance(x, SelectedRows):
         ctx.set("Out", x.merged())
     else:
         ctx.set("Out", np.array(dense(x), copy=True), lod=ctx.lod("X"))
