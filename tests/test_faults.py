@@ -20,6 +20,7 @@ CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 SHOWN_BY = {
     "classic-local-table-fake-init": "classic/local_lookup_table",
     "classic-dist-table-optimizer": "classic/dist_lookup_table",
+    "classic-dist-table-ids-not-2d": "ids/classic_se_multihot_async",
     "fleet-clip-before-merge": "fleet/l2decay_clip_unsplit_sync",
     "fleet-sync-step-counter": "fleet/lrdecay_momentum_sync",
     "fleet-orphan-sparse-grad-sum": "fleet/ctr_sparse_adam_sync",
@@ -32,7 +33,8 @@ SHOWN_BY = {
 }
 # faults whose split fails at its first step: `check` reports them as findings (exit 1), not
 # warnings
-FAILS_AT_ONCE = {"classic-clip-on-pserver", "fleet-sparse-decay-whole-table",
+FAILS_AT_ONCE = {"classic-clip-on-pserver", "classic-dist-table-ids-not-2d",
+                 "fleet-sparse-decay-whole-table",
                  "fleet-decay-whole-param", "fleet-sparse-clip-dropped", "ps-sparse-clip-dropped"}
 # faults that change nothing a run computes (a `sum` of empty gradients nothing reads): the
 # reproduced split trains like the original

@@ -17,7 +17,8 @@ from __future__ import annotations
 from ..ir import roles
 from ..ir.tables import IDS_NOT_2D, is_remote_prefetch
 from ..plan.clip_faults import GLOBAL_NORM_OPS, new_var_clips
-from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_LOOKUP_IDS_NOT_2D,
+from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_DIST_TABLE_IDS_NOT_2D,
+                           CLASSIC_LOOKUP_IDS_NOT_2D,
                            FLEET_DECAY_WHOLE_PARAM, FLEET_LOOKUP_IDS_NOT_2D,
                            FLEET_SPARSE_DECAY_WHOLE_TABLE, KIND,
                            PS_LOOKUP_IDS_NOT_2D)
@@ -79,6 +80,9 @@ def check_inputs(ctx) -> None:
 def _ids(ctx, part, fault: str) -> None:
     block = part.prog.global_block
     for j, op in enumerate(block.ops):
+        if op.type == "merge_ids":
+            _merge_ids(ctx, part, block, j, op)
+            continue
         if op.type not in ("distributed_lookup_table", "distributed_push_sparse"):
             continue
         for name in op.input("Ids"):
@@ -87,6 +91,20 @@ def _ids(ctx, part, fault: str) -> None:
                 ctx.add("trainer", part, 0, j, "Paddle fault %s: %s of %s reads ids %s of "
                         "shape %s: %s" % (fault, op.type, _table(op), name, list(v.shape),
                                           IDS_NOT_2D), "2-D ids", fault=fault)
+
+
+def _merge_ids(ctx, part, block, j: int, op) -> None:
+    """(classic) a merge_ids by ids that are not 2-D gives [N, W] (its kernel counts the ids'
+    first dim) where the program reads [N, n, W]: classic-dist-table-ids-not-2d."""
+    for ids, out in zip(op.input("Ids"), op.output("Out")):
+        v, o = block.var(ids), block.var(out)
+        if v is None or v.shape is None or len(v.shape) == 2:
+            continue
+        ctx.add("trainer", part, 0, j, "Paddle fault %s: merge_ids of %s by ids %s of shape %s "
+                "gives one row per entry of their first dim ([N, width]), where the program "
+                "reads %s %s" % (CLASSIC_DIST_TABLE_IDS_NOT_2D, out, ids, list(v.shape), out,
+                                 list(o.shape) if o is not None and o.shape else "?"),
+                "2-D ids", fault=CLASSIC_DIST_TABLE_IDS_NOT_2D)
 
 
 def _table_numbers(ctx, part, rt: dict, tid: int) -> None:

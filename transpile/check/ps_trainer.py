@@ -141,9 +141,9 @@ def ids_aliases(ops) -> dict:
     pulled = {n for op in ops if op.type == "distributed_lookup_table"
               for n in op.output("Outputs")}
     out = {op.output("Out")[0]: op.input("X")[0] for op in ops
-           if op.type in ("unsqueeze2", "reshape2") and op.output("Out")[:1]
+           if op.type in ("unsqueeze2", "squeeze2", "reshape2") and op.output("Out")[:1]
            and op.output("Out")[0] in fed and op.input("X")[:1]
-           and op.output("Out")[0] == op.input("X")[0] + "@2D"}
+           and op.output("Out")[0] in (op.input("X")[0] + "@2D", op.input("X")[0] + "@ROWS")}
     # and {the fix's rows var `<out>@2D`: the original's rows var `<out>` made of it}
     out.update({op.input("X")[0]: op.output("Out")[0] for op in ops
                 if op.type in ("squeeze2", "reshape2") and op.input("X")[:1]

@@ -64,6 +64,34 @@ def ids_not_2d(block, ops) -> list:
     return out
 
 
+def ids_blocker(op_type: str, shape: list):
+    """Why a lookup of `op_type` by ids of `shape` can not be made 2-D (passes/idsfix.py's
+    table of what it reshapes), or None."""
+    rest = [int(d) for d in shape[1:]]
+    if op_type == "lookup_table_v2":
+        return None if sum(1 for d in rest if d < 0) <= 1 else \
+            "ids of shape %s: more than one unknown dim" % list(shape)
+    if op_type == "lookup_table":
+        if not rest or rest[-1] != 1:
+            return "lookup_table ids of shape %s: the last dim is not 1" % list(shape)
+        return None if sum(1 for d in rest[:-1] if d < 0) <= 1 else \
+            "ids of shape %s: more than one unknown dim" % list(shape)
+    return "%s: only lookup_table / lookup_table_v2 ids can be reshaped" % op_type
+
+
+# what passes/idsfix.py appends to the name of a lookup's ids it makes 2-D: the fused lookup's
+# ids, and the ids its grads and push name
+FIXED_IDS_SUFFIXES = ("@2D", "@ROWS")
+
+
+def ids_origin(name: str) -> str:
+    """The program's own ids var a fixed lookup's ids var was made of (or the name itself)."""
+    for s in FIXED_IDS_SUFFIXES:
+        if name.endswith(s):
+            return name[:-len(s)]
+    return name
+
+
 def ids_refusal(table: str, bad: list, where: str) -> str:
     """The one line of Paddle's refusal of the fused lookup of `table` (`bad`: ids_not_2d's)."""
     _, name, shape = bad[0]

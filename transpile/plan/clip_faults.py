@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..ir import roles
 from ..ir.program import Program
-from ..ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, is_remote_prefetch
+from ..ir.tables import LOOKUP_TABLE_TYPES, ids_blocker, ids_not_2d, is_remote_prefetch
 from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED,
                      FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
 
@@ -203,12 +203,8 @@ def ids_fault(main: Program, config, fault_id: str,
     bad = ids_not_2d(block, [op for op in block.ops if is_remote_prefetch(op, types)])
     if not bad:
         return None
-    blocked = None
-    for op, name, shape in bad:
-        if op.type != "lookup_table_v2":
-            blocked = "%s of %s: only lookup_table_v2's ids can be reshaped" % (op.type, name)
-        elif len(shape) > 2 and sum(1 for d in shape if d < 0) > 1:
-            blocked = "ids %s have shape %s: more than one unknown dim" % (name, shape)
+    blocked = next((b for b in (ids_blocker(op.type, shape) for op, _, shape in bad) if b),
+                   None)
     tables = sorted({op.input("W")[0] for op, _, _ in bad})
     return fault(fault_id, "%d lookup(s) of %s" % (len(bad), ", ".join(tables)), True, blocked)
 

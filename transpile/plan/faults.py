@@ -23,6 +23,7 @@ from ..ir.tables import LOOKUP_TABLE_TYPES
 # The fault ids: stable, documented in docs/faults.md; use these names, never the strings.
 CLASSIC_LOCAL_TABLE_FAKE_INIT = "classic-local-table-fake-init"
 CLASSIC_DIST_TABLE_OPTIMIZER = "classic-dist-table-optimizer"
+CLASSIC_DIST_TABLE_IDS_NOT_2D = "classic-dist-table-ids-not-2d"
 CLASSIC_RMSPROP_MEAN_GRAD_SHAPE = "classic-rmsprop-mean-grad-shape"
 CLASSIC_UNWIRED_GRAD_CHAIN = "classic-unwired-grad-chain"
 FLEET_CLIP_BEFORE_MERGE = "fleet-clip-before-merge"
@@ -65,6 +66,14 @@ FAULT_KINDS = (
               "the table is served as row blocks looked up by remote prefetch (the "
               "transpiler's own mechanism for a sparse table), each block trained by the "
               "program's optimizer on the averaged gradient"),
+    FaultKind(CLASSIC_DIST_TABLE_IDS_NOT_2D, CLASSIC.name, "sync, async, half_async",
+              "the distributed table (is_distributed, static.nn.sparse_embedding) looked up by "
+              "ids that are not 2-D (a padded multi-hot slot unsqueezed to [-1, n, 1]): the "
+              "trainer's merge_ids gives one row per entry of the ids' first dim ([N, W]) where "
+              "the program expects [N, n, W], so the trainer computes on the wrong rows and "
+              "shapes",
+              "the table is served as row blocks (classic-dist-table-optimizer's fix) and its "
+              "lookups read their ids made 2-D (classic-lookup-ids-not-2d's fix)"),
     FaultKind(CLASSIC_RMSPROP_MEAN_GRAD_SHAPE, CLASSIC.name, "every mode",
               "rmsprop's MeanGrad accumulator keeps the whole parameter's shape on a pserver "
               "that holds a slice of it",
@@ -257,6 +266,24 @@ def classic_table_fault(main, config) -> Optional[Fault]:
         why.append("gradients summed, not averaged")
     return fault(CLASSIC_DIST_TABLE_OPTIMIZER, "table %s (%s)" % (table, "; ".join(why)),
                  config.fix_faults)
+
+
+def classic_dist_ids_fault(main, config, ids_fixed: bool) -> Optional[Fault]:
+    """classic-dist-table-ids-not-2d, found on the original program (fixed with
+    classic-dist-table-optimizer's fix and the ids', `ids_fixed`)."""
+    from ..ir.tables import ids_not_2d
+    from .classic import find_distributed_table
+    table = find_distributed_table(main)
+    if table is None:
+        return None
+    block = main.global_block
+    bad = ids_not_2d(block, [op for op in block.ops if op.type in LOOKUP_TABLE_TYPES
+                             and op.input("W")[:1] == [table]])
+    if not bad:
+        return None
+    return fault(CLASSIC_DIST_TABLE_IDS_NOT_2D, "%d lookup(s) of %s by ids of shape %s"
+                 % (len(bad), table, bad[0][2]), config.fix_faults and ids_fixed,
+                 None if ids_fixed or not config.fix_faults else "its ids can not be made 2-D")
 
 
 def classic_faults(main, config, plan, skip_chains: bool = False) -> list:

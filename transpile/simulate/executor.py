@@ -161,9 +161,10 @@ class OpCtx:
         names = self.op.input(slot)
         return self.ex.scope.lods.get(names[i]) if len(names) > i else None
 
-    def set(self, slot, value, idx=0, lod=None, random=False, rows=False):
+    def set(self, slot, value, idx=0, lod=None, random=False, rows=False, unchecked=False):
         """Write output `slot`[idx]. `rows`: the value holds some rows of what the var is
-        declared as (a SelectedRows' value block in a var declared with the table's height)."""
+        declared as (a SelectedRows' value block in a var declared with the table's height);
+        `unchecked`: a value Paddle's program declares with another shape it never holds."""
         names = self.op.output(slot)
         if len(names) <= idx or not names[idx] or names[idx] == "@EMPTY@":
             return
@@ -181,6 +182,9 @@ class OpCtx:
                 return
         if random and self.ex.random_hook is not None:
             value = self.ex.random_hook(self.ex, name, value, self.op)
+        if unchecked:
+            self.ex.scope.put(name, value, lod)
+            return
         self.ex.write(self.block_idx, name, value, lod, rows=rows)
 
     def rng(self):

@@ -13,11 +13,13 @@ from ..passes.classic import pserver_passes, trainer
 from ..passes.classic.lr_counter import merge_lr_counter
 from ..passes.classic.pserver import ClassicPserverIndex, startup_writers
 from ..ir.tables import CLASSIC_REMOTE_PREFETCH_TYPES
-from ..passes.fixes import clip_on_trainer, lookups_2d, send_raw_grads, serve_table_by_rows
+from ..passes.fixes import clip_on_trainer, send_raw_grads, serve_table_by_rows
+from ..passes.idsfix import lookups_2d
 from ..plan.classic import find_distributed_table, make_plan
 from ..plan.clip_faults import (CLIP_SCOPE, classic_clip_fault, classic_clip_on_trainer, ids_fault,
                                 new_var_clips)
-from ..plan.faults import CLASSIC_LOOKUP_IDS_NOT_2D, classic_faults, classic_table_fault
+from ..plan.faults import (CLASSIC_LOOKUP_IDS_NOT_2D, classic_dist_ids_fault, classic_faults,
+                           classic_table_fault)
 from .base import Prepared, Style
 
 
@@ -53,6 +55,9 @@ class ClassicStyle(Style):
         """(the program with the fixes made before planning, the faults they fix)."""
         fixed, found = main, []
         ids = ids_fault(main, config, CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC_REMOTE_PREFETCH_TYPES)
+        dist_ids = classic_dist_ids_fault(main, config, ids is not None and ids.fixed)
+        if dist_ids is not None:
+            found.append(dist_ids)
         if ids is not None:
             found.append(ids)
             if ids.fixed:
@@ -67,9 +72,10 @@ class ClassicStyle(Style):
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else make_plan(main, config)
         table = classic_table_fault(main, config)
+        dist_ids = classic_dist_ids_fault(main, config, False)
         clip = classic_clip_fault(main, config, {p.name for p in plan.params if p.sliced})
-        return ([table] if table else []) + ([clip] if clip else []) + \
-            classic_faults(main, config, plan)
+        return ([table] if table else []) + ([dist_ids] if dist_ids else []) + \
+            ([clip] if clip else []) + classic_faults(main, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         return {"trainer main": trainer.MAIN, "trainer startup": trainer.STARTUP,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..core.styles import FLEET
 from ..output.planjson import fleet_plan_parts
 from ..output.runtime import runtime_json
-from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
+from ..passes.fixes import send_raw_grads, serve_table_by_rows
+from ..passes.idsfix import lookups_2d
 from ..passes.fleet import pserver_passes, trainer
 from ..passes.fleet.pserver import FleetPserverIndex
 from ..plan.clip_faults import fleet_table_faults, ids_fault, new_var_clips

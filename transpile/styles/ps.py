@@ -11,7 +11,7 @@ from ..core.styles import PS
 from ..output.planjson_ps import PsPlanParts
 from ..output.psdesc import DescWriter
 from ..output.result import endpoint_dir
-from ..passes.fixes import lookups_2d
+from ..passes.idsfix import lookups_2d
 from ..passes.ps import pserver, trainer
 from ..plan.clip_faults import ids_fault, sparse_clip_fault
 from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED,

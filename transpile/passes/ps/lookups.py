@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program
-from ...ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
+from ...ir.tables import LOOKUP_GRAD_TYPES, ids_origin, is_remote_prefetch
 from ...plan.ps import PsPlan
 from ..common import show_click_vars
 from ..fuse import fuse_pulls
@@ -27,14 +27,14 @@ def lookup_groups(ops: list):
         if is_remote_prefetch(op) and op.input("W"):
             w = op.input("W")[0]
             pulls.setdefault(w, []).append(op)
-            ids.setdefault(w, []).append(op.input("Ids")[0])
+            ids.setdefault(w, set()).add(ids_origin(op.input("Ids")[0]))
         if op.type == "cvm":
             use_cvm = True
     pushes: dict = {}
     for op in ops:
         if op.type in LOOKUP_GRAD_TYPES and op.input("W"):
             w = op.input("W")[0]
-            if w in ids and op.input("Ids")[:1] and op.input("Ids")[0] in ids[w]:
+            if w in ids and op.input("Ids")[:1] and ids_origin(op.input("Ids")[0]) in ids[w]:
                 pushes.setdefault(w, []).append(op)
     return pulls, pushes, use_cvm
 

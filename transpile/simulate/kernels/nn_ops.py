@@ -160,7 +160,8 @@ def sigmoid_cross_entropy_with_logits_grad(ctx):
 # --- embeddings -------------------------------------------------------------------------
 def _ids(ctx):
     ids = np.asarray(dense(ctx.x("Ids"))).astype(np.int64)
-    if ctx.op.type.startswith("lookup_table_v2"):
+    if ctx.op.type.startswith("lookup_table_v2") or ctx.op.type == "lookup_table_grad":
+        # (lookup_table's grad kernel reads the ids flat, whatever their last dim)
         return ids, ids.shape
     if ids.shape[-1] != 1:
         raise SimError("lookup_table: Ids must end in a dim of 1, got %s" % (ids.shape,))

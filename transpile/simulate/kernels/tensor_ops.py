@@ -324,7 +324,8 @@ def split_ids(ctx):
         return
     ids = np.unique(np.concatenate([np.asarray(v).reshape(-1) for v in xs]).astype(np.int64))
     for i in range(n):
-        ctx.set("Out", ids[ids % n == i].reshape(-1, 1), idx=i)
+        # (declared as the ids it splits: Paddle never holds the shard to that shape)
+        ctx.set("Out", ids[ids % n == i].reshape(-1, 1), idx=i, rows=True, unchecked=True)
 
 
 @kernel("merge_ids")
@@ -335,7 +336,9 @@ def merge_ids(ctx):
         for r, v in zip(np.asarray(rows).reshape(-1), dense(vals)):
             table[int(r)] = v
     for i, ids in enumerate(ctx.xs("Ids")):
-        flat = np.asarray(ids).reshape(-1)
+        # Paddle's kernel writes one row per entry of the ids' first dim, from the first ones
+        ids = np.asarray(ids)
+        flat = ids.reshape(-1)[:ids.shape[0] if ids.ndim else 1]
         try:
             out = np.stack([table[int(r)] for r in flat])
         except KeyError as e:
