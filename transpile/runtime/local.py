@@ -85,10 +85,15 @@ def prepare(split_dir, config, opts: LocalOptions, work: str):
     kw = dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
     pred = predict_mod.predict(sp, texts, config, **kw)
     pred.notes[:0] = notes
-    if pred.error is None and predict_mod.adam_dense(texts):
-        other = predict_mod.predict(sp, texts, config, bucket_order=range(9, -1, -1), **kw)
-        if other.error is None:
-            pred.spread = predict_mod.spread(pred, other)
+    if pred.error is None:
+        # the prediction's own spread: the trainers' ops in float64 (an adaptive optimizer
+        # turns rounding noise into steps of its learning rate), a dense Adam table's buckets
+        # in the other order (its threads race for the beta powers)
+        others = [predict_mod.predict(sp, texts, config, fdt=np.float64, **kw)]
+        if predict_mod.adam_dense(texts):
+            others.append(predict_mod.predict(sp, texts, config, bucket_order=range(9, -1, -1),
+                                              **kw))
+        pred.spread = predict_mod.spread(pred, [o for o in others if o.error is None])
     np.savez(os.path.join(work, "feeds.npz"), **pred.feeds)
     np.savez(os.path.join(work, "init.npz"), **pred.init)
     return t_dirs, p_dirs, texts, pred

@@ -74,8 +74,10 @@ def _init_of(trainer) -> dict:
     return init
 
 
-def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=None):
-    """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`."""
+def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=None,
+            fdt=F32):
+    """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`; the trainers
+    compute in `fdt` (the tables keep float32 whatever it is)."""
     from ..simulate.schedule import make_schedule
     pred = Prediction()
     schedule = make_schedule(config, push_every)
@@ -84,7 +86,7 @@ def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=N
     first = sp.trainers[min(sp.trainers)]["main"]
     pred.feeds = make_feeds(first, steps, batch, seed, n)
     try:
-        cluster = _cluster(sp, texts, config, schedule, options, seed)
+        cluster = _cluster(sp, texts, config, schedule, options, seed, fdt)
     except (SimError, TableError) as e:
         raise UserError("the split cannot be simulated: %s" % e) from None
     if bucket_order is not None:
@@ -102,13 +104,13 @@ def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=N
     return pred
 
 
-def _cluster(sp, texts, config, schedule, options, seed):
+def _cluster(sp, texts, config, schedule, options, seed, fdt=F32):
     if config.mode == "geo":
         from ..simulate.psgeorun import PsGeoCluster
-        return PsGeoCluster(sp, texts, config, schedule, float_dtype=F32, seed=seed,
+        return PsGeoCluster(sp, texts, config, schedule, float_dtype=fdt, seed=seed,
                             options=options)
     from ..simulate.pscluster import PsCluster
-    return PsCluster(sp, texts, config, float_dtype=F32, seed=seed, options=options)
+    return PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, options=options)
 
 
 def _set_bucket_order(cluster, order):
@@ -223,14 +225,17 @@ def adam_dense(texts) -> bool:
                if k.endswith("server_desc.txt"))
 
 
-def spread(a: Prediction, b: Prediction) -> dict:
-    """value key ("trainer_0 dense/x") -> the largest difference of two predictions."""
-    out = {}
-    for t, vals in a.values.items():
-        for k, v in vals.items():
-            w = b.values.get(t, {}).get(k)
-            if w is not None and np.shape(w) == np.shape(v) and np.size(v):
-                out["%s %s" % (t, k)] = float(np.max(np.abs(np.asarray(v) - np.asarray(w))))
+def spread(a: Prediction, others: list) -> dict:
+    """value key ("trainer_0 dense/x") -> the largest difference of `a` from other predictions
+    of the same run."""
+    out: dict = {}
+    for b in others:
+        for t, vals in a.values.items():
+            for k, v in vals.items():
+                w = b.values.get(t, {}).get(k)
+                if w is not None and np.shape(w) == np.shape(v) and np.size(v):
+                    d = float(np.max(np.abs(np.asarray(v) - np.asarray(w))))
+                    out["%s %s" % (t, k)] = max(d, out.get("%s %s" % (t, k), 0.0))
     return out
 
 
