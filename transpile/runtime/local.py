@@ -88,11 +88,11 @@ def prepare(split_dir, config, opts: LocalOptions, work: str):
     if pred.error is None:
         # the prediction's own spread: the trainers' ops in float64 (an adaptive optimizer
         # turns rounding noise into steps of its learning rate), a dense Adam table's buckets
-        # in the other order (its threads race for the beta powers)
+        # each first and each last (its threads race for the beta powers)
         others = [predict_mod.predict(sp, texts, config, fdt=np.float64, **kw)]
         if predict_mod.adam_dense(texts):
-            others.append(predict_mod.predict(sp, texts, config, bucket_order=range(9, -1, -1),
-                                              **kw))
+            others += [predict_mod.predict(sp, texts, config, bucket_order=order, **kw)
+                       for order in ("first", "last")]
         pred.spread = predict_mod.spread(pred, [o for o in others if o.error is None])
     np.savez(os.path.join(work, "feeds.npz"), **pred.feeds)
     np.savez(os.path.join(work, "init.npz"), **pred.init)

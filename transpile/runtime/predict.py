@@ -22,7 +22,7 @@ from ..simulate.values import SimError, Unallocated
 
 F32 = np.float32
 SPARSE = ("MemorySparseTable", "SSDSparseTable")
-ADAM_RULES = ("adam",)
+BUCKETS = 10        # MemoryDenseTable's task_pool_size_ in 2.6.2
 
 
 @dataclass
@@ -114,10 +114,24 @@ def _cluster(sp, texts, config, schedule, options, seed, fdt=F32):
 
 
 def _set_bucket_order(cluster, order):
+    """Every dense Adam table's beta powers at the bounds of the race of Paddle's 10 bucket
+    threads (docs/ps-runtime.md, section 6), which multiply them unguarded: "first", each push
+    advances them once (the other threads' multiplications lost), "last", ten times, each
+    bucket updating after all ten."""
     for server in cluster.servers:
         for table in server.tables.values():
-            if hasattr(table, "bucket_order"):
-                table.bucket_order = tuple(order)
+            if getattr(table, "rule_name", None) == "adam":
+                table.apply = _extreme_apply(table, order == "first")
+
+
+def _extreme_apply(table, first):
+    def apply(grad):
+        grad = np.asarray(grad, dtype=F32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(0 if first else BUCKETS - 1):
+                table.rule.update(grad, 0, 0)       # an empty bucket: the powers advance
+            table.rule.update(grad, 0, table.param_dim)
+    return apply
 
 
 def _train(cluster, pred, schedule, steps, per):

@@ -3,9 +3,9 @@ prediction, value by value, and how it is printed (text, json, junit).
 
 A value is equal when its largest difference is within `rtol * max(1, largest predicted
 value)` (float32 rounding: the runtime's kernels sum in another order) plus the prediction's
-own spread where it has one (a dense Adam table's 10 bucket threads race for the beta powers:
-the prediction is made with the buckets in order 0..9 and 9..0, and their difference is the
-room given).
+own spread: how far the prediction moves when the trainers compute in float64 (an adaptive
+optimizer turns rounding noise into steps of its learning rate) and, with a dense Adam table,
+when each of its 10 buckets runs first or last (the bucket threads race for the beta powers).
 """
 from __future__ import annotations
 
