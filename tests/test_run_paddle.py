@@ -62,7 +62,7 @@ def _run(split, python, *args):
 
 CASES = ["ps/two_tables_sgd_sync", "ps/dist_table_sgd_sync", "ps/ctr_adam_sync",
          "paddlerec-ps/fm_sync", "ps/two_tables_sgd_async", "ps/mlp_sgd_async",
-         "paddlerec-ps/dssm_async", "ps/two_tables_sgd_geo", "ps/ctr_adam_geo",
+         "ps/lr_exp_sgd_async", "ps/two_tables_sgd_geo", "ps/ctr_adam_geo",
          "ps/mlp_sgd_geo"]
 
 

@@ -66,10 +66,15 @@ def shards(feeds, step, trainers) -> list:
 
 
 def _init_of(trainer) -> dict:
+    from ..simulate.values import LazyTable
     init = {}
     for name, v in trainer.scope.vars.items():
         var = trainer.main.find_var(name) or trainer.ex_startup.program.find_var(name)
-        if isinstance(v, np.ndarray) and var is not None and var.is_persistable:
+        if var is None or not var.is_persistable:
+            continue
+        if isinstance(v, LazyTable):        # a big table (geo: the trainer holds it whole)
+            v = v.to_dense()
+        if isinstance(v, np.ndarray):
             init[name] = np.array(v)
     return init
 
@@ -220,8 +225,9 @@ def _geo_rows(cluster, pred):
             continue
         ids = np.asarray(keys, dtype=np.int64)
         for tr in cluster.trainers:
-            table = np.asarray(tr.scope.get(s["param"]), dtype=np.float64)
-            pred.values["trainer_%d" % tr.tid]["local/" + key] = table[ids]
+            table = tr.scope.get(s["param"])
+            rows = table.get(ids) if hasattr(table, "to_dense") else np.asarray(table)[ids]
+            pred.values["trainer_%d" % tr.tid]["local/" + key] = np.asarray(rows, np.float64)
 
 
 def _pull(cluster, tid, param, keys):
