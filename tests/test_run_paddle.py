@@ -115,3 +115,50 @@ def test_widedeeps_default_split_dies_at_its_first_step_with_the_op_named(tmp_pa
     assert re.match(r"trainer_\d died at step 0 in op \w+: \w+Error: ", first), first
     assert "Tensor holds no memory" in first
     assert "does not train on Paddle's runtime" in res["summary"]
+
+
+def test_the_roles_of_a_cluster_from_fleetruns_environment(tmp_path, paddle_python):
+    # four `pstranspile run SPLIT` processes with the environment fleetrun sets (gloo with a
+    # file store): each starts its role, the trainers train and --save what they trained
+    import subprocess
+    import sys
+    from transpile.runtime.local import free_port
+    c = os.path.join(CORPUS, "ps", "two_tables_sgd_async")
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   os.path.join(c, "cluster.yaml"))
+    ps = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+    tr = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+    (tmp_path / "gloo").mkdir()
+    base = dict(os.environ, PSTRANSPILE_PADDLE_PYTHON=paddle_python,
+                PADDLE_PSERVERS_IP_PORT_LIST=",".join(ps), PADDLE_TRAINERS_NUM="2",
+                PADDLE_TRAINER_ENDPOINTS=",".join(tr), PADDLE_WITH_GLOO="1",
+                PADDLE_GLOO_RENDEZVOUS="2", PADDLE_GLOO_FS_PATH=str(tmp_path / "gloo"))
+    cmd = [sys.executable, "-m", "cli", "run", split, "--steps", "3"]
+    procs = []
+    with runtime_lock():
+        for i, ep in enumerate(ps):
+            env = dict(base, TRAINING_ROLE="PSERVER", POD_IP="127.0.0.1",
+                       PADDLE_PORT=ep.split(":")[1])
+            procs.append(subprocess.Popen(cmd + ["--work", str(tmp_path / ("ps%d" % i))],
+                                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        for t, ep in enumerate(tr):
+            env = dict(base, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(t),
+                       POD_IP="127.0.0.1", PADDLE_PORT=ep.split(":")[1])
+            procs.append(subprocess.Popen(cmd + ["--work", str(tmp_path / ("t%d" % t)),
+                                                 "--save", str(tmp_path / "saved")],
+                                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        try:
+            codes = [p.wait(timeout=240) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    assert codes == [0, 0, 0, 0]
+    import numpy as np
+    for t in range(2):
+        d = tmp_path / "saved" / ("trainer_%d" % t)
+        assert (d / "linear_0.w_0.npy").is_file()
+        rows = np.load(d / "table_0.npz")
+        assert rows["keys"].size and rows["rows"].shape == (rows["keys"].size, 8)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.errors import UserError
 from .local import ROLE
+from ..output.result import endpoint_dir
 from .rundir import barrier_table_id, copy_split, read_texts, role_dirs, write_json
 
 
@@ -88,9 +89,21 @@ def role_setup(split_dir, config, opts: RoleOptions, kind, index, eps) -> str:
              "barrier_table_id": barrier_table_id(texts["trainer_0/worker_desc.txt"]),
              "save": os.path.abspath(opts.save) if opts.save else None, "wait": 3600}
     if kind == "trainer":
+        setup["widths"] = sparse_widths(texts["%s/server_desc.txt" % endpoint_dir(
+            config.pservers[0])])
         _trainer_setup(setup, t_dirs, texts, config, opts, index, work)
     write_json(os.path.join(work, "setup.json"), setup)
     return work
+
+
+def sparse_widths(server_text) -> dict:
+    """table id (str) -> the width of a row a lookup pulls, of each sparse table."""
+    from ..simulate.pstables import TableOptions
+    from ..simulate.pstables.server import build_server
+    from .predict import SPARSE
+    srv = build_server(server_text, 0, 1, TableOptions(lenient_initializers=True))
+    return {str(tid): int(t.accessor.select_dim) for tid, t in sorted(srv.tables.items())
+            if getattr(t, "table_class", "") in SPARSE}
 
 
 def _trainer_setup(setup, t_dirs, texts, config, opts, index, work):
