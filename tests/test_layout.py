@@ -29,8 +29,9 @@ LAYERS = {
     "render": 6,        # show, report, placement, the diff's renderers: formatting
     "check": 7,
     "simulate": 7,
-    "commands": 8,      # click glue
-    "": 9,              # transpile/__init__.py: the public API
+    "runtime": 8,       # `run`: a split on Paddle's own runtime (roles as processes)
+    "commands": 9,      # click glue
+    "": 10,             # transpile/__init__.py: the public API
 }
 MAX_LINES = 520
 LONG_MODULES = {}       # path -> why it may be longer than MAX_LINES (none)

@@ -12,7 +12,7 @@ import sys
 import click
 
 from .common import CliOptions, handle_errors
-from . import check, config, convert, diff, plan, report, show, simulate, split
+from . import check, config, convert, diff, plan, report, run, show, simulate, split
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -42,7 +42,7 @@ def main(ctx, debug, quiet, color):
     ctx.obj = CliOptions(debug, quiet, color)
 
 
-for _command in (show, convert, config, split, diff, check, simulate, report, plan):
+for _command in (show, convert, config, split, diff, check, simulate, run, report, plan):
     _command.register(main, handle_errors)
 
 

@@ -23,6 +23,8 @@ class StyleTraits:
     sync_mode_from_flag: bool   # listen_and_serv's distributed_mode is 0 sync / 1 otherwise
     sliced_by_config: bool      # slice_var_up / min_block_size / split_method are honoured
     simulated: bool             # `simulate` runs its splits
+    runs_on: str = ""           # the Paddle versions whose runtime trains its splits
+    runnable: bool = False      # `run` trains its splits on Paddle 2.6.2's runtime
     modes_note: str = ""        # why a mode is missing, for the config error
 
 
@@ -31,18 +33,23 @@ CLASSIC = StyleTraits(
     modes=("sync", "async", "half_async"), runtime_json=False, descriptors=False,
     optimize_blocks=True, sparse_table_ids=False, sync_mode_from_flag=True,
     sliced_by_config=True, simulated=True,
+    runs_on="Paddle 1.x and 2.0 (fluid's listen_and_serv pservers and RPC ops: Paddle "
+            "2.6.2 has no recv, split_byref or prefetch)",
     modes_note="the classic DistributeTranspiler has no geo mode (Paddle's GeoSgdTranspiler "
                "is another tool); use style: fleet")
 FLEET = StyleTraits(
     name="fleet", paddle="Paddle 2.0 Fleet's parameter_server/ir passes",
     modes=("sync", "async", "half_async", "geo"), runtime_json=True, descriptors=False,
     optimize_blocks=True, sparse_table_ids=True, sync_mode_from_flag=False,
-    sliced_by_config=False, simulated=True)
+    sliced_by_config=False, simulated=True,
+    runs_on="Paddle 2.0 (its Fleet communicator and listen_and_serv pservers; from 2.1 on "
+            "Paddle runs style ps)")
 PS = StyleTraits(
     name="ps", paddle="Paddle 2.1+'s PsProgramBuilder passes and TheOnePSRuntime",
     modes=("sync", "async", "geo"), runtime_json=False, descriptors=True,
     optimize_blocks=False, sparse_table_ids=True, sync_mode_from_flag=False,
     sliced_by_config=False, simulated=True,
+    runs_on="Paddle 2.1 to 2.6 (the_one_ps brpc parameter server)", runnable=True,
     modes_note="Paddle 2.1+ has no CPU half_async")
 
 STYLES = {s.name: s for s in (FLEET, CLASSIC, PS)}     # the config's allowed values, in order

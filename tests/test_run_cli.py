@@ -1,0 +1,171 @@
+"""`pstranspile run` where no Paddle is needed: what it refuses, how it says Paddle is missing,
+the launcher's environment read for one role, the verdict, and that split / check / simulate
+never import Paddle (a poisoned `paddle` first on the path)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from transpile.commands.root import main as cli
+from transpile.core.config import load_config
+from transpile.core.errors import UserError
+from transpile.runtime.cluster import RoleOptions, which_role
+from transpile.runtime.local import LocalRun
+from transpile.runtime.predict import Prediction
+from transpile.runtime.verdict import compare, render_junit, to_json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+
+
+def _split(tmp_path, case, name="split"):
+    c = os.path.join(CORPUS, case)
+    out = str(tmp_path / name)
+    r = CliRunner().invoke(cli, ["-q", "split", os.path.join(c, "main.pb"), "--startup",
+                                 os.path.join(c, "startup.pb"), "--cluster",
+                                 os.path.join(c, "cluster.yaml"), "--out", out])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+@pytest.mark.parametrize("case, versions", [("classic/basic", "Paddle 1.x and 2.0"),
+                                            ("fleet/ctr_sparse_adam_async", "Paddle 2.0")])
+def test_classic_and_fleet_splits_are_refused_naming_the_paddle_that_runs_them(
+        tmp_path, case, versions):
+    split = _split(tmp_path, case)
+    r = CliRunner().invoke(cli, ["run", split, "--local", "--paddle-python", sys.executable])
+    assert r.exit_code == 2
+    line, = [x for x in r.output.splitlines() if x]
+    assert "runs on %s" % versions in line and "style-ps splits" in line
+
+
+def test_no_paddle_says_how_to_get_it_in_one_line(tmp_path):
+    split = _split(tmp_path, "ps/two_tables_sgd_sync")
+    poison = tmp_path / "poison"
+    (poison / "paddle").mkdir(parents=True)
+    (poison / "paddle" / "__init__.py").write_text("raise ImportError('no paddle here')\n")
+    env = dict(os.environ, PYTHONPATH=str(poison), PSTRANSPILE_PADDLE_PYTHON=sys.executable)
+    r = subprocess.run([sys.executable, "-m", "cli", "run", split, "--local"], cwd=ROOT,
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    line, = r.stderr.splitlines()
+    assert "Paddle 2.6.2 is not importable" in line
+    assert "pip install 'pstranspile[paddle]'" in line and "--paddle-python" in line
+
+
+def test_a_split_without_plan_json_needs_its_config(tmp_path):
+    split = _split(tmp_path, "ps/two_tables_sgd_sync")
+    os.remove(os.path.join(split, "plan.json"))
+    r = CliRunner().invoke(cli, ["run", split, "--local"])
+    assert r.exit_code == 2 and "give --cluster CONFIG" in r.output
+
+
+POISON = textwrap.dedent("""
+    import sys
+    class Poison:
+        def find_spec(self, name, path=None, target=None):
+            if name == "paddle" or name.startswith("paddle."):
+                raise ImportError("poisoned: %s imported" % name)
+    sys.meta_path.insert(0, Poison())
+    from click.testing import CliRunner
+    from transpile.commands.root import main
+    c, out = sys.argv[1], sys.argv[2]
+    inputs = [c + "/main.pb", "--startup", c + "/startup.pb", "--cluster", c + "/cluster.yaml"]
+    for args in (["split"] + inputs + ["--out", out], ["check"] + inputs[:1] + [out] + inputs[1:],
+                 ["simulate"] + inputs[:1] + [out] + inputs[1:] + ["--steps", "2"]):
+        r = CliRunner().invoke(main, ["-q"] + args)
+        assert r.exit_code == 0, (args[0], r.output, r.exception)
+    assert not [m for m in sys.modules if m == "paddle" or m.startswith("paddle.")]
+    print("paddle-free")
+""")
+
+
+def test_split_check_and_simulate_never_import_paddle(tmp_path):
+    c = os.path.join(CORPUS, "ps", "two_tables_sgd_sync")
+    r = subprocess.run([sys.executable, "-c", POISON, c, str(tmp_path / "s")], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "paddle-free" in r.stdout, r.stderr[-2000:]
+
+
+def test_the_poison_is_seen():
+    # the poisoned import fails loudly: the test above would catch an import of paddle
+    code = POISON.split("from click")[0] + "import paddle\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0 and "poisoned: paddle imported" in r.stderr
+
+
+# --- one role of a cluster: the launcher's environment --------------------------------------
+CFG = os.path.join(CORPUS, "ps", "two_tables_sgd_sync", "cluster.yaml")
+PS_LIST = "10.0.0.1:6000,10.0.0.2:6000"
+
+
+def test_a_role_from_fleetruns_environment():
+    cfg = load_config(CFG)
+    env = {"TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2",
+           "PADDLE_PSERVERS_IP_PORT_LIST": PS_LIST}
+    assert which_role(RoleOptions(), cfg, env) == ("trainer", 1, PS_LIST.split(","))
+    env = {"TRAINING_ROLE": "PSERVER", "POD_IP": "10.0.0.2", "PADDLE_PORT": "6000",
+           "PADDLE_PSERVERS_IP_PORT_LIST": PS_LIST}
+    assert which_role(RoleOptions(), cfg, env) == ("pserver", 1, PS_LIST.split(","))
+    # the flags win over the environment
+    assert which_role(RoleOptions(role="PSERVER", endpoint="10.0.0.1:6000"), cfg, env)[:2] == \
+        ("pserver", 0)
+
+
+@pytest.mark.parametrize("env, opts, says", [
+    ({}, RoleOptions(), "which role?"),
+    ({"TRAINING_ROLE": "TRAINER"}, RoleOptions(), "which pservers?"),
+    ({"TRAINING_ROLE": "TRAINER", "PADDLE_PSERVERS_IP_PORT_LIST": "a:1"}, RoleOptions(),
+     "1 pservers given"),
+    ({"TRAINING_ROLE": "TRAINER", "PADDLE_PSERVERS_IP_PORT_LIST": PS_LIST,
+      "PADDLE_TRAINERS_NUM": "3"}, RoleOptions(), "PADDLE_TRAINERS_NUM is 3"),
+    ({"TRAINING_ROLE": "TRAINER", "PADDLE_PSERVERS_IP_PORT_LIST": PS_LIST,
+      "PADDLE_TRAINER_ID": "2"}, RoleOptions(), "which trainer?"),
+    ({"TRAINING_ROLE": "PSERVER", "PADDLE_PSERVERS_IP_PORT_LIST": PS_LIST, "POD_IP": "10.0.0.3",
+      "PADDLE_PORT": "6000"}, RoleOptions(), "is not in the pservers' list"),
+])
+def test_a_role_that_cannot_be_told_is_refused(env, opts, says):
+    with pytest.raises(UserError, match=says):
+        which_role(opts, load_config(CFG), env)
+
+
+# --- the verdict ------------------------------------------------------------------------------
+def _run(got_w, reports=None, exits=None):
+    pred = Prediction(feeds={"s0.t0.x": np.zeros(1), "s1.t0.x": np.zeros(1)},
+                      values={"trainer_0": {"dense/w": np.array([1.0, 2.0]),
+                                            "sparse/0": np.array([[0.5]])}},
+                      names={"0": "emb"}, keys={"0": [3]})
+    run = LocalRun(pred, "/tmp/w", "sync", seconds=1.0)
+    run.values = {"trainer_0": {"dense/w": np.array(got_w), "sparse/0": np.array([[0.5]])}}
+    run.reports = reports or {"trainer0": {"step": "done"}}
+    run.exits = exits or {"trainer0": 0}
+    return run
+
+
+def test_the_verdict_names_the_parameter_that_differs():
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    assert compare(_run([1.0, 2.0 + 1e-7]), "s", cfg).exit_code == 0
+    v = compare(_run([1.0, 2.01]), "s", cfg)
+    assert v.exit_code == 1 and v.differing == ["w"] and v.steps == 2
+    assert "1 of 2 parameters differ from simulate's prediction: w" in to_json(v)["summary"]
+    assert 'failures="1"' in render_junit(v)
+
+
+def test_the_verdict_names_a_trainer_that_died_with_its_op():
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], reports={"trainer0": {"step": 0, "op": "sum",
+                                                 "error": "PreconditionNotMetError: no memory"}},
+               exits={"trainer0": 1})
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1
+    assert v.failures == ["trainer_0 died at step 0 in op sum: PreconditionNotMetError: "
+                          "no memory"]
+    run = _run([1.0, 2.0], reports={"trainer0": {"step": 3}}, exits={"trainer0": -11})
+    assert compare(run, "s", cfg).failures[0].startswith(
+        "trainer_0 was killed by signal 11 at step 3")

@@ -1,0 +1,164 @@
+"""`pstranspile run --local` on Paddle 2.6.2's own runtime: corpus splits in every ps mode equal
+simulate's prediction, a trainer that dies at its first step is named with its op, and a
+prediction of another split is found different.
+
+Runs where a Python with Paddle 2.6.2 is given ($PSTRANSPILE_PADDLE_PYTHON, as .ci/run sets it,
+or this one); skipped otherwise (failed with PSTRANSPILE_REQUIRE_PADDLE=1, as in .ci/run). Each run holds /tmp/paddle-runtime.lock (one Paddle runtime
+at a time on a machine: other agents' and CI's runs wait for it).
+"""
+import contextlib
+import fcntl
+import json
+import os
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from transpile.commands.root import main as cli
+from transpile.core.errors import UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+WIDEDEEP = os.path.join(ROOT, "tests", "data", "usermodels", "widedeep")
+LOCK = "/tmp/paddle-runtime.lock"
+
+
+@pytest.fixture(scope="module")
+def paddle_python():
+    from transpile.runtime.interpreter import find_paddle_python
+    try:
+        return find_paddle_python(os.environ.get("PSTRANSPILE_PADDLE_PYTHON")).executable
+    except UserError as e:
+        if os.environ.get("PSTRANSPILE_REQUIRE_PADDLE"):
+            pytest.fail("PSTRANSPILE_REQUIRE_PADDLE is set: %s" % e)
+        pytest.skip("no Python with Paddle 2.6.2 (.ci/run makes one): %s" % e)
+
+
+@contextlib.contextmanager
+def runtime_lock():
+    with open(LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _split(tmp_path, main, startup, cluster, name="split"):
+    out = str(tmp_path / name)
+    r = CliRunner().invoke(cli, ["-q", "split", main, "--startup", startup, "--cluster", cluster,
+                                 "--out", out])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def _run(split, python, *args):
+    with runtime_lock():
+        r = CliRunner().invoke(cli, ["run", split, "--local", "--paddle-python", python,
+                                     "--format", "json"] + list(args))
+    return r.exit_code, json.loads(r.stdout) if r.stdout.startswith("{") else r.output
+
+
+CASES = ["ps/two_tables_sgd_sync", "ps/dist_table_sgd_sync", "ps/ctr_adam_sync",
+         "paddlerec-ps/fm_sync", "ps/two_tables_sgd_async", "ps/mlp_sgd_async",
+         "ps/lr_exp_sgd_async", "ps/two_tables_sgd_geo", "ps/lr_exp_sgd_geo",
+         "ps/mlp_sgd_geo"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_corpus_split_trains_on_paddles_runtime_as_simulate_predicts(tmp_path, paddle_python,
+                                                                       case):
+    c = os.path.join(CORPUS, case)
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   os.path.join(c, "cluster.yaml"))
+    code, res = _run(split, paddle_python, "--steps", "4")
+    assert code == 0, res
+    assert res["equal"] and not res["failures"] and res["steps"] == 4
+    params = {v["parameter"] for v in res["values"]}
+    assert len(params) >= 4
+    if "sgd" in case and "geo" not in case:
+        # SGD: float32 rounding only, far below the tolerance
+        assert max(v["max_abs"] for v in res["values"]) < 1e-6, res["values"]
+
+
+def test_a_prediction_of_another_split_is_found_different(tmp_path, paddle_python, monkeypatch):
+    # the prediction made with the sparse tables' learning rate doubled; the runtime trains
+    # the split as written: the sparse rows differ, named
+    import transpile.runtime.local as local
+    real = local.predict_mod.predict
+
+    def doubled(sp, texts, config, **kw):
+        texts = {k: re.sub(r"(adam \{\s*learning_rate: )([0-9.e-]+)",
+                           lambda m: m.group(1) + repr(2 * float(m.group(2))), t)
+                 for k, t in texts.items()}
+        return real(sp, texts, config, **kw)
+    monkeypatch.setattr(local.predict_mod, "predict", doubled)
+    c = os.path.join(CORPUS, "ps", "two_tables_sgd_sync")
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   os.path.join(c, "cluster.yaml"))
+    code, res = _run(split, paddle_python, "--steps", "3", "--work", str(tmp_path / "w"))
+    assert code == 1, res
+    assert {"emb_a", "emb_b"} <= set(res["differing"]), res["differing"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_widedeeps_default_split_dies_at_its_first_step_with_the_op_named(tmp_path,
+                                                                          paddle_python, mode):
+    split = _split(tmp_path, os.path.join(WIDEDEEP, "main.pb"),
+                   os.path.join(WIDEDEEP, "startup.pb"),
+                   os.path.join(WIDEDEEP, "ps_%s.yaml" % mode))
+    code, res = _run(split, paddle_python, "--steps", "2", "--work", str(tmp_path / "w"))
+    assert code == 1, res
+    assert res["failures"], res
+    first = res["failures"][0]
+    assert re.match(r"trainer_\d died at step 0 in op \w+: \w+Error: ", first), first
+    assert "Tensor holds no memory" in first
+    assert "does not train on Paddle's runtime" in res["summary"]
+
+
+def test_the_roles_of_a_cluster_from_fleetruns_environment(tmp_path, paddle_python):
+    # four `pstranspile run SPLIT` processes with the environment fleetrun sets (gloo with a
+    # file store): each starts its role, the trainers train and --save what they trained
+    import subprocess
+    import sys
+    from transpile.runtime.local import free_port
+    c = os.path.join(CORPUS, "ps", "two_tables_sgd_async")
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   os.path.join(c, "cluster.yaml"))
+    ps = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+    tr = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+    (tmp_path / "gloo").mkdir()
+    base = dict(os.environ, PSTRANSPILE_PADDLE_PYTHON=paddle_python,
+                PADDLE_PSERVERS_IP_PORT_LIST=",".join(ps), PADDLE_TRAINERS_NUM="2",
+                PADDLE_TRAINER_ENDPOINTS=",".join(tr), PADDLE_WITH_GLOO="1",
+                PADDLE_GLOO_RENDEZVOUS="2", PADDLE_GLOO_FS_PATH=str(tmp_path / "gloo"))
+    cmd = [sys.executable, "-m", "cli", "run", split, "--steps", "3"]
+    procs = []
+    with runtime_lock():
+        for i, ep in enumerate(ps):
+            env = dict(base, TRAINING_ROLE="PSERVER", POD_IP="127.0.0.1",
+                       PADDLE_PORT=ep.split(":")[1])
+            procs.append(subprocess.Popen(cmd + ["--work", str(tmp_path / ("ps%d" % i))],
+                                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        for t, ep in enumerate(tr):
+            env = dict(base, TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(t),
+                       POD_IP="127.0.0.1", PADDLE_PORT=ep.split(":")[1])
+            procs.append(subprocess.Popen(cmd + ["--work", str(tmp_path / ("t%d" % t)),
+                                                 "--save", str(tmp_path / "saved")],
+                                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        try:
+            codes = [p.wait(timeout=240) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+    assert codes == [0, 0, 0, 0]
+    import numpy as np
+    for t in range(2):
+        d = tmp_path / "saved" / ("trainer_%d" % t)
+        assert (d / "linear_0.w_0.npy").is_file()
+        rows = np.load(d / "table_0.npz")
+        assert rows["keys"].size and rows["rows"].shape == (rows["keys"].size, 8)

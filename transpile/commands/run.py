@@ -1,0 +1,143 @@
+"""`pstranspile run`: train a style-ps split on Paddle 2.6.2's own parameter server (every role
+here with --local, compared with simulate's prediction; or one role of a cluster).
+
+pstranspile never imports Paddle: the roles are processes of a Python that does
+(transpile/runtime/interpreter.py).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import click
+
+from ..core.errors import UserError
+from .common import options
+
+
+@click.command("run")
+@click.argument("split_dir", metavar="SPLIT_DIR", type=click.Path(file_okay=False))
+@click.option("--local", "local", is_flag=True,
+              help="Every pserver and trainer here, on 127.0.0.1; compare with simulate's "
+                   "prediction.")
+@click.option("--cluster", type=click.Path(dir_okay=False), default=None,
+              help="The cluster config the split was made for [default: its plan.json's].")
+@click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
+@click.option("--batch", type=int, default=8, show_default=True,
+              help="Global batch of the synthetic feeds (divided among the trainers).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the synthetic feeds and initial values.")
+@click.option("--push-every", type=int, default=None,
+              help="geo: the communicator pushes after every N steps (Paddle's k_steps) "
+                   "[default: 2].")
+@click.option("--rtol", type=float, default=1e-6, show_default=True,
+              help="--local: largest accepted difference, times max(1, the largest predicted "
+                   "value), on top of the prediction's own spread.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
+              show_default=True, help="--local: text, json, or JUnit XML for CI.")
+@click.option("--paddle-python", type=click.Path(dir_okay=False), default=None,
+              help="A Python with paddlepaddle 2.6.2 and protobuf 4.x [default: "
+                   "$PSTRANSPILE_PADDLE_PYTHON, else this one].")
+@click.option("--port-base", type=int, default=None,
+              help="--local: pserver i listens on 127.0.0.1:N+i [default: free ports].")
+@click.option("--timeout", type=float, default=300, show_default=True,
+              help="--local: seconds for the whole run.")
+@click.option("--work", type=click.Path(file_okay=False), default=None,
+              help="The run folder (logs, setup, results) [--local: a temporary one, kept "
+                   "when the run fails or differs].")
+@click.option("--role", type=click.Choice(["pserver", "trainer"]), default=None,
+              help="One role of a cluster [default: $TRAINING_ROLE].")
+@click.option("--trainer-id", type=int, default=None, help="[default: $PADDLE_TRAINER_ID].")
+@click.option("--pservers", default=None, metavar="IP:PORT,...",
+              help="[default: $PADDLE_PSERVERS_IP_PORT_LIST].")
+@click.option("--endpoint", default=None, metavar="IP:PORT",
+              help="This pserver's address [default: $POD_IP:$PADDLE_PORT].")
+@click.option("--feeds", default=None, metavar="MODULE:FUNCTION",
+              help="A trainer's feeds: FUNCTION(trainer_id, trainers) yields a feed dict per "
+                   "step [default: simulate's synthetic feeds].")
+@click.option("--save", type=click.Path(file_okay=False), default=None,
+              help="A trainer writes what it trained to DIR/trainer_<id>/: NAME.npy per dense "
+                   "parameter, table_<id>.npz (keys, rows) per sparse table.")
+def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, fmt, paddle_python,
+        port_base, timeout, work, role, trainer_id, pservers, endpoint, feeds, save):
+    """Train SPLIT_DIR (style ps) on Paddle 2.6.2's own brpc parameter server.
+
+    \b
+    --local: every pserver and trainer of the split as processes on 127.0.0.1, --steps
+    steps from simulate's synthetic feeds and initial values (every sparse table's
+    initial_range set to 0 in the descriptors run), trainers in turns (trainer 0 first);
+    then every dense parameter each trainer holds and the rows of every sparse key the
+    pservers hold are compared with simulate's prediction of the same split.
+    sync: the trainers meet at the barrier table after each step (Paddle 2.6.2's own
+    send_barrier segfaults: it is removed, docs/running.md); geo: the communicator pushes
+    every --push-every steps.
+    Without --local: one role of a cluster, from Paddle's launcher environment
+    (TRAINING_ROLE, PADDLE_TRAINER_ID, PADDLE_PSERVERS_IP_PORT_LIST, POD_IP, PADDLE_PORT)
+    or the flags; a trainer trains on --feeds or synthetic feeds, --save keeps the result.
+    Example:
+      pstranspile run split/ --local --steps 5
+    Exit codes: 0 equal to the prediction within --rtol (a role: it finished); 1 a value
+    differs (named) or a trainer failed (its step, op and Paddle's message); 2 bad input,
+    a classic or fleet split, or no Paddle 2.6.2.
+    """
+    from ..runtime.interpreter import find_paddle_python
+    from ..runtime.rundir import load_run_config
+    for opt, v in (("--steps", steps), ("--batch", batch)):
+        if v < 1:
+            raise UserError("%s must be at least 1, got %d" % (opt, v))
+    config = load_run_config(split_dir, cluster)
+    if batch % config.trainers:
+        raise UserError("--batch %d is no multiple of the %d trainers" % (batch, config.trainers))
+    paddle = find_paddle_python(paddle_python)
+    ctx = click.get_current_context()
+    if not local:
+        from ..runtime.cluster import RoleOptions, run_role
+        ctx.exit(run_role(split_dir, config, paddle, RoleOptions(
+            role=role.upper() if role else None, trainer_id=trainer_id, pservers=pservers,
+            endpoint=endpoint, steps=steps, batch=batch, seed=seed, push_every=push_every,
+            feeds=feeds, save=save, work=work)))
+    if feeds or save or role:
+        raise UserError("--feeds, --save and --role are for one role of a cluster, not --local")
+    ctx.exit(_run_local(split_dir, config, paddle, steps, batch, seed, push_every, rtol, fmt,
+                        port_base, timeout, work))
+
+
+def _run_local(split_dir, config, paddle, steps, batch, seed, push_every, rtol, fmt,
+               port_base, timeout, work) -> int:
+    from ..runtime.local import LocalOptions, run_local
+    from ..runtime.verdict import compare, render_junit, render_text, to_json
+    quiet = options().is_quiet()
+    keep = work is not None
+    work = os.path.abspath(work) if work else tempfile.mkdtemp(prefix="pstranspile-run-")
+    os.makedirs(work, exist_ok=True)
+    say = (lambda msg: None) if quiet or fmt != "text" else \
+        (lambda msg: click.echo("run: %s" % msg, err=True))
+    result = run_local(split_dir, config, paddle, LocalOptions(
+        steps=steps, batch=batch, seed=seed, push_every=push_every, base_port=port_base,
+        timeout=timeout), work, progress=say)
+    verdict = compare(result, split_dir, config, rtol)
+    if fmt == "json":
+        import json
+        click.echo(json.dumps(to_json(verdict), indent=1))
+    elif fmt == "junit":
+        click.echo(render_junit(verdict), nl=False)
+    else:
+        if not quiet:
+            for n in verdict.notes:
+                click.echo("note: %s" % n, err=True)
+        render_text(verdict, click.echo)
+    if verdict.exit_code == 0 and not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    elif not keep:
+        click.echo("run: the run folder (logs, results) is kept: %s" % work, err=True)
+    return verdict.exit_code
+
+
+def register(main_group, handle_errors) -> None:
+    """Add `run` to the root group, its errors handled like every other command's."""
+    cmd = run
+    if handle_errors is not None and not getattr(cmd.callback, "_errors_handled", False):
+        cmd.callback = handle_errors(cmd.callback)
+        cmd.callback._errors_handled = True
+    main_group.add_command(cmd)

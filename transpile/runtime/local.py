@@ -1,0 +1,215 @@
+"""`run --local`: every pserver and trainer of a split as processes on 127.0.0.1, each running
+role.py under the Paddle Python (interpreter.py), trained from simulate's feeds and initial
+values (predict.py); their results collected for the comparison (verdict.py).
+
+Ports: each pserver listens on a free port of 127.0.0.1 (or `base_port + i`); each trainer's
+brpc client service also binds the first free port from 8500 up on this host (fixed in Paddle,
+whatever the pservers' ports), which `run` checks and names when busy.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..core.errors import UserError
+from . import predict as predict_mod
+from .rundir import barrier_table_id, copy_split, read_texts, role_dirs, write_json
+
+ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "role.py")
+BRPC_CLIENT_PORT = 8500
+
+
+@dataclass
+class LocalOptions:
+    steps: int = 5
+    batch: int = 8
+    seed: int = 0
+    push_every: Optional[int] = None
+    base_port: Optional[int] = None
+    timeout: float = 300.0
+    geo_pause: float = 0.5
+
+
+@dataclass
+class LocalRun:
+    """A finished local run: the prediction, each trainer's report and values."""
+    prediction: predict_mod.Prediction
+    work: str
+    mode: str
+    reports: dict = field(default_factory=dict)     # "trainer0" -> role.py's report
+    values: dict = field(default_factory=dict)      # "trainer_0" -> {"dense/x": array}
+    exits: dict = field(default_factory=dict)       # "trainer0" -> exit code
+    seconds: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def busy(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def brpc_note(trainers: int) -> Optional[str]:
+    """A note when the ports Paddle's brpc client services take (8500 up) are in use."""
+    taken = [p for p in range(BRPC_CLIENT_PORT, BRPC_CLIENT_PORT + trainers) if busy(p, "")]
+    if not taken:
+        return None
+    return ("ports %s are in use on this host: each trainer's brpc client service (Paddle's, "
+            "fixed) binds the first free port from %d up; another Paddle runtime is running?"
+            % (", ".join(map(str, taken)), BRPC_CLIENT_PORT))
+
+
+def prepare(split_dir, config, opts: LocalOptions, work: str):
+    """The run folder: the split's copy (initial_range 0), the prediction, feeds, init."""
+    trainers, pservers, notes = role_dirs(split_dir, config)
+    t_dirs, p_dirs = copy_split(trainers, pservers, os.path.join(work, "split"), True)
+    texts = read_texts(t_dirs, p_dirs, config)
+    sp = split_programs(t_dirs)
+    kw = dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
+    pred = predict_mod.predict(sp, texts, config, **kw)
+    pred.notes[:0] = notes
+    if pred.error is None:
+        # the prediction's own spread: the trainers' ops in float64 (an adaptive optimizer
+        # turns rounding noise into steps of its learning rate), a dense Adam table's buckets
+        # each first and each last (its threads race for the beta powers)
+        others = [predict_mod.predict(sp, texts, config, fdt=np.float64, **kw)]
+        if predict_mod.adam_dense(texts):
+            others += [predict_mod.predict(sp, texts, config, bucket_order=order, **kw)
+                       for order in ("first", "last")]
+        pred.spread = predict_mod.spread(pred, [o for o in others if o.error is None])
+    np.savez(os.path.join(work, "feeds.npz"), **pred.feeds)
+    np.savez(os.path.join(work, "init.npz"), **pred.init)
+    return t_dirs, p_dirs, texts, pred
+
+
+def split_programs(trainer_dirs):
+    from ..format import programio
+    from ..simulate.splitprograms import SplitPrograms
+    sp = SplitPrograms()
+    for t, d in enumerate(trainer_dirs):
+        sp.trainers[t] = {k: programio.load(os.path.join(d, k + ".pb"))
+                          for k in ("main", "startup")}
+    return sp
+
+
+def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress=None):
+    """Prepare, start every role, wait, collect: a LocalRun."""
+    progress = progress or (lambda msg: None)
+    os.makedirs(os.path.join(work, "sync"), exist_ok=True)
+    progress("predicting")
+    t_dirs, p_dirs, texts, pred = prepare(split_dir, config, opts, work)
+    n_ps = len(config.pservers)
+    ports = [opts.base_port + i if opts.base_port else free_port() for i in range(n_ps)]
+    for p in ports:
+        if busy(p):
+            raise UserError("port %d of 127.0.0.1 is in use (a pserver of this run listens "
+                            "there): choose another --port-base" % p)
+    run = LocalRun(pred, work, config.mode)
+    note = brpc_note(config.trainers)
+    if note:
+        run.notes.append(note)
+    barrier = barrier_table_id(texts["trainer_0/worker_desc.txt"])
+    setup = {"run_dir": work, "mode": config.mode, "trainers": config.trainers,
+             "pservers": ["127.0.0.1:%d" % p for p in ports], "steps": opts.steps,
+             "trainer_dirs": t_dirs, "pserver_descs": [os.path.join(d, "server_desc.txt")
+                                                       for d in p_dirs],
+             "schedule": "turns", "feeds": os.path.join(work, "feeds.npz"),
+             "feeds_per_trainer": True, "init": os.path.join(work, "init.npz"),
+             "keys": pred.keys, "widths": pred.widths, "barrier_table_id": barrier,
+             "wait": opts.timeout}
+    if pred.geo is not None:
+        setup["geo"] = dict(pred.geo, pause=opts.geo_pause)
+    write_json(os.path.join(work, "setup.json"), setup)
+    open(os.path.join(work, "sync", "turn.0"), "w").close()
+    progress("training on Paddle %s's runtime" % paddle.paddle)
+    _launch(run, paddle, setup, opts)
+    _collect(run, config)
+    return run
+
+
+def _start(paddle, work, kind, i):
+    log = open(os.path.join(work, "%s%d.log" % (kind, i)), "w")
+    env = paddle.env()
+    env.update(GLOG_v="0", FLAGS_call_stack_level="2", CPU_NUM="1", OMP_NUM_THREADS="1",
+               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+    for k in [k for k in env if k.startswith(("PADDLE_", "TRAINING_ROLE"))]:
+        del env[k]
+    return subprocess.Popen([paddle.executable, ROLE, os.path.join(work, "setup.json"), kind,
+                             str(i)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_listening(servers, ports, deadline):
+    for p, port in zip(servers, ports):
+        while time.time() < deadline and p.poll() is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+
+
+def _launch(run, paddle, setup, opts):
+    t0 = time.time()
+    ports = [int(ep.rsplit(":", 1)[1]) for ep in setup["pservers"]]
+    servers = [_start(paddle, run.work, "pserver", i) for i in range(len(ports))]
+    trainers = []
+    try:
+        _wait_listening(servers, ports, t0 + 60)
+        trainers = [_start(paddle, run.work, "trainer", t) for t in range(setup["trainers"])]
+        for t, p in enumerate(trainers):
+            try:
+                run.exits["trainer%d" % t] = p.wait(timeout=max(1.0, opts.timeout -
+                                                                (time.time() - t0)))
+            except subprocess.TimeoutExpired:
+                run.exits["trainer%d" % t] = "timeout"
+                open(os.path.join(run.work, "sync", "abort"), "w").close()
+                _kill(p)
+        for i, p in enumerate(servers):
+            try:
+                run.exits["pserver%d" % i] = p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill(p)
+                run.exits["pserver%d" % i] = "stopped"
+    finally:
+        for p in servers + trainers:
+            if p.poll() is None:
+                _kill(p)
+    run.seconds = round(time.time() - t0, 1)
+
+
+def _kill(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def _collect(run, config):
+    for t in range(config.trainers):
+        tag = "trainer%d" % t
+        f = os.path.join(run.work, tag + ".json")
+        if os.path.isfile(f):
+            with open(f, encoding="utf-8") as fh:
+                run.reports[tag] = json.load(fh)
+        v = os.path.join(run.work, tag + ".npz")
+        if os.path.isfile(v):
+            with np.load(v) as z:
+                run.values["trainer_%d" % t] = {k: np.asarray(z[k]) for k in z.files}

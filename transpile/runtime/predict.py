@@ -1,0 +1,271 @@
+"""simulate's prediction of a style-ps split trained on Paddle's runtime: the split's own
+programs and descriptors run by simulate's in-process ps cluster (simulate/pscluster.py; geo:
+psgeorun.py's PsGeoCluster) in float32, under the schedule `run --local` holds the runtime to.
+
+Feeds (simulate's synthetic feeds, made from trainer 0's program) and initial values (trainer
+0's values after its startup) are kept, so the runtime's trainers start and train from the
+same. The prediction is what each trainer holds at the end: its dense parameters and, for
+each sparse table, the rows of every key the pservers hold (geo: each trainer's own copy of
+the table on those keys).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..core.errors import UserError
+from ..simulate.feeds import Feeder
+from ..simulate.pstables import PserverRefuses, TableError, TableOptions
+from ..simulate.values import SimError, Unallocated
+
+F32 = np.float32
+SPARSE = ("MemorySparseTable", "SSDSparseTable")
+BUCKETS = 10        # MemoryDenseTable's task_pool_size_ in 2.6.2
+
+
+@dataclass
+class Prediction:
+    """What the runtime's trainers should end with, and what they start from."""
+    feeds: dict = field(default_factory=dict)       # "s<step>.t<trainer>.<var>" -> array
+    init: dict = field(default_factory=dict)        # trainer 0's persistable values
+    values: dict = field(default_factory=dict)      # "trainer_<t>" -> {"dense/x": array, ...}
+    keys: dict = field(default_factory=dict)        # table id (str) -> sorted keys
+    widths: dict = field(default_factory=dict)      # table id (str) -> width of a pulled row
+    names: dict = field(default_factory=dict)       # table id (str) -> its parameter's name
+    spread: dict = field(default_factory=dict)      # value key -> the prediction's own spread
+    geo: Optional[dict] = None                      # the communicator's tables (rolegeo.py)
+    error: Optional[str] = None                     # the prediction failed to execute
+    notes: list = field(default_factory=list)
+
+
+def make_feeds(main, steps, batch, seed, trainers) -> dict:
+    """Every step's shard of every trainer: simulate's synthetic feeds of `main`."""
+    feeder = Feeder(main, batch, seed, F32, trainers=trainers)
+    out = {}
+    for s in range(steps):
+        glob = feeder.feed(s)
+        for t in range(trainers):
+            for name, (arr, lod) in feeder.shard(glob, t, trainers).items():
+                if lod:
+                    raise UserError("feed %s has a LoD (a sequence): run feeds dense tensors "
+                                    "only; give --feeds module:function" % name)
+                out["s%d.t%d.%s" % (s, t, name)] = np.asarray(arr)
+    return out
+
+
+def shards(feeds, step, trainers) -> list:
+    out = [dict() for _ in range(trainers)]
+    head = "s%d." % step
+    for k, v in feeds.items():
+        if k.startswith(head):
+            t, name = k[len(head):].split(".", 1)
+            out[int(t[1:])][name] = (v, None)
+    return out
+
+
+def _init_of(trainer) -> dict:
+    from ..simulate.values import LazyTable
+    init = {}
+    for name, v in trainer.scope.vars.items():
+        var = trainer.main.find_var(name) or trainer.ex_startup.program.find_var(name)
+        if var is None or not var.is_persistable:
+            continue
+        if isinstance(v, LazyTable):        # a big table (geo: the trainer holds it whole)
+            v = v.to_dense()
+        if isinstance(v, np.ndarray):
+            init[name] = np.array(v)
+    return init
+
+
+def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=None,
+            fdt=F32):
+    """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`; the trainers
+    compute in `fdt` (the tables keep float32 whatever it is)."""
+    from ..simulate.schedule import make_schedule
+    pred = Prediction()
+    schedule = make_schedule(config, push_every)
+    options = TableOptions(seed=seed, lenient_initializers=True)
+    n = config.trainers
+    first = sp.trainers[min(sp.trainers)]["main"]
+    pred.feeds = make_feeds(first, steps, batch, seed, n)
+    try:
+        cluster = _cluster(sp, texts, config, schedule, options, seed, fdt)
+    except (SimError, TableError) as e:
+        raise UserError("the split cannot be simulated: %s" % e) from None
+    if bucket_order is not None:
+        _set_bucket_order(cluster, bucket_order)
+    for tr in cluster.trainers:
+        tr.ex_startup.run_block(0)
+    pred.init = _init_of(cluster.trainers[0])
+    try:
+        _train(cluster, pred, schedule, steps, batch // max(1, n))
+    except (SimError, PserverRefuses, TableError) as e:
+        pred.error = str(e)
+        return pred
+    pred.notes.extend(cluster.notes)
+    _values(cluster, pred)
+    return pred
+
+
+def _cluster(sp, texts, config, schedule, options, seed, fdt=F32):
+    if config.mode == "geo":
+        from ..simulate.psgeorun import PsGeoCluster
+        return PsGeoCluster(sp, texts, config, schedule, float_dtype=fdt, seed=seed,
+                            options=options)
+    from ..simulate.pscluster import PsCluster
+    return PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, options=options)
+
+
+def _set_bucket_order(cluster, order):
+    """Every dense Adam table's beta powers at the bounds of the race of Paddle's 10 bucket
+    threads (docs/ps-runtime.md, section 6), which multiply them unguarded: "first", each push
+    advances them once (the other threads' multiplications lost), "last", ten times, each
+    bucket updating after all ten."""
+    for server in cluster.servers:
+        for table in server.tables.values():
+            if getattr(table, "rule_name", None) == "adam":
+                table.apply = _extreme_apply(table, order == "first")
+
+
+def _extreme_apply(table, first):
+    def apply(grad):
+        grad = np.asarray(grad, dtype=F32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(0 if first else BUCKETS - 1):
+                table.rule.update(grad, 0, 0)       # an empty bucket: the powers advance
+            table.rule.update(grad, 0, table.param_dim)
+    return apply
+
+
+def _train(cluster, pred, schedule, steps, per):
+    n = len(cluster.trainers)
+    geo = schedule.mode == "geo"
+    if geo:
+        for c in cluster.clients:
+            c.init_params(cluster.clients[0])
+        pred.geo = geo_tables(cluster, schedule.push_every)
+        if not pred.geo["sparse"]:
+            return _train_geo_dense_only(cluster, pred, steps, per)
+    else:
+        cluster.init_worker()
+    for s in range(steps):
+        cluster.step(shards(pred.feeds, s, n), s, per)
+
+
+def _train_geo_dense_only(cluster, pred, steps, per):
+    """A geo split with no geo sparse table has no `send` op: the GeoCommunicator's loop waits
+    for a first send (its `waiting_`) that never comes, so the trainers train alone from
+    trainer 0's start and never push or pull again (rolegeo.py)."""
+    n = len(cluster.trainers)
+    for s in range(steps):
+        for tr, feed in zip(cluster.trainers, shards(pred.feeds, s, n)):
+            tr.feed(feed)
+            tr.ex.begin_step(s, per, tr.tid * per)
+            tr.run_main()
+    pred.notes.append("geo with no sparse table: Paddle's GeoCommunicator never starts "
+                      "exchanging (its loop waits for a first sparse send): each trainer "
+                      "trains alone from trainer 0's start (docs/running.md, \"geo\")")
+
+
+def geo_tables(cluster, push_every) -> dict:
+    """The GeoCommunicator's contexts for rolegeo.py: each geo sparse table (its param, grad,
+    table id, shape) and each dense table (its params in send order)."""
+    client = cluster.clients[0]
+    tr = cluster.trainers[0]
+    sparse = []
+    for param, tid in sorted(client.sparse.items(), key=lambda x: x[1]):
+        v = tr.scope.get(param)
+        shape = list(np.shape(v)) if v is not None and not isinstance(v, Unallocated) else \
+            list(tr.main.find_var(param).shape)
+        sparse.append({"param": param, "grad": param + "@GRAD", "table_id": int(tid),
+                       "shape": [int(x) for x in shape]})
+    dense = [{"table_id": int(tid), "params": list(params),
+              "datanorm": any(p.endswith((".batch_size", ".batch_sum", ".batch_square_sum"))
+                              for p in params)}
+             for tid, params in sorted(client.dense.items())]
+    return {"push_every": int(push_every), "sparse": sparse, "dense": dense}
+
+
+def _values(cluster, pred):
+    geo = pred.geo is not None
+    for tr in cluster.trainers:
+        vals = {}
+        if geo:
+            client = cluster.clients[cluster.trainers.index(tr)]
+            names = [p for ps in client.dense.values() for p in ps]
+        else:
+            names = [p for ps in tr.dense.values() for p in ps]
+        for name in names:
+            vals["dense/" + name] = np.asarray(tr.scope.get(name), dtype=np.float64)
+        pred.values["trainer_%d" % tr.tid] = vals
+    if geo:
+        return _geo_rows(cluster, pred)
+    client = cluster.trainers[0].client
+    for tid, param in sorted(client.items()):
+        if param.table_class not in SPARSE:
+            continue
+        keys = sorted({k for s in cluster.servers for k in s.table(tid).keys()})
+        key = str(tid)
+        pred.names[key] = str(param.common.table_name)
+        pred.widths[key] = int(cluster.servers[0].table(tid).accessor.select_dim)
+        pred.keys[key] = [int(k) for k in keys]
+        if keys:
+            rows = np.concatenate([_pull(cluster, tid, param, [k]) for k in keys])
+            pred.values["trainer_0"]["sparse/" + key] = rows.astype(np.float64)
+
+
+def _geo_rows(cluster, pred):
+    for s in pred.geo["sparse"]:
+        tid, key = s["table_id"], str(s["table_id"])
+        keys = sorted({int(k) for srv in cluster.servers for k in srv.table(tid).keys()})
+        pred.names[key], pred.keys[key], pred.widths[key] = s["param"], keys, s["shape"][1]
+        if not keys:
+            continue
+        ids = np.asarray(keys, dtype=np.int64)
+        for tr in cluster.trainers:
+            table = tr.scope.get(s["param"])
+            rows = table.get(ids) if hasattr(table, "to_dense") else np.asarray(table)[ids]
+            pred.values["trainer_%d" % tr.tid]["local/" + key] = np.asarray(rows, np.float64)
+
+
+def _pull(cluster, tid, param, keys):
+    from ..simulate.pstables.server import sparse_server
+    s = int(sparse_server(keys, int(param.shard_num) or 1, len(cluster.servers))[0])
+    return cluster.servers[s].table(tid).pull(keys)
+
+
+def adam_dense(texts) -> bool:
+    """Whether a server descriptor has a dense table with the adam rule (whose 10 bucket
+    threads race for the beta powers: docs/ps-runtime.md, section 6)."""
+    import re
+    return any(re.search(r'table_class: "MemoryDenseTable"(?:(?!downpour_table_param).)*'
+                         r'name: "adam"', t, re.S) for k, t in texts.items()
+               if k.endswith("server_desc.txt"))
+
+
+def spread(a: Prediction, others: list) -> dict:
+    """value key ("trainer_0 dense/x") -> the largest difference of `a` from other predictions
+    of the same run."""
+    out: dict = {}
+    for b in others:
+        for t, vals in a.values.items():
+            for k, v in vals.items():
+                w = b.values.get(t, {}).get(k)
+                if w is not None and np.shape(w) == np.shape(v) and np.size(v):
+                    d = float(np.max(np.abs(np.asarray(v) - np.asarray(w))))
+                    out["%s %s" % (t, k)] = max(d, out.get("%s %s" % (t, k), 0.0))
+    return out
+
+
+def geo_contexts(sp, texts, config, push_every) -> dict:
+    """The GeoCommunicator's tables of a geo split (geo_tables), for one role of a cluster."""
+    from ..simulate.schedule import make_schedule
+    schedule = make_schedule(config, push_every)
+    try:
+        cluster = _cluster(sp, texts, config, schedule, TableOptions(lenient_initializers=True),
+                           0)
+    except (SimError, TableError) as e:
+        raise UserError("the split's geo tables: %s" % e) from None
+    return geo_tables(cluster, schedule.push_every)

@@ -1,0 +1,212 @@
+"""`run --local`'s verdict: what each trainer ended with on Paddle's runtime against simulate's
+prediction, value by value, and how it is printed (text, json, junit).
+
+A value is equal when its largest difference is within `rtol * max(1, largest predicted
+value)` (float32 rounding: the runtime's kernels sum in another order) plus the prediction's
+own spread: how far the prediction moves when the trainers compute in float64 (an adaptive
+optimizer turns rounding noise into steps of its learning rate) and, with a dense Adam table,
+when each of its 10 buckets runs first or last (the bucket threads race for the beta powers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+RTOL = 1e-6
+KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)"}
+
+
+@dataclass
+class ValueDiff:
+    trainer: str
+    key: str                    # "dense/x", "sparse/<table id>", "local/<table id>"
+    name: str                   # the parameter
+    shape: tuple
+    max_abs: float
+    tol: float
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.detail and self.max_abs <= self.tol
+
+
+@dataclass
+class RunVerdict:
+    split_dir: str
+    mode: str
+    trainers: int
+    pservers: int
+    steps: int
+    seconds: float
+    diffs: list = field(default_factory=list)
+    failures: list = field(default_factory=list)    # "trainer_0 died at step 0 in op sum: ..."
+    notes: list = field(default_factory=list)
+    prediction_error: Optional[str] = None
+
+    @property
+    def differing(self) -> list:
+        """The parameters that differ, each once, in order."""
+        return list(dict.fromkeys(d.name for d in self.diffs if not d.ok))
+
+    @property
+    def equal(self) -> bool:
+        return not self.failures and self.prediction_error is None and bool(self.diffs) and \
+            not self.differing
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.equal else 1
+
+
+def _name(key, names):
+    kind, _, rest = key.partition("/")
+    return rest if kind == "dense" else names.get(rest, "table " + rest)
+
+
+def compare(run, split_dir, config, rtol: float = RTOL) -> RunVerdict:
+    """A RunVerdict of a local.LocalRun."""
+    pred = run.prediction
+    v = RunVerdict(split_dir, config.mode, config.trainers, len(config.pservers),
+                   _steps(pred), run.seconds, notes=list(pred.notes) + list(run.notes),
+                   prediction_error=pred.error)
+    v.failures = failures(run, config)
+    for trainer, vals in sorted(pred.values.items()):
+        got = run.values.get(trainer)
+        for key, want in sorted(vals.items()):
+            name = _name(key, pred.names)
+            want = np.asarray(want, dtype=np.float64)
+            if got is None or key not in got:
+                if not v.failures:
+                    v.diffs.append(ValueDiff(trainer, key, name, want.shape, float("nan"), 0.0,
+                                             "the run has no value of it"))
+                continue
+            have = np.asarray(got[key], dtype=np.float64)
+            if have.size != want.size:
+                v.diffs.append(ValueDiff(trainer, key, name, want.shape, float("nan"), 0.0,
+                                         "%d values in the run, %d predicted"
+                                         % (have.size, want.size)))
+                continue
+            have = have.reshape(want.shape)
+            d = float(np.max(np.abs(have - want))) if want.size else 0.0
+            scale = float(np.max(np.abs(want))) if want.size else 0.0
+            tol = rtol * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
+            v.diffs.append(ValueDiff(trainer, key, name, want.shape, d, tol))
+    return v
+
+
+def _steps(pred) -> int:
+    return len({k.split(".", 1)[0] for k in pred.feeds})
+
+
+def failures(run, config) -> list:
+    """One line per trainer that did not finish: the step, the op and Paddle's message."""
+    out = []
+    for t in range(config.trainers):
+        tag = "trainer%d" % t
+        rc = run.exits.get(tag)
+        rep = run.reports.get(tag, {})
+        if rc == 0 and rep.get("step") == "done":
+            continue
+        where = _where(rep.get("step"))
+        if rc == "timeout":
+            out.append("trainer_%d timed out %s (log: %s/%s.log)" % (t, where, run.work, tag))
+        elif isinstance(rc, int) and rc < 0:
+            out.append("trainer_%d was killed by signal %d %s (log: %s/%s.log)"
+                       % (t, -rc, where, run.work, tag))
+        elif rc == 4:
+            continue        # stopped because another role failed
+        elif rep.get("error"):
+            op = " in op %s" % rep["op"] if rep.get("op") else ""
+            out.append("trainer_%d died %s%s: %s" % (t, where, op, rep["error"]))
+        else:
+            out.append("trainer_%d exited %s %s (log: %s/%s.log)" % (t, rc, where, run.work,
+                                                                     tag))
+    return out
+
+
+def _where(step) -> str:
+    if isinstance(step, int):
+        return "at step %d" % step
+    return "at its start" if step in (None, "start") else "after training"
+
+
+# --- rendering ----------------------------------------------------------------------------
+def render_text(v: RunVerdict, echo) -> None:
+    echo("run: %s mode, %d trainer%s, %d pserver%s, %d steps on Paddle 2.6.2's runtime "
+         "(127.0.0.1), %.0f s" % (v.mode, v.trainers, "s" if v.trainers != 1 else "", v.pservers,
+                                  "s" if v.pservers != 1 else "", v.steps, v.seconds))
+    for f in v.failures:
+        echo("failed: " + f)
+    if v.prediction_error:
+        echo("simulate's prediction fails to execute: %s" % v.prediction_error)
+    if v.diffs:
+        rows = [("trainer", "value", "shape", "max |a-b|", "tol", "")]
+        for d in v.diffs:
+            rows.append((d.trainer, "%s %s" % (KIND[d.key.split("/")[0]], d.name),
+                         str(list(d.shape)), "%.3e" % d.max_abs, "%.1e" % d.tol,
+                         "ok" if d.ok else ("DIFFERENT" + (": " + d.detail if d.detail else ""))))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        for r in rows:
+            echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "  " + r[5]
+                 if r[5] else "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    echo("result: " + summary(v))
+
+
+def summary(v: RunVerdict) -> str:
+    if v.failures:
+        return "the split does not train on Paddle's runtime (%d trainer%s failed)" % (
+            len(v.failures), "s" if len(v.failures) != 1 else "")
+    if v.prediction_error:
+        return "the runtime trained; simulate's prediction fails, nothing compared"
+    if v.differing:
+        return "%d of %d parameters differ from simulate's prediction: %s" % (
+            len(v.differing), len({d.name for d in v.diffs}), ", ".join(v.differing))
+    return "all %d parameters equal to simulate's prediction (%d values, largest difference " \
+           "%.1e) after %d steps" % (len({d.name for d in v.diffs}), len(v.diffs),
+                                     max((d.max_abs for d in v.diffs), default=0.0), v.steps)
+
+
+def to_json(v: RunVerdict) -> dict:
+    return {"split": v.split_dir, "mode": v.mode, "trainers": v.trainers,
+            "pservers": v.pservers, "steps": v.steps, "equal": v.equal,
+            "exit_code": v.exit_code, "failures": v.failures,
+            "prediction_error": v.prediction_error, "differing": v.differing,
+            "values": [{"trainer": d.trainer, "value": d.key, "parameter": d.name,
+                        "shape": list(d.shape), "max_abs": _num(d.max_abs), "tol": d.tol,
+                        "ok": d.ok, "detail": d.detail} for d in v.diffs],
+            "notes": v.notes, "summary": summary(v)}
+
+
+def _num(x):
+    return None if x != x else x        # NaN is no JSON
+
+
+def render_junit(v: RunVerdict) -> str:
+    """JUnit XML: a test per trainer's start and per compared value."""
+    from xml.sax.saxutils import escape, quoteattr
+    cases = []
+    for f in v.failures:
+        cases.append('  <testcase classname="pstranspile.run" name=%s>\n    <failure '
+                     'message=%s type="runtime">%s</failure>\n  </testcase>'
+                     % (quoteattr(f.split(" ", 1)[0]), quoteattr(f), escape(f)))
+    for d in v.diffs:
+        name = quoteattr("%s %s" % (d.trainer, d.key))
+        if d.ok:
+            cases.append('  <testcase classname="pstranspile.run" name=%s/>' % name)
+        else:
+            msg = "%s: max |a-b| %.3e > %.1e %s" % (d.name, d.max_abs, d.tol, d.detail)
+            cases.append('  <testcase classname="pstranspile.run" name=%s>\n    <failure '
+                         'message=%s type="different">%s</failure>\n  </testcase>'
+                         % (name, quoteattr(msg), escape(msg)))
+    failed = len(v.failures) + sum(1 for d in v.diffs if not d.ok)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           '<testsuite name=%s tests="%d" failures="%d" errors="0" skipped="0">'
+           % (quoteattr("pstranspile run " + v.split_dir), len(cases), failed)]
+    out += cases
+    if v.notes:
+        out.append("  <system-out>%s</system-out>" % escape("\n".join(v.notes)))
+    out.append("</testsuite>")
+    return "\n".join(out) + "\n"
