@@ -129,12 +129,20 @@ def remove_ops(prog, op_type):
 
 
 def dense_tables(prog):
-    """table id -> the dense params of the trainer program's dense sends, in send order."""
+    """table id -> the dense params of the trainer program's dense sends, in send order (a
+    sent ClipGradByValue / ByNorm output is its clipped `<param>@GRAD`'s)."""
+    ops = prog.global_block().ops
+    writer = {n: op for op in ops for n in op.output_arg_names}
     out = {}
-    for op in prog.global_block().ops:
+    for op in ops:
         if op.type == "send" and not op.attr("is_sparse"):
-            out.setdefault(op.attr("table_id"), []).extend(
-                g[:-5] if g.endswith("@GRAD") else g for g in op.input("X"))
+            for g in op.input("X"):
+                w = writer.get(g)
+                if not g.endswith("@GRAD") and w is not None and \
+                        w.type in ("clip", "clip_by_norm") and w.input("X")[0].endswith("@GRAD"):
+                    g = w.input("X")[0]
+                out.setdefault(op.attr("table_id"), []).append(
+                    g[:-5] if g.endswith("@GRAD") else g)
     return out
 
 
