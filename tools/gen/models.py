@@ -15,7 +15,7 @@ import importlib
 
 Entry = collections.namedtuple('Entry', 'builder description family')
 MODELS = {}
-MODULES = ('model_suite', 'model_nets', 'model_ctr')
+MODULES = ('model_suite', 'model_nets', 'model_ctr', 'model_parity')
 
 
 def register(name, description, family):
