@@ -146,7 +146,7 @@ def clone_var(var: Var, name: Optional[str] = None, shape=None,
 # what Paddle's append_op sets on the output var of a clip / regularization op a pserver runs
 # (the var is re-declared with that shape even when it existed with another).
 OUT_SHAPE_OF = {"clip": "X", "clip_by_norm": "X", "merge_selected_rows": "X",
-                "get_tensor_from_selected_rows": "X", "scale": "X", "sqrt": "X", "sum": "X",
+                "get_tensor_from_selected_rows": "X", "scale": "X", "sqrt": "X", "sum": "XS",
                 "sign": "X", "elementwise_add": "XY", "elementwise_sub": "XY",
                 "elementwise_mul": "XY", "elementwise_div": "XY", "elementwise_max": "XY",
                 "elementwise_min": "XY", "squared_l2_norm": (1,)}
@@ -160,6 +160,9 @@ def inferred_out_shape(op: Op, shape_of: Callable) -> Optional[tuple]:
         return None
     if isinstance(how, tuple):
         return how
+    if how == "XS":
+        shapes = [shape_of(name) for name in op.input("X")]
+        return None if not shapes or None in shapes else add_n_shape(shapes)
     x = op.input("X")[:1]
     sx = shape_of(x[0]) if x else None
     if how == "XY" and sx is not None:
@@ -168,6 +171,19 @@ def inferred_out_shape(op: Op, shape_of: Callable) -> Optional[tuple]:
         if sy is not None and len(sy) > len(sx):
             return tuple(sy)
     return None if sx is None else tuple(sx)
+
+
+def add_n_shape(shapes, kinds=None) -> tuple:
+    """The shape Paddle's `sum` (AddN) InferShape gives Out: that of the first input that holds
+    elements, passing over 0-D and zero-sized inputs (and rank-1 SELECTED_ROWS, `kinds` given);
+    () when none does: Paddle declares a sum of empty row blocks with no dims."""
+    for i, shape in enumerate(shapes):
+        shape = tuple(shape or ())
+        if kinds is not None and kinds[i] == "SELECTED_ROWS" and len(shape) == 1:
+            continue
+        if shape and 0 not in shape:
+            return shape
+    return ()
 
 
 def persistable_copy(var: Var) -> Var:
