@@ -27,11 +27,14 @@ SHOWN_BY = {
     "fleet-sparse-clip-dropped": "clip/fleet_ctr2_emb_clipvalue_async",
     "fleet-sparse-decay-whole-table": "clip/fleet_ctr1_emb_l2_sync",
     "fleet-decay-whole-param": "paddlerec-gen/fleet_logistic_regression_sync",
+    "classic-assign-init-whole-param": "parity/classic_mlp_assign_fc_sync",
+    "fleet-assign-init-whole-param": "parity/fleet_ctr_assign_table_sync",
 }
 # faults whose split fails at its first step: `check` reports them as findings (exit 1), not
 # warnings
 FAILS_AT_ONCE = {"classic-clip-on-pserver", "fleet-sparse-decay-whole-table",
-                 "fleet-decay-whole-param"}
+                 "fleet-decay-whole-param", "classic-assign-init-whole-param",
+                 "fleet-assign-init-whole-param"}
 # reproduced in both settings (a split can not fix them): a case that shows each
 NOT_FIXABLE = {
     "ps-sparse-clip-dropped": "clip/ps_ctr1_emb_clipvalue_sync",

@@ -186,6 +186,40 @@ def add_n_shape(shapes, kinds=None) -> tuple:
     return ()
 
 
+# assign_value's attrs holding the values it assigns, row-major (one is set, by dtype)
+ASSIGN_VALUE_ATTRS = ("fp32_values", "fp64_values", "int32_values", "int64_values",
+                      "bool_values", "values")
+
+
+def assign_rows(op: Op, first_row: int, rows: int) -> Op:
+    """A copy of assign_value `op` assigning only rows first_row .. first_row + rows - 1 of
+    what it assigns (a pserver's block of the parameter), with the block's shape."""
+    shape = [int(d) for d in op.attr("shape") or ()]
+    width = 1
+    for d in shape[1:]:
+        width *= d
+    new = op.copy()
+    for name in ASSIGN_VALUE_ATTRS:
+        a = op.find_attr(name)
+        if a is not None and a.value:
+            new.set_attr(name, list(a.value)[first_row * width:(first_row + rows) * width])
+    new.set_attr("shape", [rows] + shape[1:])
+    return new
+
+
+def assigned_block(op: Op, block, svars: dict, fix: bool) -> Op:
+    """The pserver startup's assign_value of parameter block `block` (a VarBlock): as Paddle
+    writes it, the whole parameter's values, whose InferShape re-declares the block's var in
+    `svars` with the whole shape (classic- / fleet-assign-init-whole-param); `fix`: the
+    block's own rows."""
+    if fix:
+        return assign_rows(op, block.row_offset, block.rows)
+    var = svars.get(block.name)
+    if var is not None and op.has_attr("shape"):
+        svars[block.name] = var.with_shape(tuple(int(d) for d in op.attr("shape")))
+    return op
+
+
 def persistable_copy(var: Var) -> Var:
     """`var` made persistable whatever its kind (Fleet's pserver pass clones vars so): the
     var itself when it already is (vars are shared between programs until edited, and an

@@ -37,6 +37,8 @@ FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
 FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
+CLASSIC_ASSIGN_INIT_WHOLE_PARAM = "classic-assign-init-whole-param"
+FLEET_ASSIGN_INIT_WHOLE_PARAM = "fleet-assign-init-whole-param"
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,20 @@ FAULT_KINDS += (
               "the pserver's decay reads its block of the parameter and the averaged gradient "
               "block it receives, writes the decayed gradient block, and the update reads it"),
 )
+_ASSIGN_PADDLE = ("a parameter sliced over the pservers and initialized from values "
+                  "(assign_value: nn.initializer.Assign, a numpy array): each pserver's "
+                  "startup assigns the whole parameter's values to its block (the op's shape is "
+                  "not cut to the block, and its InferShape declares the block with the whole "
+                  "shape): every block starts as the whole parameter, its first rows where the "
+                  "block's own should be; trainers that receive the blocks back concat them "
+                  "into a parameter of the wrong shape")
+_ASSIGN_FIX = "each block's assign_value holds the block's own rows, with the block's shape"
+FAULT_KINDS += (
+    FaultKind(CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC.name, "every mode", _ASSIGN_PADDLE,
+              _ASSIGN_FIX),
+    FaultKind(FLEET_ASSIGN_INIT_WHOLE_PARAM, FLEET.name, "every mode", _ASSIGN_PADDLE,
+              _ASSIGN_FIX),
+)
 KIND = {k.id: k for k in FAULT_KINDS}
 
 
@@ -253,6 +269,15 @@ def classic_faults(main, config, plan, skip_chains: bool = False) -> list:
             out.append(fault(CLASSIC_UNWIRED_GRAD_CHAIN, "parameter %s (%s)"
                              % (p.name, grad_in[0]), True))
     return out
+
+
+def assign_init_faults(startup, sliced: dict, config, fault_id: str) -> list:
+    """classic- / fleet-assign-init-whole-param: the parameters sliced over the pservers
+    (`sliced`: name -> its number of blocks) that the startup initializes from values."""
+    assigned = {n for op in startup.global_block.ops if op.type == "assign_value"
+                for n in op.output("Out")}
+    return [fault(fault_id, "parameter %s (%d blocks)" % (name, n), config.fix_faults)
+            for name, n in sorted(sliced.items()) if name in assigned]
 
 
 # the clip ops a pserver can run on the averaged gradient of a block it holds
