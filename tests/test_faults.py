@@ -45,6 +45,8 @@ REFUSED = {
     "fleet-lookup-ids-not-2d": "paddlerec-gen/fleet_dmr_async",
     "ps-lookup-ids-not-2d": "paddlerec-gen/ps_dmr_sync",
 }
+# Paddle's pipeline raises on the program: written in both settings as it writes it mended
+CRASHES = {"classic-dist-table-crash": "parity/classic_bow_dist_sync"}
 # corrected in both settings: the corpus's corrections
 ALWAYS_FIXED = {
     "classic-rmsprop-mean-grad-shape": "classic/rmsprop",
@@ -93,6 +95,7 @@ def test_every_fault_kind_is_covered_here():
     assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= shown, \
         "a fault kind without a program that shows it"
     assert {k.id for k in FAULT_KINDS if k.refused} == set(REFUSED)
+    assert {k.id for k in FAULT_KINDS if k.crash} == set(CRASHES)
 
 
 @pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
@@ -177,6 +180,20 @@ def test_corrected_faults_stay_corrected(fault_id, setting, tmp_path):
     assert r.exit_code == 1 and fault_id in r.output, r.output
 
 
+@pytest.mark.parametrize("fault_id", sorted(CRASHES))
+@pytest.mark.parametrize("setting", ["reproduce", "fix"])
+def test_a_crash_is_named_in_both_settings(fault_id, setting, tmp_path):
+    """Paddle's pipeline raises: the split, written either way, names it as fixed and says
+    Paddle raises; check has no fault of it to warn of."""
+    case = CRASHES[fault_id]
+    out, cfg, plan, text = _split(tmp_path, case, setting)
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    assert "Paddle's own pipeline raises on this program: %s" % fault_id in text, text
+    r = _check(case, cfg, out)
+    assert fault_id not in r.output, r.output
+
+
 def test_no_fault_no_line(tmp_path):
     _, _, plan, text = _split(tmp_path, "classic/basic", "reproduce")
     assert plan["faults"] == [] and "Paddle fault" not in text
@@ -192,6 +209,12 @@ def test_summary_wording():
                             "fleet-sync-step-counter; `paddle_faults: fix` corrects them")
     assert summary([dict(f, fixed=True) for f in two]) == \
         "2 Paddle faults fixed: fleet-clip-before-merge, fleet-sync-step-counter"
+    crash = {"id": "classic-dist-table-crash", "where": "t", "fixed": True}
+    assert summary([crash]) == \
+        "Paddle's own pipeline raises on this program: classic-dist-table-crash"
+    assert summary([crash, dict(two[0], fixed=True)]) == \
+        ("Paddle's own pipeline raises on this program: classic-dist-table-crash; "
+         "1 Paddle fault fixed: fleet-clip-before-merge")
     stuck = [dict(two[0], note="a global-norm clip")]
     assert summary(stuck) == ("1 Paddle fault reproduced: fleet-clip-before-merge; not "
                               "fixable in a split: fleet-clip-before-merge")

@@ -37,6 +37,7 @@ FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
 FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
+CLASSIC_DIST_TABLE_CRASH = "classic-dist-table-crash"
 CLASSIC_ASSIGN_INIT_WHOLE_PARAM = "classic-assign-init-whole-param"
 FLEET_ASSIGN_INIT_WHOLE_PARAM = "fleet-assign-init-whole-param"
 
@@ -50,6 +51,8 @@ class FaultKind:
     fix: str            # what `paddle_faults: fix` changes
     always_fixed: bool = False      # corrected in both settings (the corpus corrects it)
     refused: bool = False           # Paddle refuses the program: `split` exits 2 unless fixed
+    crash: bool = False             # Paddle's pipeline raises on the program (a bug of its
+                                    # own): the split is what it writes with the bug mended
 
 
 FAULT_KINDS = (
@@ -166,6 +169,17 @@ _ASSIGN_PADDLE = ("a parameter sliced over the pservers and initialized from val
                   "into a parameter of the wrong shape")
 _ASSIGN_FIX = "each block's assign_value holds the block's own rows, with the block's shape"
 FAULT_KINDS += (
+    FaultKind(CLASSIC_DIST_TABLE_CRASH, CLASSIC.name, "every mode",
+              "Paddle's DistributeTranspiler raises IndexError (self.all_in_ids_vars[0], in "
+              "_replace_lookup_table_op_with_prefetch) on every program with a distributed "
+              "table (an is_distributed lookup_table: static.nn.sparse_embedding, fluid's "
+              "embedding(is_distributed=True)): it looks for the table's lookups with "
+              "`op.type == LOOKUP_TABLE_TYPE`, a list since lookup_table_v2 joined it, so it "
+              "finds none",
+              "written in both settings as the transpiler writes it with that test mended "
+              "(the lookups become split_ids / prefetch / merge_ids; the reference corpus's "
+              "classic cases were made so), with classic-dist-table-optimizer reproduced or "
+              "fixed", always_fixed=True, crash=True),
     FaultKind(CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC.name, "every mode", _ASSIGN_PADDLE,
               _ASSIGN_FIX),
     FaultKind(FLEET_ASSIGN_INIT_WHOLE_PARAM, FLEET.name, "every mode", _ASSIGN_PADDLE,
@@ -209,12 +223,14 @@ def _ids(faults) -> str:
 def summary(faults: list) -> Optional[str]:
     """One line for the terminal from plan.json's `faults` (dicts of Fault.to_dict): the
     faults this split reproduces or fixes, or None when it has none to speak of."""
+    crashes = [f for f in faults if f["id"] in KIND and KIND[f["id"]].crash]
     faults = [f for f in faults if f["id"] in KIND and not KIND[f["id"]].always_fixed]
+    parts = ["Paddle's own pipeline raises on this program: %s" % _ids(crashes)] \
+        if crashes else []
     if not faults:
-        return None
+        return parts[0] if parts else None
     fixed = [f for f in faults if f["fixed"]]
     kept = [f for f in faults if not f["fixed"]]
-    parts = []
     if fixed:
         n = len({f["id"] for f in fixed})
         parts.append("%d Paddle fault%s fixed: %s" % (n, "s" * (n > 1), _ids(fixed)))
@@ -252,6 +268,16 @@ def classic_table_fault(main, config) -> Optional[Fault]:
         why.append("gradients summed, not averaged")
     return fault(CLASSIC_DIST_TABLE_OPTIMIZER, "table %s (%s)" % (table, "; ".join(why)),
                  config.fix_faults)
+
+
+def classic_crash_fault(main) -> Optional[Fault]:
+    """classic-dist-table-crash: the original has a distributed table (found before any fix
+    serves it by rows: Paddle's transpiler meets the program as given)."""
+    from .classic import find_distributed_table
+    table = find_distributed_table(main)
+    if table is None:
+        return None
+    return fault(CLASSIC_DIST_TABLE_CRASH, "table %s" % table, True)
 
 
 def classic_faults(main, config, plan, skip_chains: bool = False) -> list:

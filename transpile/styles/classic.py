@@ -17,7 +17,8 @@ from ..passes.fixes import lookups_2d, send_raw_grads, serve_table_by_rows
 from ..plan.classic import find_distributed_table, make_plan
 from ..plan.clip_faults import classic_clip_fault, ids_fault, new_var_clips
 from ..plan.faults import (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC_LOOKUP_IDS_NOT_2D,
-                           assign_init_faults, classic_faults, classic_table_fault)
+                           assign_init_faults, classic_crash_fault, classic_faults,
+                           classic_table_fault)
 from .base import Prepared, Style
 
 
@@ -57,7 +58,8 @@ class ClassicStyle(Style):
     @staticmethod
     def _fix_inputs(main, config) -> tuple:
         """(the program with the fixes made before planning, the faults they fix)."""
-        fixed, found = main, []
+        crash = classic_crash_fault(main)
+        fixed, found = main, [crash] if crash else []
         ids = ids_fault(main, config, CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC_REMOTE_PREFETCH_TYPES)
         if ids is not None:
             found.append(ids)
@@ -73,8 +75,10 @@ class ClassicStyle(Style):
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else make_plan(main, config)
         table = classic_table_fault(main, config)
+        crash = classic_crash_fault(main)
         clip = classic_clip_fault(main, config, {p.name for p in plan.params if p.sliced})
-        return ([table] if table else []) + ([clip] if clip else []) + \
+        return ([crash] if crash else []) + ([table] if table else []) + \
+            ([clip] if clip else []) + \
             classic_faults(main, config, plan) + _assign_faults(startup, config, plan)
 
     def pipelines(self, mode: str) -> dict:
