@@ -30,12 +30,15 @@ SHOWN_BY = {
     "ps-sparse-clip-dropped": "clip/ps_ctr2_emb_clipglobal_async",
     "fleet-sparse-decay-whole-table": "clip/fleet_ctr1_emb_l2_sync",
     "fleet-decay-whole-param": "paddlerec-gen/fleet_logistic_regression_sync",
+    "classic-assign-init-whole-param": "parity/classic_mlp_assign_fc_sync",
+    "fleet-assign-init-whole-param": "parity/fleet_ctr_assign_table_sync",
 }
 # faults whose split fails at its first step: `check` reports them as findings (exit 1), not
 # warnings
 FAILS_AT_ONCE = {"classic-clip-on-pserver", "classic-dist-table-ids-not-2d",
-                 "fleet-sparse-decay-whole-table",
-                 "fleet-decay-whole-param", "fleet-sparse-clip-dropped", "ps-sparse-clip-dropped"}
+                 "fleet-sparse-decay-whole-table", "fleet-decay-whole-param",
+                 "fleet-sparse-clip-dropped", "ps-sparse-clip-dropped",
+                 "classic-assign-init-whole-param", "fleet-assign-init-whole-param"}
 # faults that change nothing a run computes (a `sum` of empty gradients nothing reads): the
 # reproduced split trains like the original
 HARMLESS = {"fleet-orphan-sparse-grad-sum"}
@@ -49,6 +52,8 @@ REFUSED = {
     "fleet-lookup-ids-not-2d": "paddlerec-gen/fleet_dmr_async",
     "ps-lookup-ids-not-2d": "paddlerec-gen/ps_dmr_sync",
 }
+# Paddle's pipeline raises on the program: written in both settings as it writes it mended
+CRASHES = {"classic-dist-table-crash": "parity/classic_bow_dist_sync"}
 # corrected in both settings: the corpus's corrections
 ALWAYS_FIXED = {
     "classic-rmsprop-mean-grad-shape": "classic/rmsprop",
@@ -97,6 +102,7 @@ def test_every_fault_kind_is_covered_here():
     assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= shown, \
         "a fault kind without a program that shows it"
     assert {k.id for k in FAULT_KINDS if k.refused} == set(REFUSED)
+    assert {k.id for k in FAULT_KINDS if k.crash} == set(CRASHES)
 
 
 @pytest.mark.parametrize("fault_id", sorted(SHOWN_BY))
@@ -184,6 +190,20 @@ def test_corrected_faults_stay_corrected(fault_id, setting, tmp_path):
     assert r.exit_code == 1 and fault_id in r.output, r.output
 
 
+@pytest.mark.parametrize("fault_id", sorted(CRASHES))
+@pytest.mark.parametrize("setting", ["reproduce", "fix"])
+def test_a_crash_is_named_in_both_settings(fault_id, setting, tmp_path):
+    """Paddle's pipeline raises: the split, written either way, names it as fixed and says
+    Paddle raises; check has no fault of it to warn of."""
+    case = CRASHES[fault_id]
+    out, cfg, plan, text = _split(tmp_path, case, setting)
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    assert "Paddle's own pipeline raises on this program: %s" % fault_id in text, text
+    r = _check(case, cfg, out)
+    assert fault_id not in r.output, r.output
+
+
 def test_no_fault_no_line(tmp_path):
     _, _, plan, text = _split(tmp_path, "classic/basic", "reproduce")
     assert plan["faults"] == [] and "Paddle fault" not in text
@@ -199,6 +219,12 @@ def test_summary_wording():
                             "fleet-sync-step-counter; `paddle_faults: fix` corrects them")
     assert summary([dict(f, fixed=True) for f in two]) == \
         "2 Paddle faults fixed: fleet-clip-before-merge, fleet-sync-step-counter"
+    crash = {"id": "classic-dist-table-crash", "where": "t", "fixed": True}
+    assert summary([crash]) == \
+        "Paddle's own pipeline raises on this program: classic-dist-table-crash"
+    assert summary([crash, dict(two[0], fixed=True)]) == \
+        ("Paddle's own pipeline raises on this program: classic-dist-table-crash; "
+         "1 Paddle fault fixed: fleet-clip-before-merge")
     stuck = [dict(two[0], note="a global-norm clip")]
     assert summary(stuck) == ("1 Paddle fault reproduced: fleet-clip-before-merge; not "
                               "fixable in a split: fleet-clip-before-merge")

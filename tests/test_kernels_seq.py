@@ -94,3 +94,11 @@ def test_sequence_pad_unpad():
     ref = np.zeros_like(p)
     ref[0, :2], ref[1], ref[2, :1] = d[:2], d[2:6], d[6:]
     assert np.allclose(g, ref)
+
+
+def test_reshape_keeps_the_sequences():
+    """Paddle's reshape kernel keeps X's LoD (ResetLoD): a lookup's rows reshaped are pooled by
+    their sequences (test_dist_fleet_ps.py's bow net)."""
+    res, scope, names = run_op("reshape2", {"X": X}, {"Out": 1, "XShape": 1},
+                               {"shape": [-1, 3]}, lods={"X": LOD}, full=True)
+    assert np.allclose(res["Out"], X) and scope.lods.get(names["Out"][0]) == LOD

@@ -78,3 +78,44 @@ def test_a_scheduler_without_learning_rate_0_is_refused_as_paddle_fails():
                      for s, args in op.inputs.items()}
     with pytest.raises(RefusedError, match="no var learning_rate_0"):
         split(main, startup, replace(CONFIG, lr_scheduler=True))
+
+
+def _own_rate(main, role):
+    """`main` with its first optimizer update reading its own rate, `scale(learning_rate_0)`
+    in op role `role` (Paddle's ParamAttr(learning_rate=...) makes it Optimize|LRSched)."""
+    from transpile.ir.program import Var
+    from transpile.passes.build import make_op
+    main = main.copy()
+    block = main.global_block
+    at = next(i for i, op in enumerate(block.ops) if op.input("Param") and
+              op.input("LearningRate"))
+    block.vars["tmp_lr"] = Var.tensor("tmp_lr", "FP32", (1,))
+    block.ops.insert(at, make_op("scale", {"X": ["learning_rate_0"]}, {"Out": ["tmp_lr"]},
+                                 {"scale": 0.6, "op_role": role}))
+    block.ops[at + 1].inputs["LearningRate"] = ["tmp_lr"]
+    return main
+
+
+def test_a_parameter_with_its_own_rate_is_followed_to_the_global_rate():
+    """The first update reads scale(learning_rate_0): the scheduler is still seen (it was not,
+    when only the first update's LearningRate was looked at)."""
+    from transpile.ir.lr_schedule import global_lr_vars
+    main, startup = _programs("scheduler")
+    own = _own_rate(main, 0x12)
+    assert global_lr_vars(own) == ["learning_rate_0"]
+    assert scheduler_fed(own, startup)
+    assert not scheduler_fed(_own_rate(_programs("constant")[0], 0x12),
+                             _programs("constant")[1])
+    # an LR-decay op (LRSched role only) computes the rate: not followed
+    assert global_lr_vars(_own_rate(main, 0x10))[0] == "tmp_lr"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_fleet_and_ps_trainers_keep_the_scheduler_var_with_own_rates(mode):
+    main, startup = _programs("scheduler")
+    own = _own_rate(main, 0x12)
+    for style in ("fleet", "ps"):
+        cfg = replace(CONFIG, mode=mode, style=style)
+        res = split(own, startup, cfg)
+        kept = res.programs["trainer_0/main"].global_block.var("learning_rate_0")
+        assert kept is not None and kept.persistable, style

@@ -2,9 +2,9 @@
 in the corpus layout.  A dev tool (never run by `make test`); see tools/gen/README.md.
 
     python tools/gen/gen.py case SPEC.json OUT_DIR          one case from a spec (spec.py)
-    python tools/gen/gen.py set zoo|clip|ps-tables OUT_ROOT [--only NAME ...] [--force]
+    python tools/gen/gen.py set zoo|clip|ps-tables|parity OUT_ROOT [--only NAME ...] [--force]
                             [--inputs /work/gen-out/inputs]  (zoo)
-    python tools/gen/gen.py list zoo|clip|ps-tables          the case names of a set
+    python tools/gen/gen.py list zoo|clip|ps-tables|parity   the case names of a set
     python tools/gen/gen.py models                           the model registry
 
 A set writes OUT_ROOT/<case>/ per case and skips a case whose case.json records the same spec

@@ -6,6 +6,8 @@
     clip       the CTR nets of model_ctr.py x the clip / L2 regimes x every mode of every style
                                                                        -> <style>_<net>_<regime>_<mode>
     ps-tables  ps cases with PaddleRec table_parameters and the other table settings (ps_tables.py)
+    parity     the nets of model_parity.py in the styles and modes that show them (issue 45)
+                                                          -> <style>_<net>[_<n>ps][<n>t]_<mode>
 """
 import json
 import os
@@ -109,4 +111,48 @@ def tables():
     return ps_tables.cases()
 
 
-SETS = {'zoo': zoo, 'clip': clip, 'ps-tables': tables}
+# --- parity (issue 45) -------------------------------------------------------------------------
+THREE_PSERVERS = ['127.0.0.1:6174', '127.0.0.1:6175', '127.0.0.1:6176']
+# (net, ((style, modes), ...), pservers or None for the default two[, trainers (default 2)])
+PARITY = (
+    # an LR scheduler with per-parameter learning rates (and a constant rate for contrast)
+    ('ctr_paramlr_sched', (('classic', ('sync',)), ('fleet', ('sync',)), ('ps', ('async',))),
+     None),
+    ('ctr_paramlr_adam_sched', (('ps', ('sync',)),), None),
+    ('bow_paramlr_sched', (('fleet', ('async',)), ('ps', ('sync',))), None),
+    ('bow_paramlr_const', (('fleet', ('sync',)),), None),
+    # tables and fc weights initialized from values
+    ('ctr_assign_table', (('classic', ('async',)), ('fleet', ('sync', 'geo')), ('ps', ('sync',))),
+     None),
+    ('mlp_assign_fc', (('classic', ('sync',)), ('fleet', ('sync',))), None),
+    # a table with fewer rows than pservers: a gradient block of no rows
+    ('graph_two_dist', (('classic', ('sync',)), ('fleet', ('sync',))), THREE_PSERVERS),
+    ('graph_two_dist', (('fleet', ('sync',)),), THREE_PSERVERS, 1),
+    # distributed tables looked up with LoD ids: Paddle's DistributeTranspiler raises
+    ('bow_dist', (('classic', ('sync', 'half_async')), ('fleet', ('sync',))), None),
+    ('bow_fluid_dist', (('classic', ('async',)),), None),
+)
+
+
+def parity():
+    import models
+    models.load_all()
+    cases = []
+    for net, styles, pservers, *trainers in PARITY:
+        for style, modes in styles:
+            for mode in modes:
+                spec = _base(style, mode)
+                tag = net if pservers is None else '%s_%dps' % (net, len(pservers))
+                tag += '%dt' % trainers[0] if trainers else ''
+                spec['name'] = '%s_%s_%s' % (style, tag, mode)
+                spec['model'] = {'builder': net}
+                if pservers is not None:
+                    spec['pservers'] = list(pservers)
+                if trainers:
+                    spec['trainers'] = trainers[0]
+                info = {'description': models.MODELS[net].description, 'issue': 45}
+                cases.append((spec['name'], spec, info))
+    return cases
+
+
+SETS = {'zoo': zoo, 'clip': clip, 'ps-tables': tables, 'parity': parity}

@@ -14,7 +14,8 @@ import math
 from ..core.config import ClusterConfig
 from ..ir.program import Program
 from ..plan.clip_faults import GLOBAL_NORM_OPS
-from ..plan.faults import CLASSIC_CLIP_ON_PSERVER
+from ..plan.faults import (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC_CLIP_ON_PSERVER,
+                           FLEET_ASSIGN_INIT_WHOLE_PARAM, KIND)
 from ..plan.modes import mode_id
 from ..output.result import endpoint_dir
 from .context import CheckContext
@@ -206,10 +207,24 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                 name in want_acc:
             continue
         if tuple(v.shape) != tuple(mv.shape):
+            fault = _whole_assign_fault(ctx, sb, name, v.shape)
             ctx.add("optimize", startup, 0, None,
-                    "%s is declared %s here but %s in the main program"
-                    % (name, fmt_shape(v.shape), fmt_shape(mv.shape)),
-                    "the same shape in main and startup")
+                    "%s is declared %s here but %s in the main program%s"
+                    % (name, fmt_shape(v.shape), fmt_shape(mv.shape),
+                       " (Paddle fault %s: its assign_value assigns the whole parameter's "
+                       "values to the block)" % fault if fault else ""),
+                    "the same shape in main and startup", fault)
+
+
+def _whole_assign_fault(ctx, sb, name: str, shape) -> str:
+    """classic- / fleet-assign-init-whole-param when an assign_value of the startup block `sb`
+    gives `name` the (whole parameter's) shape it is declared with, else ''."""
+    if not any(op.type == "assign_value" and op.output("Out") == [name] and
+               [int(d) for d in op.attr("shape") or ()] == [int(d) for d in shape]
+               for op in sb.ops):
+        return ""
+    return next((f for f in (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, FLEET_ASSIGN_INIT_WHOLE_PARAM)
+                 if KIND[f].style == ctx.config.style), "")
 
 
 def _check_initialised(ctx, startup: Part, pbs: list) -> None:

@@ -146,7 +146,7 @@ def clone_var(var: Var, name: Optional[str] = None, shape=None,
 # what Paddle's append_op sets on the output var of a clip / regularization op a pserver runs
 # (the var is re-declared with that shape even when it existed with another).
 OUT_SHAPE_OF = {"clip": "X", "clip_by_norm": "X", "merge_selected_rows": "X",
-                "get_tensor_from_selected_rows": "X", "scale": "X", "sqrt": "X", "sum": "X",
+                "get_tensor_from_selected_rows": "X", "scale": "X", "sqrt": "X", "sum": "XS",
                 "sign": "X", "elementwise_add": "XY", "elementwise_sub": "XY",
                 "elementwise_mul": "XY", "elementwise_div": "XY", "elementwise_max": "XY",
                 "elementwise_min": "XY", "squared_l2_norm": (1,)}
@@ -160,6 +160,9 @@ def inferred_out_shape(op: Op, shape_of: Callable) -> Optional[tuple]:
         return None
     if isinstance(how, tuple):
         return how
+    if how == "XS":
+        shapes = [shape_of(name) for name in op.input("X")]
+        return None if not shapes or None in shapes else add_n_shape(shapes)
     x = op.input("X")[:1]
     sx = shape_of(x[0]) if x else None
     if how == "XY" and sx is not None:
@@ -168,6 +171,53 @@ def inferred_out_shape(op: Op, shape_of: Callable) -> Optional[tuple]:
         if sy is not None and len(sy) > len(sx):
             return tuple(sy)
     return None if sx is None else tuple(sx)
+
+
+def add_n_shape(shapes, kinds=None) -> tuple:
+    """The shape Paddle's `sum` (AddN) InferShape gives Out: that of the first input that holds
+    elements, passing over 0-D and zero-sized inputs (and rank-1 SELECTED_ROWS, `kinds` given);
+    () when none does: Paddle declares a sum of empty row blocks with no dims."""
+    for i, shape in enumerate(shapes):
+        shape = tuple(shape or ())
+        if kinds is not None and kinds[i] == "SELECTED_ROWS" and len(shape) == 1:
+            continue
+        if shape and 0 not in shape:
+            return shape
+    return ()
+
+
+# assign_value's attrs holding the values it assigns, row-major (one is set, by dtype)
+ASSIGN_VALUE_ATTRS = ("fp32_values", "fp64_values", "int32_values", "int64_values",
+                      "bool_values", "values")
+
+
+def assign_rows(op: Op, first_row: int, rows: int) -> Op:
+    """A copy of assign_value `op` assigning only rows first_row .. first_row + rows - 1 of
+    what it assigns (a pserver's block of the parameter), with the block's shape."""
+    shape = [int(d) for d in op.attr("shape") or ()]
+    width = 1
+    for d in shape[1:]:
+        width *= d
+    new = op.copy()
+    for name in ASSIGN_VALUE_ATTRS:
+        a = op.find_attr(name)
+        if a is not None and a.value:
+            new.set_attr(name, list(a.value)[first_row * width:(first_row + rows) * width])
+    new.set_attr("shape", [rows] + shape[1:])
+    return new
+
+
+def assigned_block(op: Op, block, svars: dict, fix: bool) -> Op:
+    """The pserver startup's assign_value of parameter block `block` (a VarBlock): as Paddle
+    writes it, the whole parameter's values, whose InferShape re-declares the block's var in
+    `svars` with the whole shape (classic- / fleet-assign-init-whole-param); `fix`: the
+    block's own rows."""
+    if fix:
+        return assign_rows(op, block.row_offset, block.rows)
+    var = svars.get(block.name)
+    if var is not None and op.has_attr("shape"):
+        svars[block.name] = var.with_shape(tuple(int(d) for d in op.attr("shape")))
+    return op
 
 
 def persistable_copy(var: Var) -> Var:

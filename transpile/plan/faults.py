@@ -39,6 +39,9 @@ PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 PS_CLIP_BEFORE_MERGE = "ps-clip-before-merge"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
 FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
+CLASSIC_DIST_TABLE_CRASH = "classic-dist-table-crash"
+CLASSIC_ASSIGN_INIT_WHOLE_PARAM = "classic-assign-init-whole-param"
+FLEET_ASSIGN_INIT_WHOLE_PARAM = "fleet-assign-init-whole-param"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class FaultKind:
     fix: str            # what `paddle_faults: fix` changes
     always_fixed: bool = False      # corrected in both settings (the corpus corrects it)
     refused: bool = False           # Paddle refuses the program: `split` exits 2 unless fixed
+    crash: bool = False             # Paddle's pipeline raises on the program (a bug of its
+                                    # own): the split is what it writes with the bug mended
 
 
 FAULT_KINDS = (
@@ -175,6 +180,31 @@ FAULT_KINDS += (
               "the pserver's decay reads its block of the parameter and the averaged gradient "
               "block it receives, writes the decayed gradient block, and the update reads it"),
 )
+_ASSIGN_PADDLE = ("a parameter sliced over the pservers and initialized from values "
+                  "(assign_value: nn.initializer.Assign, a numpy array): each pserver's "
+                  "startup assigns the whole parameter's values to its block (the op's shape is "
+                  "not cut to the block, and its InferShape declares the block with the whole "
+                  "shape): every block starts as the whole parameter, its first rows where the "
+                  "block's own should be; trainers that receive the blocks back concat them "
+                  "into a parameter of the wrong shape")
+_ASSIGN_FIX = "each block's assign_value holds the block's own rows, with the block's shape"
+FAULT_KINDS += (
+    FaultKind(CLASSIC_DIST_TABLE_CRASH, CLASSIC.name, "every mode",
+              "Paddle's DistributeTranspiler raises IndexError (self.all_in_ids_vars[0], in "
+              "_replace_lookup_table_op_with_prefetch) on every program with a distributed "
+              "table (an is_distributed lookup_table: static.nn.sparse_embedding, fluid's "
+              "embedding(is_distributed=True)): it looks for the table's lookups with "
+              "`op.type == LOOKUP_TABLE_TYPE`, a list since lookup_table_v2 joined it, so it "
+              "finds none",
+              "written in both settings as the transpiler writes it with that test mended "
+              "(the lookups become split_ids / prefetch / merge_ids; the reference corpus's "
+              "classic cases were made so), with classic-dist-table-optimizer reproduced or "
+              "fixed", always_fixed=True, crash=True),
+    FaultKind(CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC.name, "every mode", _ASSIGN_PADDLE,
+              _ASSIGN_FIX),
+    FaultKind(FLEET_ASSIGN_INIT_WHOLE_PARAM, FLEET.name, "every mode", _ASSIGN_PADDLE,
+              _ASSIGN_FIX),
+)
 KIND = {k.id: k for k in FAULT_KINDS}
 
 
@@ -219,12 +249,14 @@ def _ids(faults) -> str:
 def summary(faults: list) -> Optional[str]:
     """One line for the terminal from plan.json's `faults` (dicts of Fault.to_dict): the
     faults this split reproduces or fixes, or None when it has none to speak of."""
+    crashes = [f for f in faults if f["id"] in KIND and KIND[f["id"]].crash]
     faults = [f for f in faults if f["id"] in KIND and not KIND[f["id"]].always_fixed]
+    parts = ["Paddle's own pipeline raises on this program: %s" % _ids(crashes)] \
+        if crashes else []
     if not faults:
-        return None
+        return parts[0] if parts else None
     fixed = [f for f in faults if f["fixed"]]
     kept = [f for f in faults if not f["fixed"]]
-    parts = []
     if fixed:
         n = len({f["id"] for f in fixed})
         line = "%d Paddle fault%s fixed: %s" % (n, "s" * (n > 1), _ids(fixed))
@@ -286,6 +318,16 @@ def classic_dist_ids_fault(main, config, ids_fixed: bool) -> Optional[Fault]:
                  None if ids_fixed or not config.fix_faults else "its ids can not be made 2-D")
 
 
+def classic_crash_fault(main) -> Optional[Fault]:
+    """classic-dist-table-crash: the original has a distributed table (found before any fix
+    serves it by rows: Paddle's transpiler meets the program as given)."""
+    from .classic import find_distributed_table
+    table = find_distributed_table(main)
+    if table is None:
+        return None
+    return fault(CLASSIC_DIST_TABLE_CRASH, "table %s" % table, True)
+
+
 def classic_faults(main, config, plan, skip_chains: bool = False) -> list:
     """The faults of the classic plan made for `config` (its fixes already applied when asked;
     `skip_chains`: the clip chains are the classic-clip-on-pserver fix's, not a fault)."""
@@ -301,6 +343,15 @@ def classic_faults(main, config, plan, skip_chains: bool = False) -> list:
             out.append(fault(CLASSIC_UNWIRED_GRAD_CHAIN, "parameter %s (%s)"
                              % (p.name, grad_in[0]), True))
     return out
+
+
+def assign_init_faults(startup, sliced: dict, config, fault_id: str) -> list:
+    """classic- / fleet-assign-init-whole-param: the parameters sliced over the pservers
+    (`sliced`: name -> its number of blocks) that the startup initializes from values."""
+    assigned = {n for op in startup.global_block.ops if op.type == "assign_value"
+                for n in op.output("Out")}
+    return [fault(fault_id, "parameter %s (%d blocks)" % (name, n), config.fix_faults)
+            for name, n in sorted(sliced.items()) if name in assigned]
 
 
 # the clip ops a pserver can run on the averaged gradient of a block it holds

@@ -56,4 +56,5 @@ def fault_lines(faults: list):
         kind = KIND[f["id"]]
         state = "fixed" if f["fixed"] else ("not fixable: " + f["note"] if f.get("note")
                                             else "reproduced")
+        state = "written; Paddle's pipeline raises" if kind.crash else state
         yield "", "    %s (%s): %s [%s]" % (f["id"], f["where"], kind.paddle, state)

@@ -319,6 +319,7 @@ def _faults(faults: list) -> list[str]:
         kind = KIND[f["id"]]
         state = "fixed" if f["fixed"] else (
             "reproduced (not fixable: %s)" % f["note"] if f.get("note") else "reproduced")
+        state = "written; Paddle's pipeline raises" if kind.crash else state
         out.append("| `%s` | %s | %s | %s | %s |" % (f["id"], f["where"], state, kind.paddle,
                                                       kind.fix))
     return out + [""]

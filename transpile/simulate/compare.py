@@ -56,11 +56,23 @@ class Blocks:
             m = which == k
             if m.any():
                 out[m] = v.get(rows[m] - r0) if isinstance(v, LazyTable) \
-                    else np.asarray(dense(v))[rows[m] - r0]
+                    else _block_array(v)[rows[m] - r0]
         return out
 
     def to_dense(self):
-        return np.concatenate([np.asarray(dense(v)) for _, v in self.parts], axis=0)
+        return np.concatenate([_block_array(v) for _, v in self.parts], axis=0)
+
+
+def _block_array(v):
+    """A block's values as an array; an auto-grown table block (a table served as row blocks)
+    is its original rows with the rows it holds in their place."""
+    if isinstance(v, SparseTable) and v.origin is not None:
+        out = np.array(dense(v.origin), copy=True)
+        for key, i in v.index.items():
+            if 0 <= key < out.shape[0]:
+                out[key] = v.value[i]
+        return out
+    return np.asarray(dense(v))
 
 
 def _touched(v):
@@ -131,8 +143,9 @@ def compare_params(main, run, cluster, ref, rtol) -> list:
 
 
 def _blocks_of(name, ref) -> list:
-    """The row ranges of the pserver blocks a parameter is cut into (reference.py's slices)."""
-    return sorted((r0, r1) for base, r0, r1 in ref.slices.values() if base == name)
+    """The row ranges of the pserver blocks a parameter is cut into (reference.py's slices),
+    but a block of no rows (a table with fewer rows than pservers): nothing there to move."""
+    return sorted((r0, r1) for base, r0, r1 in ref.slices.values() if base == name and r1 > r0)
 
 
 def _pairs(name, run, cluster, ref, trainable) -> list:

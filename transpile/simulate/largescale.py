@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir.program import Attr, Op
 from . import keyed
-from .values import SelectedRows, SimError, dense
+from .values import LazyTable, SelectedRows, SimError, dense
 
 _INIT_ATTRS = {"uniform_random": ("seed", "min", "max"),
                "gaussian_random": ("seed", "mean", "std"),
@@ -53,16 +53,26 @@ def init_tables(cluster, ps, op):
     for meta in op.attr("large_scale_metas", []) or []:
         m = parse_meta(meta)
         var = ps.main.find_var(m["name"])
-        height = var.shape[0] if var is not None and var.shape and var.shape[0] > 0 else 1 << 40
+        height = var.shape[0] if var is not None and var.shape and var.shape[0] >= 0 else 1 << 40
         values = {}
         for i, (vname, dim, spec) in enumerate(zip(m["values"], m["dims"], m["inits"])):
             init = _init_op(spec, m["name"] if i == 0 else m["vars"][i])
             table = keyed.lazy_table(init, cluster.seed, height, (dim,), cluster.float_dtype)
             if i == 0:
-                table = cluster.reference.align_random("pserver %s startup" % ps.endpoint,
-                                                       m["name"], table, init, cluster.notes)
+                table = _as_table(cluster.reference.align_random(
+                    "pserver %s startup" % ps.endpoint, m["name"], table, init, cluster.notes))
             values[vname] = table
         ps.large_scale[m["name"]] = {"grad": m["grad"], "values": values}
+
+
+def _as_table(value):
+    """A table the fused kernels update by rows: the original's rows come back as an array
+    when the original keeps its table whole (a small one)."""
+    if isinstance(value, LazyTable):
+        return value
+    rows = np.array(value, copy=True)
+    return LazyTable(rows.shape[0], rows.shape[1:], rows.dtype,
+                     lambda ids: rows[np.asarray(ids, dtype=np.int64)])
 
 
 def fuse(cluster, ps, ex, op):

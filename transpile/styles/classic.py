@@ -18,9 +18,19 @@ from ..passes.idsfix import lookups_2d
 from ..plan.classic import find_distributed_table, make_plan
 from ..plan.clip_faults import (CLIP_SCOPE, classic_clip_fault, classic_clip_on_trainer, ids_fault,
                                 new_var_clips)
-from ..plan.faults import (CLASSIC_LOOKUP_IDS_NOT_2D, classic_dist_ids_fault, classic_faults,
+from ..plan.faults import (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC_LOOKUP_IDS_NOT_2D,
+                           assign_init_faults, classic_crash_fault, classic_dist_ids_fault,
+                           classic_faults,
                            classic_table_fault)
 from .base import Prepared, Style
+
+
+def _assign_faults(startup, config, plan) -> list:
+    """classic-assign-init-whole-param of the params sliced over the pservers."""
+    if startup is None:
+        return []
+    sliced = {p.name: len(p.blocks) for p in plan.params if len(p.blocks) > 1}
+    return assign_init_faults(startup, sliced, config, CLASSIC_ASSIGN_INIT_WHOLE_PARAM)
 
 
 class ClassicStyle(Style):
@@ -44,16 +54,19 @@ class ClassicStyle(Style):
                 plan = make_plan(fixed, config)
         fixed, fixed_startup = merge_lr_counter(fixed, startup, plan)
         faults = found + classic_faults(fixed, config, plan,
-                                        skip_chains=clip is not None and clip.fixed)
+                                        skip_chains=clip is not None and clip.fixed) + \
+            _assign_faults(fixed_startup, config, plan)
         # the pservers name the first trainer asked for's copies (Paddle transpiles as one)
         index = ClassicPserverIndex(fixed, plan, trainer_ids[0] if trainer_ids else 0)
         return Prepared(config, main, startup, fixed, fixed_startup, plan, faults,
-                        shared={"index": index, "writers": startup_writers(fixed_startup)})
+                        shared={"index": index, "writers": startup_writers(fixed_startup),
+                                "fixed": frozenset(f.id for f in faults if f.fixed)})
 
     @staticmethod
     def _fix_inputs(main, config) -> tuple:
         """(the program with the fixes made before planning, the faults they fix)."""
-        fixed, found = main, []
+        crash = classic_crash_fault(main)
+        fixed, found = main, [crash] if crash else []
         ids = ids_fault(main, config, CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC_REMOTE_PREFETCH_TYPES)
         dist_ids = classic_dist_ids_fault(main, config, ids is not None and ids.fixed)
         if dist_ids is not None:
@@ -72,10 +85,12 @@ class ClassicStyle(Style):
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else make_plan(main, config)
         table = classic_table_fault(main, config)
+        crash = classic_crash_fault(main)
         dist_ids = classic_dist_ids_fault(main, config, False)
         clip = classic_clip_fault(main, config, {p.name for p in plan.params if p.sliced})
-        return ([table] if table else []) + ([dist_ids] if dist_ids else []) + \
-            ([clip] if clip else []) + classic_faults(main, config, plan)
+        return ([crash] if crash else []) + ([table] if table else []) + \
+            ([dist_ids] if dist_ids else []) + ([clip] if clip else []) + \
+            classic_faults(main, config, plan) + _assign_faults(startup, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         return {"trainer main": trainer.MAIN, "trainer startup": trainer.STARTUP,

@@ -15,10 +15,22 @@ from ..passes.idsfix import lookups_2d
 from ..passes.fleet import pserver_passes, trainer
 from ..passes.fleet.pserver import FleetPserverIndex
 from ..plan.clip_faults import fleet_table_faults, ids_fault, new_var_clips
-from ..plan.faults import (FLEET_LOOKUP_IDS_NOT_2D, FLEET_SPARSE_CLIP_DROPPED, fleet_faults,
+from ..plan.faults import (FLEET_ASSIGN_INIT_WHOLE_PARAM, FLEET_LOOKUP_IDS_NOT_2D,
+                           FLEET_SPARSE_CLIP_DROPPED, assign_init_faults, fleet_faults,
                            fleet_table_fault, large_scale_adam_tables)
 from ..plan.fleet import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
+
+
+def _assign_faults(startup, config, plan) -> list:
+    """fleet-assign-init-whole-param of the params sliced over the pservers (a large-scale
+    table's rows are made by its table, not by a startup op)."""
+    if startup is None:
+        return []
+    dist = set(plan.distributed_tables)
+    sliced = {name: len(blocks) for name, blocks in plan.param_slices.items()
+              if len(blocks) > 1 and name not in dist}
+    return assign_init_faults(startup, sliced, config, FLEET_ASSIGN_INIT_WHOLE_PARAM)
 
 
 class FleetStyle(Style):
@@ -49,15 +61,16 @@ class FleetStyle(Style):
                 fixed = send_raw_grads(fixed, clips)
                 plan = self.make_plan(fixed, startup, config)
         faults = found + fleet_faults(fixed, config, plan) + \
-            fleet_table_faults(fixed, config, plan)
+            fleet_table_faults(fixed, config, plan) + _assign_faults(startup, config, plan)
         return Prepared(config, main, startup, fixed, startup, plan, faults,
-                        shared={"index": FleetPserverIndex(fixed, startup, plan)})
+                        shared={"index": FleetPserverIndex(fixed, startup, plan),
+                                "fixed": frozenset(f.id for f in faults if f.fixed)})
 
     def faults(self, main, startup, config, plan=None) -> list:
         plan = plan if plan is not None else self.make_plan(main, startup, config)
         table = fleet_table_fault(main, config)
         return ([table] if table else []) + fleet_faults(main, config, plan) + \
-            fleet_table_faults(main, config, plan)
+            fleet_table_faults(main, config, plan) + _assign_faults(startup, config, plan)
 
     def pipelines(self, mode: str) -> dict:
         geo = mode == "geo"

@@ -19,8 +19,9 @@ from ...ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
 from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
 from ...plan.slicing import trainer_copy_name
-from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, clone_var,
-                     inferred_out_shape, make_op, new_block, require_held_inputs, tensor_like)
+from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
+                     assigned_block, clone_var, inferred_out_shape, make_op, new_block,
+                     require_held_inputs, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (ClassicPserverIndex.slots).
@@ -424,11 +425,13 @@ def startup_writers(startup: Program) -> dict:
 
 
 def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict,
-                          writers: Optional[dict] = None, endpoint: str = "") -> Program:
+                          writers: Optional[dict] = None, endpoint: str = "",
+                          blocks: Optional[dict] = None, fix_assign: bool = False) -> Program:
     """Initialise exactly the vars the pserver holds: each init op of the origin startup whose
     output lives here, renamed to the block and reshaped to it (once per local block).
     `writers`: startup_writers(startup), built once and shared by every endpoint; `endpoint`
-    names the pserver in a refusal."""
+    names the pserver in a refusal; `blocks`: the VarBlock of each parameter block held here,
+    by name, whose assign_value is assigned_block's (`fix_assign`: the fault fixed)."""
     gvars = pserver_main.global_block.vars
     prog = Program([Block(0, -1)], startup.version, startup.has_version,
                    None if startup.op_version_map is None else list(startup.op_version_map))
@@ -452,6 +455,9 @@ def build_pserver_startup(startup: Program, pserver_main: Program, aliases: dict
                           {slot: [name]})
             if reshape:
                 new.set_attr("shape", list(gvars.get(name).shape))
+            held = (blocks or {}).get(name)
+            if new.type == "assign_value" and held is not None and held.name != held.origin:
+                new = assigned_block(new, held, block.vars, fix_assign)
             block.ops.append(new)
     return prog
 

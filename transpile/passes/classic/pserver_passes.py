@@ -3,6 +3,7 @@ PserverBuild, left in env.scratch["server"]) and its startup program."""
 from __future__ import annotations
 
 from ...ir.program import Program
+from ...plan.faults import CLASSIC_ASSIGN_INIT_WHOLE_PARAM
 from ..pipeline import PassEnv, Pipeline, named
 from .pserver import ClassicPserverIndex, PserverBuild, build_pserver_startup
 
@@ -36,7 +37,8 @@ def init_held_vars(startup: Program, env: PassEnv) -> Program:
     whose output lives here, renamed to the block and reshaped to it."""
     b = env.scratch["server"]
     return build_pserver_startup(startup, b.prog, b.aliases, env.shared.get("writers"),
-                                 env.endpoint)
+                                 env.endpoint, {blk.name: blk for _, blk in b.local},
+                                 CLASSIC_ASSIGN_INIT_WHOLE_PARAM in env.shared.get("fixed", ()))
 
 
 MAIN = Pipeline("pserver main", tuple(map(named, (

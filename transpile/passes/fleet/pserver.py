@@ -23,8 +23,8 @@ from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_SPARSE_CLIP_DROPPED,
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
 from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
-                     initializer_signature, make_op, new_block, new_tensor, persistable_copy,
-                     role_attrs)
+                     add_n_shape, initializer_signature, make_op, new_block, new_tensor,
+                     persistable_copy, role_attrs)
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}
@@ -253,6 +253,11 @@ def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
         for name in per_trainer:
             if name not in gvars:
                 gvars[name] = Var(name, vt, False)
+        # Paddle's sum re-declares the merged grad by its InferShape: with no dims when the
+        # block holds no rows (a table with fewer rows than pservers)
+        merged_shape = add_n_shape([g.shape] * plan.trainers, [g.kind] * plan.trainers)
+        if tuple(gvars[g.name].shape or ()) != merged_shape:
+            gvars[g.name] = gvars[g.name].with_shape(merged_shape)
         sum_op, scale_op = _merge_templates(s)
         block.ops.append(sum_op.make({"X": per_trainer}, {"Out": [g.name]}))
         block.ops.append(scale_op.make({"X": [g.name]}, {"Out": [g.name]}))

@@ -3,6 +3,7 @@ builds its blocks) and its startup program (pserver_startup.py)."""
 from __future__ import annotations
 
 from ...ir.program import Program
+from ...plan.faults import FLEET_ASSIGN_INIT_WHOLE_PARAM
 from ..pipeline import PassEnv, Pipeline, named
 from .pserver import (FleetPserverIndex, ServerBuild, build_geo_blocks, build_optimize_blocks,
                       large_scale_tables, listen_and_serv)
@@ -65,7 +66,8 @@ def drop_table_param_slices(prog: Program, env: PassEnv) -> Program:
 
 def build_pserver_startup(startup: Program, env: PassEnv) -> Program:
     """The origin inits of what this endpoint holds (sliced shapes), then the table init."""
-    return build_startup(env.scratch["server"], startup, env.scratch.get("metas", []))
+    return build_startup(env.scratch["server"], startup, env.scratch.get("metas", []),
+                         FLEET_ASSIGN_INIT_WHOLE_PARAM in env.shared.get("fixed", ()))
 
 
 MAIN = {mode: Pipeline("pserver main", tuple(map(named, passes))) for mode, passes in (

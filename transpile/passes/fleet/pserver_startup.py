@@ -4,7 +4,8 @@ the large-scale table metas."""
 from __future__ import annotations
 
 from ...ir.program import Attr, Block, Program
-from ..build import TRAINER_STARTUP_OPS, make_op, persistable_copy, require_held_inputs
+from ..build import (TRAINER_STARTUP_OPS, assigned_block, make_op, persistable_copy,
+                     require_held_inputs)
 from .pserver import ServerBuild
 
 
@@ -15,8 +16,10 @@ def table_param_slices(s: ServerBuild) -> list:
             if s.index.origin_name(e.split(":")[1]) in dist]
 
 
-def build_startup(s: ServerBuild, startup: Program, metas: list) -> Program:
-    """The origin inits of what this endpoint holds (sliced shapes), then the table init."""
+def build_startup(s: ServerBuild, startup: Program, metas: list,
+                  fix_assign: bool = False) -> Program:
+    """The origin inits of what this endpoint holds (sliced shapes), then the table init.
+    `fix_assign`: fleet-assign-init-whole-param is fixed (assigned_block)."""
     prog = Program([Block(0, -1)])
     svars = prog.global_block.vars = {name: persistable_copy(v) for name, v in s.gvars.items()}
     # only the startup ops writing a var held here (visited in program order)
@@ -31,11 +34,12 @@ def build_startup(s: ServerBuild, startup: Program, metas: list) -> Program:
         if info is None:
             continue
         slots, reshape = info
-        outputs = {}
+        outputs, out_block = {}, None
         for slot, first, args in slots:
             sliced = sliced_block.get(first)
             if sliced is not None:
                 outputs[slot] = [sliced.name]
+                out_block = sliced if slot == "Out" else out_block
             elif first in gvars:
                 outputs[slot] = list(args)
         if not outputs:
@@ -45,6 +49,8 @@ def build_startup(s: ServerBuild, startup: Program, metas: list) -> Program:
         if reshape and "Out" in outputs and outputs["Out"][0] in svars:
             shape = svars[outputs["Out"][0]].shape or ()
             new.set_attr("shape", [int(d) for d in shape])
+        if new.type == "assign_value" and out_block is not None:
+            new = assigned_block(new, out_block, svars, fix_assign)
         new_ops.append(new)
     prog.global_block.ops.append(make_op("lookup_sparse_table_init", {}, {}, {
         "large_scale_metas": Attr("STRINGS", metas), "op_role": Attr("INT", 0)}))

@@ -187,7 +187,9 @@ def reshape(ctx):
         shape = [int(np.asarray(dense(v)).reshape(-1)[0]) for v in ctx.xs("ShapeTensor")]
     if ctx.has("Shape"):
         shape = [int(v) for v in np.asarray(dense(ctx.x("Shape"))).reshape(-1)]
-    ctx.set("Out", x.reshape(_reshape_target(x, shape)))
+    # Paddle's reshape kernel keeps X's LoD (ResetLoD(x.lod())): a sequence reshaped, as the
+    # rows of a lookup, is still pooled by its sequences
+    ctx.set("Out", x.reshape(_reshape_target(x, shape)), lod=ctx.lod("X"))
     if ctx.wants("XShape"):
         ctx.set("XShape", np.zeros((0,) + x.shape, dtype=x.dtype))
 
