@@ -205,6 +205,16 @@ def noise(scale: float, float32: bool = False) -> float:
     return (NOISE_FLOAT32 if float32 else NOISE) * max(scale, 1.0)
 
 
+def relative(m: float, scale: float, moved, rtol: float, f32: bool = False):
+    """(max rel, ok) of a largest difference `m` on a parameter of largest entry `scale` that
+    the original moved by `moved` (None: unknown, then taken relative to `scale`): max rel is
+    m / moved, the movement taken as at least the rounding noise; a difference within that
+    noise is ok whatever its max rel (a parameter that barely moved)."""
+    floor = noise(scale, f32)
+    rel = m / (scale if moved is None else max(moved, floor))
+    return rel, rel <= rtol or m <= floor
+
+
 def scale_of(v) -> float:
     if v is None:
         return SCALE_FLOOR
@@ -249,7 +259,7 @@ def compare_pairs(var, pairs, rtol, moved=None, f32=False) -> ParamDiff:
 
     if not pairs:
         return bad("no trainer or pserver of the split holds it")
-    worst_abs, worst_rel, note = 0.0, 0.0, ""
+    worst_abs, worst_rel, note, ok = 0.0, 0.0, "", True
     for who, a, b in pairs:
         if a is None:
             return bad("the original holds no value")
@@ -266,9 +276,9 @@ def compare_pairs(var, pairs, rtol, moved=None, f32=False) -> ParamDiff:
         if np.isnan(d).any():
             return bad("NaN in %s" % ("the original" if np.isnan(x).any() else who))
         m = float(d.max()) if d.size else 0.0
-        base = scale if moved is None else max(moved, noise(scale, f32))
-        rel = 0.0 if m <= noise(scale, f32) else m / base
-        if m > worst_abs or rel > worst_rel:
-            worst_abs, worst_rel, note = max(m, worst_abs), max(rel, worst_rel), who
-    ok = worst_rel <= rtol
+        rel, fine = relative(m, scale, moved, rtol, f32)
+        if not fine and (ok or rel > worst_rel):
+            note = who
+        ok = ok and fine
+        worst_abs, worst_rel = max(m, worst_abs), max(rel, worst_rel)
     return ParamDiff(var.name, shape, worst_abs, worst_rel, ok, "" if ok else "worst: " + note)

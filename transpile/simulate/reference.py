@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir.program import Program
 from .executor import default_lazy_policy
+from .largescale import block_shapes
 from .values import LazyTable, shape_of
 
 _BLOCK_SUFFIX = re.compile(r"^(.+)\.block(\d+)$")
@@ -41,10 +42,12 @@ class Reference:
         """`P.blockN` vars of the split -> (P, first row, end row) of the original P."""
         blocks: dict = {}
         for prog in programs:
-            for name, v in prog.global_block.vars.items():
+            shapes = {n: tuple(v.shape) for n, v in prog.global_block.vars.items() if v.shape}
+            shapes.update(block_shapes(prog))   # large-scale tables: a block without a var
+            for name, shape in shapes.items():
                 m = _BLOCK_SUFFIX.match(name)
-                if m and m.group(1) in self.init and v.shape:
-                    blocks.setdefault(m.group(1), {})[int(m.group(2))] = tuple(v.shape)
+                if m and m.group(1) in self.init:
+                    blocks.setdefault(m.group(1), {})[int(m.group(2))] = shape
         for base, parts in blocks.items():
             full = self.init[base].shape
             idx = sorted(parts)
