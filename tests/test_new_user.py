@@ -239,3 +239,43 @@ def test_a_few_pservers_for_a_big_model_get_no_warning(tmp_path):
                 os.path.join(ROOT, "configs", "ps_sync.yaml"), "--out", tmp_path / "out")
     assert r.exit_code == 0 and "warning" not in r.output, r.output
 
+
+# --- make demo -------------------------------------------------------------------------------
+def test_make_demo_shows_style_ps_and_the_others_a_line_each(tmp_path, monkeypatch):
+    """`make demo`'s commands (make -n), run here: style ps on samples/ctr_sparse_adam first,
+    fleet and classic a line each, and short (the reports stay in the folder)."""
+    import shlex
+    import shutil
+    import subprocess
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    out = tmp_path / "demo-out"
+    text = subprocess.run(["make", "-n", "demo", "DEMO_OUT=%s" % out], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.replace("\\\n", " ")
+    monkeypatch.chdir(ROOT)
+    printed, styles = [], []
+    for line in text.splitlines():
+        words = shlex.split(line)
+        if words[:2] == ["mkdir", "-p"]:
+            os.makedirs(words[2], exist_ok=True)
+        elif words and words[0] == "echo":
+            printed.append(" ".join(words[1:]))
+        elif words and words[0].endswith("/pstranspile"):
+            args = [w for w in words[1:] if w != "2>/dev/null"]
+            r = CliRunner().invoke(cli_main, args)
+            assert r.exit_code == 0, (line, r.output)
+            if "2>/dev/null" in words or "--quiet" in args[:1]:
+                printed += r.stdout.splitlines()
+            else:
+                printed += r.output.splitlines()
+            if "--cluster" in args:
+                styles.append(args[args.index("--cluster") + 1])
+    assert styles[0] == "configs/ps_sync.yaml" and "samples/ctr_sparse_adam/main.pb" in text
+    assert printed[2].startswith("split (ps style, sync mode")
+    assert "%s/fleet: ok (6 program(s), 1 warning(s))" % out in printed
+    assert "%s/classic: ok (8 program(s), 0 warning(s))" % out in printed
+    assert len(printed) < 60, "\n".join(printed)
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    said = readme[readme.index("make demo"):readme.index("make test")]
+    assert "samples/ctr_sparse_adam" in said and "style ps" in said, said
