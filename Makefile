@@ -11,7 +11,7 @@ DEMO_OUT := demo-out
 MERMAID_VERSION := $(shell cat tests/mermaid/version.txt)
 MERMAID_DIR := tests/.node/mermaid-$(MERMAID_VERSION)
 
-.PHONY: demo test install install-test mermaid clean bench
+.PHONY: demo test test-fast install install-test mermaid clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,10 @@ demo: install
 
 test: install-test
 	$(BIN)/python -m pytest
+
+# the suite without its corpus-wide sweeps (@pytest.mark.slow): docs/contributing.md
+test-fast: install-test
+	$(BIN)/python -m pytest -m "not slow"
 
 # make bench                      # sizes 1k, 5k, 20k ops; inputs cached in bench/out/
 # make bench BENCH_ARGS=--quick   # 1-2 min smoke run; see bench/README.md for the options

@@ -241,11 +241,25 @@ def movement(a, b, rows=None) -> Optional[float]:
         a, b = _pair(a, b)
     if not a.size:
         return 0.0
-    d = np.abs(a - b)
-    d = np.where(np.isnan(a) & np.isnan(b), 0.0, d)
+    d = abs_diff(a, b)
     if np.isnan(d).any():
         return float("inf")
     return float(np.max(d))
+
+
+def abs_max(x) -> float:
+    """max |x| (NaN if x holds one) without a temporary of x's size."""
+    return float(max(abs(np.max(x)), abs(np.min(x))))
+
+
+def abs_diff(a, b):
+    """|a - b|, 0 where both are NaN (NaN where only one is), in one array of a's size: a
+    table of a million rows compared makes no more temporaries than that."""
+    d = np.subtract(a, b)
+    np.abs(d, out=d)
+    if d.size and np.isnan(d).any():
+        d[np.isnan(a) & np.isnan(b)] = 0.0
+    return d
 
 
 def compare_pairs(var, pairs, rtol, moved=None, f32=False) -> ParamDiff:
@@ -270,9 +284,8 @@ def compare_pairs(var, pairs, rtol, moved=None, f32=False) -> ParamDiff:
         if b_shape != a_shape:
             return bad("%s holds shape %s" % (who, list(b_shape)))
         x, y = _pair(a, b)
-        scale = max(float(np.max(np.abs(x))) if x.size else 0.0, SCALE_FLOOR)
-        both_nan = np.isnan(x) & np.isnan(y)
-        d = np.where(both_nan, 0.0, np.abs(x - y))
+        scale = max(abs_max(x) if x.size else 0.0, SCALE_FLOOR)
+        d = abs_diff(x, y)
         if np.isnan(d).any():
             return bad("NaN in %s" % ("the original" if np.isnan(x).any() else who))
         m = float(d.max()) if d.size else 0.0

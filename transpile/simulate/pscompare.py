@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compare import ParamDiff, movement, noise, relative
+from .compare import ParamDiff, abs_diff, movement, noise, relative
 from .values import LazyTable, Unallocated, dense
 
 
@@ -27,7 +27,7 @@ def diff_of(name, shape, a, b, moved, rtol, f32, who="") -> ParamDiff:
     if a.shape != b.shape:
         return ParamDiff(name, shape, float("nan"), float("nan"), False,
                          "%s holds shape %s" % (who or "the split", list(b.shape)))
-    d = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))
+    d = abs_diff(a, b)
     if np.isnan(d).any():
         return ParamDiff(name, shape, float("nan"), float("nan"), False, "NaN")
     m = float(d.max()) if d.size else 0.0

@@ -95,6 +95,12 @@ class PsReference:
         self.shard_num = {int(p.table_id): int(p.shard_num) or 1
                           for p in self.servers[0].desc_params.values()}
 
+    def release(self) -> None:
+        """Trained: keep of each trainer's scope only the parameters the comparisons read."""
+        keep = {v.name for v in self.main.parameters()}
+        for tr in self.trainers:
+            tr.scope.keep_only(keep)
+
     # --- tables -------------------------------------------------------------------------
     def _route(self, tid, keys):
         return sparse_server(keys, self.shard_num[tid], len(self.servers))

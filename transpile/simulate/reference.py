@@ -15,9 +15,15 @@ _DIST_ATTRS = ("min", "max", "mean", "std")
 
 
 def snapshot(v):
-    """A copy of a value that later steps cannot change."""
+    """A value that later steps cannot change: a LazyTable's copy; an array itself, made
+    read-only, not copied (kernels write new arrays into a scope, never into the arrays it
+    holds, so a snapshot of a table of a million rows costs nothing; a kernel that wrote into
+    one would fail loudly)."""
     if isinstance(v, LazyTable):
         return v.copy()
+    if isinstance(v, np.ndarray) and v.base is None:
+        v.flags.writeable = False
+        return v
     return np.array(v, copy=True)
 
 
@@ -98,7 +104,10 @@ class Reference:
                          % (label, op.type, name, list(shape_of(value)), origin,
                             list(shape_of(part))))
             return value
-        return part if isinstance(part, LazyTable) else np.array(part, copy=True)
+        if isinstance(part, LazyTable) or (isinstance(part, np.ndarray)
+                                           and not part.flags.writeable):
+            return part     # the original's rows, read-only (snapshot): shared, not copied
+        return np.array(part, copy=True)
 
 
 def _close(a, b):
