@@ -1,9 +1,9 @@
-# Quick start:  make demo   (install into .venv and split a bundled sample)
+# Quick start:  make demo   (install into .venv, split a bundled sample in each style)
 #               make test   (install with test extras and run the test suite)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-SAMPLE := samples/mlp_sgd
+SAMPLE := samples/ctr_sparse_adam
 DEMO_OUT := demo-out
 
 # mermaid's parser, for the test of report.md's diagrams (tests/test_report_diagram.py): the
@@ -11,7 +11,7 @@ DEMO_OUT := demo-out
 MERMAID_VERSION := $(shell cat tests/mermaid/version.txt)
 MERMAID_DIR := tests/.node/mermaid-$(MERMAID_VERSION)
 
-.PHONY: demo test install install-test mermaid clean bench
+.PHONY: demo test test-fast install install-test mermaid clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,22 +35,38 @@ mermaid:
 	else echo "npm not found: the test of report.md's diagrams needs node and mermaid"; fi
 
 demo: install
-	@echo "== 1. split samples/mlp_sgd (fc 1000->1000 relu -> fc 1, square error, SGD)"
-	@echo "==    for 2 pservers and 2 trainers, synchronous (configs/two_pservers.yaml)"
+	@echo "== 1. split samples/ctr_sparse_adam (an embedding table, fc 64 relu -> fc 1, Adam) the way"
+	@echo "==    Paddle 2.1-2.6 does (style ps, configs/ps_sync.yaml: 2 pservers, 2 trainers, sync)"
+	@mkdir -p $(DEMO_OUT)
 	$(BIN)/pstranspile split $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
-		--cluster configs/two_pservers.yaml --out $(DEMO_OUT) --force
+		--cluster configs/ps_sync.yaml --out $(DEMO_OUT)/ps --force
 	@echo
-	@echo "== 2. what went where ($(DEMO_OUT)/report.md)"
-	$(BIN)/pstranspile report $(DEMO_OUT)
-	@echo
-	@echo "== 3. check the split, then train it against the original for 5 steps"
+	@echo "== 2. check the split, then train it against the original for 5 steps"
 	$(BIN)/pstranspile check $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
-		--cluster configs/two_pservers.yaml $(DEMO_OUT)
-	$(BIN)/pstranspile simulate $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
-		--cluster configs/two_pservers.yaml $(DEMO_OUT)
+		--cluster configs/ps_sync.yaml $(DEMO_OUT)/ps
+	$(BIN)/pstranspile --quiet simulate $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/ps_sync.yaml $(DEMO_OUT)/ps --no-why
+	@echo
+	@echo "== 3. the same program for the older pipelines, split and checked (a line each):"
+	@echo "==    fleet (Paddle 2.0, configs/two_pservers.yaml), classic (the DistributeTranspiler)"
+	@$(BIN)/pstranspile split $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/two_pservers.yaml --out $(DEMO_OUT)/fleet --force --quiet
+	@$(BIN)/pstranspile check $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/two_pservers.yaml $(DEMO_OUT)/fleet 2>/dev/null
+	@$(BIN)/pstranspile split $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/classic_sync.yaml --out $(DEMO_OUT)/classic --force --quiet
+	@$(BIN)/pstranspile check $(SAMPLE)/main.pb --startup $(SAMPLE)/startup.pb \
+		--cluster configs/classic_sync.yaml $(DEMO_OUT)/classic 2>/dev/null
+	@echo
+	@echo "== what went where, who sends what to whom, the Paddle faults each split meets:"
+	@echo "==    $(DEMO_OUT)/<style>/report.md, or: $(BIN)/pstranspile report $(DEMO_OUT)/ps"
 
 test: install-test
 	$(BIN)/python -m pytest
+
+# the suite without its corpus-wide sweeps (@pytest.mark.slow): docs/contributing.md
+test-fast: install-test
+	$(BIN)/python -m pytest -m "not slow"
 
 # make bench                      # sizes 1k, 5k, 20k ops; inputs cached in bench/out/
 # make bench BENCH_ARGS=--quick   # 1-2 min smoke run; see bench/README.md for the options

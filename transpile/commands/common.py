@@ -42,6 +42,23 @@ def options() -> CliOptions:
     return obj if isinstance(obj, CliOptions) else CliOptions()
 
 
+def no_startup(why: str) -> str:
+    """The one message of a command that needs MAIN's startup program and was given none."""
+    return "no --startup: %s; give the startup program saved with MAIN (--startup FILE)" % why
+
+
+def startup_tables(main_prog) -> str:
+    """Why a split (or plan) of `main_prog` needs its startup program: its embedding tables,
+    which every style's pipeline takes from the startup program; "" if it has none."""
+    from ..ir.tables import tables_of
+    tables = tables_of(main_prog)
+    if not tables:
+        return ""
+    more = " and %d more" % (len(tables) - 3) if len(tables) > 3 else ""
+    return "MAIN's startup program declares and initializes its embedding table%s (%s%s)" % (
+        "s" * (len(tables) > 1), ", ".join(tables[:3]), more)
+
+
 def _err(msg: str) -> None:
     click.echo("pstranspile: error: %s" % msg, err=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 
-from .common import load_program
+from .common import load_program, options
 
 
 def register(main_group, handle_errors):
@@ -23,9 +23,11 @@ def register(main_group, handle_errors):
     @click.option("--strict", is_flag=True,
                   help="Style ps: a setting Paddle accepts but never uses is an error too "
                        "(without it, a warning).")
+    @click.option("-q", "--quiet", is_flag=True,
+                  help="Print only the errors and warnings, not the configs.")
     @click.pass_obj
     @handle_errors
-    def config_check(obj, files, program, strict):
+    def config_check(obj, files, program, strict, quiet):
         """Validate cluster configs and print each with every default filled in.
 
         \b
@@ -33,7 +35,8 @@ def register(main_group, handle_errors):
           pservers        list of host:port, in order, no duplicates      (required)
           trainers        number of trainers, >= 1                          [1]
           trainer_id      0..trainers-1, or "all"                           [0]
-          mode            sync | async | half_async | geo (ps: no half_async) [sync]
+          mode            sync | async | half_async | geo                   [sync]
+                          (ps: no half_async; classic: no geo)
           style           fleet | classic | ps                              [fleet]
           slice_var_up    slice large parameters into blocks                [true]
           min_block_size  smallest block, in elements                       [8192]
@@ -69,7 +72,7 @@ def register(main_group, handle_errors):
                 click.echo("pstranspile: error: %s" % str(e).replace("\n", " "), err=True)
                 failed += 1
                 continue
-            if not obj.quiet:
+            if not options().is_quiet(quiet):
                 click.echo(("# %s\n" % file if len(files) > 1 else "") + text, nl=False)
         if failed:
             click.get_current_context().exit(2)

@@ -6,14 +6,16 @@ import json
 
 import click
 
-from .common import options
+from ..core.errors import UserError
+from .common import no_startup, options, startup_tables
 
 
 def register(main_group, handle_errors):
     @main_group.command("plan")
     @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
     @click.option("--startup", type=click.Path(dir_okay=False), default=None,
-                  help="The startup program (initializers).")
+                  help="The startup program saved with MAIN (its initializers); needed by "
+                       "a program with embedding tables.")
     @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
                   help="The cluster config (YAML); its split_method is marked (config).")
     @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
@@ -50,6 +52,8 @@ def register(main_group, handle_errors):
         if startup:
             start = programio.load(startup)
             validate_for_split(start, startup)
+        elif startup_tables(main):
+            raise UserError(no_startup(startup_tables(main)))
         color = options().use_color()
         if cfg.traits.descriptors:
             from ..output.planjson_ps import ps_plan_json

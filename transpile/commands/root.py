@@ -36,6 +36,9 @@ def main(ctx, debug, quiet, color):
       pstranspile show main.pb
       pstranspile config check cluster.yaml
       pstranspile split main.pb --startup startup.pb --cluster cluster.yaml --out split/
+      pstranspile report split/
+      pstranspile check main.pb --startup startup.pb --cluster cluster.yaml split/
+      pstranspile simulate main.pb --startup startup.pb --cluster cluster.yaml split/
     \b
     Exit codes: 0 ok, 1 differences/findings, 2 bad input or refused split, 3 internal error.
     """

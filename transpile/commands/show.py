@@ -21,7 +21,7 @@ def register(main_group, handle_errors):
 
         \b
         Example:
-          pstranspile show samples/fit_a_line/main.pb --block 0
+          pstranspile show samples/mlp_sgd/main.pb --block 0
         Each op prints as  type(Slot=arg, ...) -> (Slot=arg, ...)  role=...
         """
         from ..render import show as show_mod

@@ -9,14 +9,15 @@ import os
 import click
 
 from ..core.errors import UserError
-from .common import options
+from .common import no_startup, options
 
 @click.command("simulate")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
 @click.argument("split_dir", metavar="[SPLIT_DIR]", required=False,
                 type=click.Path(file_okay=False))
 @click.option("--startup", type=click.Path(dir_okay=False), default=None,
-              help="The original startup program (initializers).")
+              help="The original startup program (its initializers): needed, the "
+                   "original run starts from it.")
 @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
               help="The cluster config (YAML).")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
@@ -129,13 +130,23 @@ def _inputs(main_program, startup, cluster, split_dir) -> tuple:
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from ..simulate.loading import load_descs, load_split_dir
+        from ..simulate.loading import check_made_for, load_descs, load_split_dir
         programs, runtime = load_split_dir(split_dir)
-        return cfg, main, start, programs, runtime, load_descs(split_dir), None
+        descs = load_descs(split_dir)
+        check_made_for(split_dir, runtime, descs, cfg)
+        _need_startup(start)
+        return cfg, main, start, programs, runtime, descs, None
+    _need_startup(start)
     from ..split import split as do_split
     result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)),
                       names=(main_program, startup or "startup program"))
     return cfg, main, start, result.programs, result.runtime, result.texts, result
+
+
+def _need_startup(start) -> None:
+    if start is None:
+        raise UserError(no_startup("the original run starts from MAIN's startup program (its "
+                                   "initializers)"))
 
 
 def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..core.errors import UserError
-from .common import load_program, options
+from .common import load_program, no_startup, options, startup_tables
 
 
 def _parse_trainer_id(value):
@@ -32,8 +32,10 @@ def _list_passes(ctx, _param, value) -> None:
 @click.command("split")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
 @click.option("--startup", type=click.Path(dir_okay=False), default=None,
-              help="The startup program (initializers). Without it the split starts from an "
-                   "empty startup program.")
+              help="The startup program saved with MAIN (its initializers): needed for a "
+                   "split Paddle can run. Without it a program with embedding tables is "
+                   "refused, and the startup programs written initialize no parameter (a "
+                   "warning says so).")
 @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
               help="The cluster config (YAML).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
@@ -92,6 +94,8 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
         cfg = config_mod.with_trainer_id(cfg, tid)
     main_prog = load_program(main_program)
     startup_prog = load_program(startup) if startup else None
+    if startup_prog is None and startup_tables(main_prog):
+        raise UserError(no_startup(startup_tables(main_prog)))
     keep_until_exit(main_prog, startup_prog)
     with progress_bar("split", quiet=opts.is_quiet(quiet)) as update:
         result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
@@ -99,6 +103,10 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
                                  names=(main_program, startup or "startup program"))
     if not opts.is_quiet(quiet):
         _print_summary(result, cfg, out_dir, fmt, opts.use_color())
+        if startup_prog is None:
+            click.echo("warning: " + no_startup(
+                "the startup programs written initialize no parameter, so Paddle cannot "
+                "train the split"), err=True)
     if expect:
         _compare_with_golden(out_dir, expect)
 

@@ -46,6 +46,20 @@ def is_distributed_lookup(op: Op) -> bool:
         op.attr("is_distributed") is True
 
 
+def tables_of(program) -> list:
+    """The embedding tables of `program`, sorted: the W of every lookup that is sparse,
+    distributed or remote-prefetched (every style fake_inits or serves them from the startup
+    program's declaration and initializer)."""
+    out = set()
+    for _, _, op in program.ops():
+        if is_sparse_lookup(op) or is_distributed_lookup(op) or \
+                is_remote_prefetch(op, CLASSIC_REMOTE_PREFETCH_TYPES):
+            w = table_of(op)
+            if w:
+                out.add(w)
+    return sorted(out)
+
+
 # Paddle's distributed_lookup_table (pscore/distributed_lookup_table_op.cc) checks in its
 # InferShape, run as the op is inserted, that every Ids var is 2-D: the fused lookup of a table
 # whose ids are a slice of one feed ([-1]) or a 3-D tensor can not be built.

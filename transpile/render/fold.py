@@ -81,3 +81,12 @@ def listing(lines, what: str, where: str = "", count: int | None = None) -> list
         return fenced + [""]
     return details("%d lines: %s" % (count, what), fenced, where, cap=CAP + 1,
                    left=count - CAP + 1)
+
+
+def head(rows: list, what: str, where: str = "", indent: str = "  ") -> list:
+    """Lines of a terminal listing: whole when it has at most ROWS of them, else its first
+    INLINE and a line saying how many `what` more there are and `where` to find them."""
+    if len(rows) <= ROWS:
+        return list(rows)
+    return list(rows[:INLINE]) + [indent + _more(len(rows) - INLINE, where).replace(
+        "more", "more " + what, 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..plan.faults import summary as faults_summary
 from . import fold
-from .show import emit, human_bytes, load_bar
+from .show import ENDPOINTS_WHERE, emit, human_bytes, load_bar, program_rows, surplus_line
 
 
 def _dims(t: dict) -> str:
@@ -79,13 +79,48 @@ def settings_rows(t: dict) -> list:
     return rows
 
 
+def unbounded(plan: dict) -> str:
+    """What the `unbounded` size of a sparse table means, or "" when no table has it."""
+    names = ["%s (%s)" % (t.get("id"), t.get("name")) for t in plan.get("tables") or []
+             if t.get("kind") == "sparse" and not t.get("rows")]
+    if not names:
+        return ""
+    return ("unbounded: table%s %s: a distributed table (sparse_embedding, is_distributed), "
+            "to which Paddle's descriptors give no row count (table_num 0): the servers make "
+            "its rows as the ids arrive" % ("s" * (len(names) > 1), ", ".join(names)))
+
+
 def _where(t: dict) -> str:
     if t.get("kind") == "sparse":
         return "every server (%s shards by feature id)" % t.get("shard_num")
     shards = t.get("shards")
-    if shards:
-        return ", ".join("%s: %s" % (ep, n) for ep, n in shards.items())
+    if shards:     # the endpoints' table below lists every shard of a long list
+        return fold.names(["%s: %s" % kv for kv in shards.items()], "shards")[0]
     return "every server"
+
+
+def _endpoint_lines(plan: dict) -> list:
+    """The report's table of what each server holds of the dense table (folded when long)."""
+    out: list = []
+    eps = plan.get("endpoints") or {}
+    if eps:
+        top = max([h.get("bytes", 0) for h in eps.values()] or [0]) or 1
+        rows = []
+        for ep, h in eps.items():
+            b = int(h.get("bytes", 0) or 0)
+            rows.append("| %s | %s | %s | `%s` |" % (
+                ep, ", ".join("table %s: %s" % kv for kv in (h.get("dense_shard") or {}).items())
+                or "-", human_bytes(b), "█" * round(20 * b / top) or "·"))
+        out += fold.table(["| endpoint | dense values held | bytes | load |",
+                           "|---|---|---|---|"], rows, "endpoints",
+                          "plan.json's `endpoints` lists them")
+        line = surplus_line(plan)
+        if line:
+            out += [line[0].upper() + line[1:] + ".", ""]
+        out.append("Bytes count the dense table's values on each server (its shard of every "
+                   "parameter and optimizer state); sparse tables grow with the ids seen.")
+        out.append("")
+    return out
 
 
 def table_lines(plan: dict) -> list[str]:
@@ -105,6 +140,8 @@ def table_lines(plan: dict) -> list[str]:
     out += fold.table(["| id | kind | class | name | size | rule | held by |",
                        "|---|---|---|---|---|---|---|"], rows, "tables",
                       "plan.json's `tables` lists them")
+    if unbounded(plan):
+        out += ["Size " + unbounded(plan) + ".", ""]
     for t in plan.get("tables") or []:
         if t.get("kind") in ("dense", "datanorm"):
             inline, block = fold.names(t.get("params") or [], "parameters")
@@ -121,19 +158,7 @@ def table_lines(plan: dict) -> list[str]:
         out += fold.table(["| id | table | setting | value |", "|---|---|---|---|"], rows,
                           "settings of %d sparse tables" % len(sparse),
                           "`pstranspile plan` prints every table's")
-    eps = plan.get("endpoints") or {}
-    if eps:
-        top = max([h.get("bytes", 0) for h in eps.values()] or [0]) or 1
-        out += ["| endpoint | dense values held | bytes | load |", "|---|---|---|---|"]
-        for ep, h in eps.items():
-            b = int(h.get("bytes", 0) or 0)
-            out.append("| %s | %s | %s | `%s` |" % (
-                ep, ", ".join("table %s: %s" % kv for kv in (h.get("dense_shard") or {}).items())
-                or "-", human_bytes(b), "█" * round(20 * b / top) or "·"))
-        out.append("")
-        out.append("Bytes count the dense table's values on each server (its shard of every "
-                   "parameter and optimizer state); sparse tables grow with the ids seen.")
-        out.append("")
+    out += _endpoint_lines(plan)
     trainers = plan.get("trainers") or {}
     if trainers:
         out += ["## What each trainer pulls, pushes and sends", ""]
@@ -174,9 +199,7 @@ def summary_lines(plan: dict, out_dir: str):
     yield "bold", "split (ps style, %s mode, %d trainers, %d pservers) -> %s" % (
         plan["mode"], cfg["trainers"], len(cfg["pservers"]), out_dir)
     yield from _table_rows(plan)
-    yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
-    for key, p in sorted(plan["programs"].items()):
-        yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+    yield from program_rows(plan)
     for note in plan.get("notes") or []:
         yield "", "  note: " + note
     line = faults_summary(plan.get("faults") or [])
@@ -215,12 +238,18 @@ def _table_rows(plan: dict):
     for t in plan.get("tables") or []:
         yield "", "  %-4s %-8s %-22s %-28s %s" % (t["id"], t["kind"], t["class"], t["name"],
                                                   _dims(t))
+    if unbounded(plan):
+        yield "", "  " + unbounded(plan)
     held = plan["endpoints"]
     top = max([held[ep]["bytes"] for ep in eps] or [0])
     yield "bold", "  %-22s %10s  dense load" % ("endpoint", "dense held")
-    for ep in eps:
-        h = held[ep]
-        yield "", "  %-22s %10s  %s" % (ep, human_bytes(h["bytes"]), load_bar(h["bytes"], top))
+    for line in fold.head(["  %-22s %10s  %s" % (ep, human_bytes(held[ep]["bytes"]),
+                                                  load_bar(held[ep]["bytes"], top))
+                           for ep in eps], "endpoints", ENDPOINTS_WHERE):
+        yield "", line
+    line = surplus_line(plan)
+    if line:
+        yield "yellow", "  " + line
 
 
 def print_summary(plan: dict, out_dir: str, color: bool = False) -> None:

@@ -20,7 +20,9 @@ from ..plan.faults import summary as faults_summary
 from ..diff.programs import diff_programs_and_names
 from . import fold
 from .diagram import diagram_lines
-from .show import balance_line, format_op, human_bytes
+from .show import balance_line, format_op, human_bytes, surplus_line
+
+ENDPOINTS_LISTED = "plan.json's `config.pservers` lists them"
 
 CONTEXT = 2          # ops of context around each change in the trainer listing
 _KEY_ATTRS = ("epmap", "endpoint", "Fanin", "sections", "table_name", "send_varnames",
@@ -277,15 +279,18 @@ def _placement(plan: dict) -> list[str]:
         if compare:
             head += " round_robin would hold |"
             rule += "---|"
-        out += [head, rule]
+        rows = []
         for ep in names:
             n, b = per_ep.get(ep, (0, 0))
             row = "| %s | %d | %s | `%s` |" % (ep, n, human_bytes(b),
                                               "█" * round(20 * b / top) or "·")
             if compare:
                 row += " %s |" % human_bytes(int(rr.get(ep, 0) or 0))
-            out.append(row)
-        out.append("")
+            rows.append(row)
+        out += fold.table([head, rule], rows, "endpoints", ENDPOINTS_LISTED)
+        line = surplus_line(plan) if "config" in plan else ""
+        if line:
+            out += [line[0].upper() + line[1:] + ".", ""]
         imb = plan.get("imbalance")
         if not isinstance(imb, (int, float)):
             imb = (top / mean) if mean else 0.0
@@ -371,10 +376,12 @@ def report_head(plan: dict, title: str = "split", config=None) -> list:
     what to whom, the tables (style ps) or the placement, the faults."""
     out = ["# Split report: %s" % title, ""]
     if config is not None:
-        out.append("Style **%s**, mode **%s**, %d trainer(s), %d pserver(s): %s."
-                   % (config.style, config.mode, config.trainers, len(config.pservers),
-                      ", ".join(config.pservers)))
+        inline, block = fold.names(list(config.pservers), "pservers", ENDPOINTS_LISTED)
+        out.append("Style **%s**, mode **%s**, %d trainer(s), %s" % (
+            config.style, config.mode, config.trainers,
+            inline if block else "%d pserver(s): %s." % (len(config.pservers), inline)))
         out.append("")
+        out += block
     if plan and traits(plan["style"]).descriptors:
         from .psreport import table_lines
         out.append("Contents: who sends what to whom; the tables of the descriptors and what "

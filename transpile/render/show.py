@@ -7,6 +7,7 @@ from typing import Optional
 from ..ir.program import Op, Program, Var
 from ..ir.roles import BACKWARD, DIST, FORWARD, LOSS, LRSCHED, OPTIMIZE, RPC
 from ..plan.faults import summary as faults_summary
+from . import fold
 
 # attrs that are noise in a listing
 _DEBUG_ATTRS = {"op_callstack", "op_namescope", "op_device", "with_quant_attr", "op_role",
@@ -144,6 +145,51 @@ def balance_line(plan: dict) -> str:
     return out
 
 
+ENDPOINTS_WHERE = "plan.json's `endpoints` lists them"
+
+
+def program_rows(plan: dict):
+    """(style, text) lines of the summary's programs: ops, removed, inserted; each role's
+    long list folded."""
+    yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
+    progs = sorted(plan["programs"].items())
+    for role in ("pserver", "trainer"):
+        rows = ["  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+                for key, p in progs if key.startswith(role + "_")]
+        for line in fold.head(rows, "%s programs" % role,
+                              "report.md and plan.json's `programs` list them"):
+            yield "", line
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape or ():
+        n *= max(int(d), 1)
+    return n
+
+
+def surplus_line(plan: dict) -> str:
+    """A warning when the pservers outnumber the blocks of min_block_size elements the
+    parameters make (a pserver then holds a sliver); "" otherwise, and where a table has no
+    row count (style ps's unbounded ones)."""
+    cfg = plan["config"]
+    n, size = len(cfg["pservers"]), int(cfg.get("min_block_size") or 8192)
+    if "tables" in plan:
+        tables = [t for t in plan["tables"] if t.get("kind") != "barrier"]
+        if any(t.get("kind") == "sparse" and not t.get("rows") for t in tables):
+            return ""
+        values = sum(int(t.get("rows") or 0) * int(t.get("dim") or 1) for t in tables)
+    else:
+        values = sum(_elements(p.get("shape")) for p in plan.get("params") or [])
+    worth = sum(1 for _ in range(0, values, size)) if values else 0
+    if n <= max(worth, 1):
+        return ""
+    return ("warning: %d pservers for %d block%s worth placing (%d parameter values, in "
+            "blocks of min_block_size %d): each holds %s on average; fewer pservers would "
+            "hold the same" % (n, worth, "s" * (worth != 1), values, size,
+                               human_bytes(int(plan.get("total_bytes") or 0) // n)))
+
+
 def split_summary_lines(plan: dict, out_dir: str):
     """(style, text) lines of the split summary, read from the plan.json dict."""
     cfg = plan["config"]
@@ -153,10 +199,13 @@ def split_summary_lines(plan: dict, out_dir: str):
     held = plan["endpoints"]
     top = max([held[ep]["bytes"] for ep in eps] or [0])
     yield "bold", "  %-22s %6s %10s  load" % ("endpoint", "blocks", "held")
-    for ep in eps:
-        h = held[ep]
-        yield "", "  %-22s %6d %10s  %s" % (ep, h["param_blocks"], human_bytes(h["bytes"]),
-                                           load_bar(h["bytes"], top))
+    for line in fold.head(["  %-22s %6d %10s  %s" % (
+            ep, held[ep]["param_blocks"], human_bytes(held[ep]["bytes"]),
+            load_bar(held[ep]["bytes"], top)) for ep in eps], "endpoints", ENDPOINTS_WHERE):
+        yield "", line
+    line = surplus_line(plan)
+    if line:
+        yield "yellow", "  " + line
     imb = plan["imbalance"]
     style = "" if imb is None or imb < 1.25 else "yellow"
     yield style, "  imbalance (max/mean bytes): %s   total %s" % (
@@ -164,9 +213,7 @@ def split_summary_lines(plan: dict, out_dir: str):
     line = balance_line(plan)
     if line:
         yield "", "  " + line
-    yield "bold", "  %-40s %7s %8s %8s" % ("program", "ops", "removed", "inserted")
-    for key, p in sorted(plan["programs"].items()):
-        yield "", "  %-40s %7d %8d %8d" % (key + ".pb", p["ops"], p["removed"], p["inserted"])
+    yield from program_rows(plan)
     line = faults_summary(plan.get("faults") or [])
     if line:
         yield "yellow" if "reproduced" in line else "", "  " + line

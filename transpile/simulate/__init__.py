@@ -195,6 +195,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
         res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
                          "parameter had not moved" % (res.steps, steps))
     batch = res.batch
+    run.release()
 
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
@@ -234,6 +235,7 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
             res.notes.extend(n for n in cluster.notes if n not in res.notes)
         return res
     res.notes.extend(n for n in cluster.notes if n not in res.notes)
+    cluster.release({v.name for v in main.parameters()} | set(ref.slices))
     res.params = compare_params(main, run, cluster, ref, rtol)
     res.notes.extend(_memory_notes(main, run, [run.executors(), cluster.executors()]))
     return res

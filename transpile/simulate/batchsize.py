@@ -36,7 +36,8 @@ def data_dependent(main: Program) -> set:
 def candidates(main: Program) -> list:
     """Per-trainer batch sizes the program's own ops suggest, strongest first: a feed's
     declared batch; row bounds of a slice of computed values and the leading dim a reshape of
-    them asks for; a fill_constant's leading dim; a computed value's declared leading dim."""
+    them asks for; a fill_constant's leading dim; a computed value's declared leading dim (not
+    a persistable one's: a state kept across steps, as auc's bucket counts, has no batch)."""
     feeds = [int(v.shape[0]) for v in feed_vars(main) if v.shape and v.shape[0] > 0]
     dep = data_dependent(main)
     cuts, fills, declared = [], [], []
@@ -58,10 +59,11 @@ def candidates(main: Program) -> list:
             shape = op.attr("shape", []) or []
             if shape and int(shape[0]) > 1:
                 fills.append(int(shape[0]))
-        if reads:
+        if reads:   # a persistable output is a state kept across steps (auc's buckets)
             for n in op.output_names():
                 v = main.find_var(n)
-                if v is not None and v.shape and 1 < v.shape[0] < _HUGE:
+                if v is not None and v.shape and 1 < v.shape[0] < _HUGE \
+                        and not v.persistable:
                     declared.append(int(v.shape[0]))
     out: list = []
     for group in (feeds, sorted(cuts, reverse=True), sorted(fills, reverse=True),

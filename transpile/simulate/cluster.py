@@ -119,6 +119,15 @@ class Cluster:
         return [e for p in list(self.pservers.values()) + self.trainers
                 for e in (p.ex_startup, p.ex)]
 
+    def release(self, keep) -> None:
+        """The run is over: every scope keeps only the vars `keep` names (the parameters and
+        their pserver blocks, what the comparison reads); optimizer state and the rest go."""
+        for ex in self.executors():
+            ex.scope.keep_only(keep)
+        for tr in self.trainers:
+            if tr.geo is not None:
+                tr.geo.old = {}
+
     # --- the message layer ------------------------------------------------------------
     def pserver(self, ep, who) -> PServer:
         ps = self.pservers.get(ep)

@@ -60,6 +60,11 @@ class Scope:
         self.vars.pop(name, None)
         self.lods.pop(name, None)
 
+    def keep_only(self, names) -> None:
+        """Drop every var but `names` (a finished run keeps what is compared)."""
+        for name in [n for n in self.vars if n not in names]:
+            self.drop(name)
+
 
 def _compatible(declared, actual, temporary=False) -> bool:
     """Whether a value of shape `actual` may sit in a var declared `declared`. A temporary

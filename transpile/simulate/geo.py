@@ -170,6 +170,7 @@ class GeoCommunicator:
         names, eps = ctx.get("split_varnames") or [], ctx.get("split_endpoints") or []
         if not sections:
             sections = [latest.shape[0]] * len(names)
+        got = []            # (global rows, their values) of each pserver's block
         for n, ep, h in zip(names, eps, sections):
             ps = self.cluster.pserver(ep, self.tr.label)
             rows = self.cluster.geo_updated(ps, n, self.tr.tid)
@@ -178,10 +179,12 @@ class GeoCommunicator:
                 if block is None:
                     raise SimError("%s pulls %s from pserver %s, which holds no such var"
                                    % (self.tr.label, n, ep))
-                vals = rows_of(block, rows)
-                gids = rows + start
-                latest = with_rows(latest, gids, pulled(rows_of(latest, gids),
-                                                        rows_of(old, gids), vals))
-                old = with_rows(old, gids, vals)
+                got.append((rows + start, rows_of(block, rows)))
             start += h
-        return latest, old
+        if not got:
+            return latest, old
+        # one copy of the table for all the blocks' rows (a block's rows are its own)
+        gids = np.concatenate([g for g, _ in got])
+        vals = np.concatenate([v for _, v in got])
+        latest = with_rows(latest, gids, pulled(rows_of(latest, gids), rows_of(old, gids), vals))
+        return latest, with_rows(old, gids, vals)

@@ -126,3 +126,6 @@ class GeoRun(OriginalRun):
 
     def executors(self):
         return [self.ex_startup] + self.exs
+
+    def released(self, keep):
+        self.old = []       # what each trainer last pulled: for its next push only

@@ -48,12 +48,38 @@ def _init_op(spec: str, out: str) -> Op:
     return Op(kind, {}, {"Out": [out]}, attrs)
 
 
+def _height(program, m):
+    """The rows of a large-scale table block (0 for a block of no rows): its var's, else
+    (Paddle's async pservers declare no var for the block, only its grad) its grad's; None
+    if neither says."""
+    for name in (m["name"], m["grad"]):
+        var = program.find_var(name)
+        if var is not None and var.shape and var.shape[0] >= 0:
+            return int(var.shape[0])
+    return None
+
+
+def block_shapes(program) -> dict:
+    """name -> shape of each large-scale table block `program` initializes (its
+    lookup_sparse_table_init's metas), where its rows are known."""
+    out = {}
+    for _, _, op in program.ops():
+        if op.type != "lookup_sparse_table_init":
+            continue
+        for meta in op.attr("large_scale_metas", []) or []:
+            m = parse_meta(meta)
+            height = _height(program, m)
+            if height is not None and m["dims"]:
+                out[m["name"]] = (height, m["dims"][0])
+    return out
+
+
 def init_tables(cluster, ps, op):
     """lookup_sparse_table_init: the pserver's large-scale tables, by table name."""
     for meta in op.attr("large_scale_metas", []) or []:
         m = parse_meta(meta)
-        var = ps.main.find_var(m["name"])
-        height = var.shape[0] if var is not None and var.shape and var.shape[0] >= 0 else 1 << 40
+        height = _height(ps.main, m)
+        height = 1 << 40 if height is None else height
         values = {}
         for i, (vname, dim, spec) in enumerate(zip(m["values"], m["dims"], m["inits"])):
             init = _init_op(spec, m["name"] if i == 0 else m["vars"][i])

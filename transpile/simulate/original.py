@@ -76,6 +76,18 @@ class OriginalRun:
     def executors(self) -> list:
         return [self.ex_startup]
 
+    def release(self) -> None:
+        """The run is over: keep of every scope only the parameters, which is all the
+        comparisons read (server, trainer); its optimizer state and the rest go (with a table
+        of a million rows, each copy of it and of its moments is 128 MB)."""
+        keep = {v.name for v in self.main.parameters()}
+        for ex in self.executors():
+            ex.scope.keep_only(keep)
+        self.released(keep)
+
+    def released(self, keep: set) -> None:
+        """What a mode keeps besides the scopes, cut to the parameters `keep`."""
+
     def unmoved(self, init: dict) -> list:
         """The trainable parameters the run has not moved beyond rounding yet (as compare.py
         judges it: on the pservers, else on trainer 0)."""

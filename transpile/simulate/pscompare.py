@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compare import ParamDiff, movement, noise
+from .compare import ParamDiff, abs_diff, movement, noise, relative
 from .values import LazyTable, Unallocated, dense
 
 
@@ -27,14 +27,12 @@ def diff_of(name, shape, a, b, moved, rtol, f32, who="") -> ParamDiff:
     if a.shape != b.shape:
         return ParamDiff(name, shape, float("nan"), float("nan"), False,
                          "%s holds shape %s" % (who or "the split", list(b.shape)))
-    d = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))
+    d = abs_diff(a, b)
     if np.isnan(d).any():
         return ParamDiff(name, shape, float("nan"), float("nan"), False, "NaN")
     m = float(d.max()) if d.size else 0.0
     scale = max(float(np.abs(a).max()) if a.size else 0.0, 1e-6)
-    base = scale if moved is None else max(moved, noise(scale, f32))
-    rel = 0.0 if m <= noise(scale, f32) else m / base
-    ok = rel <= rtol
+    rel, ok = relative(m, scale, moved, rtol, f32)
     return ParamDiff(name, shape, m, rel, ok, "" if ok else ("worst: " + who if who else ""))
 
 

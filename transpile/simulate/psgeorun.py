@@ -45,6 +45,14 @@ class PsGeoReference:
         for c in self.clients:
             c.init_params(self.clients[0])
 
+    def release(self) -> None:
+        """Trained: keep of each trainer's scope only the parameters the comparisons read;
+        what each client last pulled goes (it is for its next push)."""
+        keep = {v.name for v in self.main.parameters()}
+        for tr, client in zip(self.trainers, self.clients):
+            tr.scope.keep_only(keep)
+            client.old = {}
+
     def step(self, shards, step, per):
         ops = self.main.global_block.ops
         for tr, client, feed in zip(self.trainers, self.clients, shards):
@@ -279,6 +287,7 @@ def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed
             glob = feeder.feed(s)
             psref.step([feeder.shard(glob, t, n) for t in range(n)], s, per)
             progress(steps + s + 1, 3 * steps)
+        psref.release()
     except (SimError, TableError) as e:
         raise UserError("the ps geo reference (the original under its descriptors) does not "
                         "run: %s" % e) from None

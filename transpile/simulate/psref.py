@@ -133,6 +133,12 @@ class PsReference:
                           for p in self.servers[0].desc_params.values()}
         self.clips = table_clips_of(main, list(self.pushes))
 
+    def release(self) -> None:
+        """Trained: keep of each trainer's scope only the parameters the comparisons read."""
+        keep = {v.name for v in self.main.parameters()}
+        for tr in self.trainers:
+            tr.scope.keep_only(keep)
+
     # --- tables -------------------------------------------------------------------------
     def _route(self, tid, keys):
         return sparse_server(keys, self.shard_num[tid], len(self.servers))

@@ -84,6 +84,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
     except (SimError, TableError) as e:
         raise UserError("the ps reference (the original under its descriptors) does not run: "
                         "%s" % e) from None
+    psref.release()
     cluster = None
     try:
         cluster = PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, reference=ref,

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir.program import Program
 from .executor import default_lazy_policy
+from .largescale import block_shapes
 from .values import LazyTable, shape_of
 
 _BLOCK_SUFFIX = re.compile(r"^(.+)\.block(\d+)$")
@@ -14,9 +15,15 @@ _DIST_ATTRS = ("min", "max", "mean", "std")
 
 
 def snapshot(v):
-    """A copy of a value that later steps cannot change."""
+    """A value that later steps cannot change: a LazyTable's copy; an array itself, made
+    read-only, not copied (kernels write new arrays into a scope, never into the arrays it
+    holds, so a snapshot of a table of a million rows costs nothing; a kernel that wrote into
+    one would fail loudly)."""
     if isinstance(v, LazyTable):
         return v.copy()
+    if isinstance(v, np.ndarray) and v.base is None:
+        v.flags.writeable = False
+        return v
     return np.array(v, copy=True)
 
 
@@ -41,10 +48,12 @@ class Reference:
         """`P.blockN` vars of the split -> (P, first row, end row) of the original P."""
         blocks: dict = {}
         for prog in programs:
-            for name, v in prog.global_block.vars.items():
+            shapes = {n: tuple(v.shape) for n, v in prog.global_block.vars.items() if v.shape}
+            shapes.update(block_shapes(prog))   # large-scale tables: a block without a var
+            for name, shape in shapes.items():
                 m = _BLOCK_SUFFIX.match(name)
-                if m and m.group(1) in self.init and v.shape:
-                    blocks.setdefault(m.group(1), {})[int(m.group(2))] = tuple(v.shape)
+                if m and m.group(1) in self.init:
+                    blocks.setdefault(m.group(1), {})[int(m.group(2))] = shape
         for base, parts in blocks.items():
             full = self.init[base].shape
             idx = sorted(parts)
@@ -95,7 +104,10 @@ class Reference:
                          % (label, op.type, name, list(shape_of(value)), origin,
                             list(shape_of(part))))
             return value
-        return part if isinstance(part, LazyTable) else np.array(part, copy=True)
+        if isinstance(part, LazyTable) or (isinstance(part, np.ndarray)
+                                           and not part.flags.writeable):
+            return part     # the original's rows, read-only (snapshot): shared, not copied
+        return np.array(part, copy=True)
 
 
 def _close(a, b):

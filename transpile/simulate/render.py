@@ -7,8 +7,10 @@ def _fmt(x: float) -> str:
     return "nan" if x != x else "%.3e" % x
 
 
-def _status(p) -> str:
+def _status(p, rtol) -> str:
     s = "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")
+    if p.ok and p.max_rel > rtol:
+        s += " (within rounding)"
     if p.trainable and p.changed is False:
         s += ", unchanged in the original run: proves nothing"
     elif not p.trainable:
@@ -20,7 +22,8 @@ def render(result, config, echo) -> None:
     """The per-parameter table and the verdict (stdout)."""
     rows = [("parameter", "shape", "max |a-b|", "max rel", "")]
     for p in result.params:
-        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel), _status(p)))
+        rows.append((p.name, str(list(p.shape)), _fmt(p.max_abs), _fmt(p.max_rel),
+                     _status(p, result.rtol)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         echo(("%-*s  %-*s  %*s  %*s  %s" % (widths[0], r[0], widths[1], r[1], widths[2], r[2],

@@ -91,3 +91,7 @@ class TurnRun(OriginalRun):
 
     def executors(self):
         return [self.ex_startup, self.ex]
+
+    def released(self, keep):
+        self.copies = [{n: v for n, v in c.items() if n in keep} for c in self.copies]
+        self.locals = [{n: v for n, v in c.items() if n in keep} for c in self.locals]

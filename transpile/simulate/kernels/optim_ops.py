@@ -79,6 +79,30 @@ def momentum(ctx):
     ctx.set("VelocityOut", v_out)
 
 
+def _adam_update(p, m1, m2, g, b1, b2, lr, eps_hat):
+    """Adam's new moments and parameter. Where every array is of one dtype, the same
+    arithmetic in the same order, in place on the new arrays: a table of a million rows
+    updated whole makes one temporary, not five."""
+    arrays = [np.asarray(a) for a in (p, m1, m2, g)]
+    if len({a.dtype for a in arrays}) != 1 or len({a.shape for a in arrays}) != 1:
+        m1o = b1 * m1 + (1 - b1) * g
+        m2o = b2 * m2 + (1 - b2) * g * g
+        return m1o, m2o, p - lr * (m1o / (np.sqrt(m2o) + eps_hat))
+    p, m1, m2, g = arrays
+    m1o = b1 * m1
+    t = (1 - b1) * g
+    m1o += t
+    np.multiply(1 - b2, g, out=t)
+    t *= g
+    m2o = b2 * m2
+    m2o += t
+    np.sqrt(m2o, out=t)
+    t += eps_hat
+    np.divide(m1o, t, out=t)
+    t *= lr
+    return m1o, m2o, np.subtract(p, t, out=t)
+
+
 @optimizer("adam")
 def adam(ctx):
     p, graw, g = _param_grad(ctx)
@@ -101,9 +125,7 @@ def adam(ctx):
         return
     b1pv, b2pv = b1p.reshape(-1)[0], b2p.reshape(-1)[0]
     lr = _lr(ctx) * np.sqrt(1 - b2pv) / (1 - b1pv)
-    m1o = b1 * m1 + (1 - b1) * g
-    m2o = b2 * m2 + (1 - b2) * g * g
-    po = p - lr * (m1o / (np.sqrt(m2o) + eps * np.sqrt(1 - b2pv)))
+    m1o, m2o, po = _adam_update(p, m1, m2, g, b1, b2, lr, eps * np.sqrt(1 - b2pv))
     if isinstance(graw, SelectedRows) and ctx.attr("lazy_mode", False):
         rows = graw.merged().rows
         keep = np.ones(p.shape[0], dtype=bool)

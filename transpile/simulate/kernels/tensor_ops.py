@@ -32,8 +32,16 @@ def fill_constant(ctx):
         v = float(value)
         width = int(np.prod(shape[1:]))
         return ctx.set("Out", LazyTable(shape[0], shape[1:], dt,
-                                        lambda rows: np.full((len(rows), width), v)))
-    ctx.set("Out", np.full(shape, value, dtype=dt))
+                                        lambda rows: _filled((len(rows), width), v, dt)))
+    ctx.set("Out", _filled(shape, value, dt))
+
+
+def _filled(shape, value, dt):
+    """An array of `value`: zeros where it is 0, which the OS maps only as they are written (a
+    big table's optimizer state starts so, and kernels write new arrays, not into it)."""
+    if value == 0:
+        return np.zeros(shape, dtype=dt)
+    return np.full(shape, value, dtype=dt)
 
 
 @kernel("fill_any_like", "fill_zeros_like", "zeros_like", "ones_like")
