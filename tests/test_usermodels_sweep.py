@@ -36,6 +36,8 @@ def test_the_subset_is_there_and_the_docs_name_faults():
     sweep = _sweep()
     cases = sweep.find_cases([os.path.join(CORPUS, "usermodels")])
     assert set(SUBSET) <= {os.path.basename(c) for c in cases}
+    assert sweep.model_of("shared_bottom_fleet_half_async") == "shared_bottom"
+    assert sweep.load_accept(sweep.ACCEPT)["bst"] == ["att_k.b_0"]
     ids = sweep.documented_ids()
     assert {"fleet-orphan-sparse-grad-sum", "ps-sparse-clip-dropped", "ps-sparse-init"} <= ids
 
@@ -66,5 +68,6 @@ def test_the_verdict_sees_each_class():
 @pytest.mark.parametrize("name", SUBSET)
 def test_done_when_holds(name):
     sweep = _sweep()
-    row = sweep.sweep_case(os.path.join(CORPUS, "usermodels", name), _pstranspile(), 900)
+    row = sweep.sweep_case(os.path.join(CORPUS, "usermodels", name), _pstranspile(), 900,
+                           sweep.load_accept(sweep.ACCEPT))
     assert sweep.violations(row, sweep.documented_ids()) == [], row

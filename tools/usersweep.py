@@ -13,7 +13,9 @@ folder of them; default tests/corpus/usermodels.  For every case, with the insta
 
 One JSON object per case is appended to OUT.jsonl as it is done (exit codes; the first line of
 each message; the fault ids split names, check finds or warns of, simulate names); --resume
-skips the cases OUT.jsonl holds.  --jobs (at most 2) cases run at once.  Then it prints a table
+skips the cases OUT.jsonl holds.  --jobs (at most 2) cases run at once.  --accept FILE (default
+tools/usersweep_accept.txt): per model, parameters whose gradient is zero by construction,
+passed to simulate as --accept-unchanged.  Then it prints a table
 (one row per case) and the violations of issue 41's "Done when":
 
   a  a default split (ours, or Paddle's) that simulate finds fails to execute, or differs with no
@@ -44,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROOT = os.path.join(ROOT, "tests", "corpus", "usermodels")
+ACCEPT = os.path.join(ROOT, "tools", "usersweep_accept.txt")
 FAULT_DOCS = ("docs/faults.md", "docs/simulate.md")
 _ID = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
 
@@ -127,10 +130,11 @@ def check(pst, case, cfg, split_dir, timeout) -> dict:
             "warning_faults": sorted({f["fault"] for f in warns if f.get("fault")})}
 
 
-def simulate(pst, case, cfg, split_dir, timeout) -> dict:
+def simulate(pst, case, cfg, split_dir, timeout, accept=()) -> dict:
+    extra = [a for p in accept for a in ("--accept-unchanged", p)]
     rc, so, se = _run([pst, "simulate", case + "/main.pb", split_dir, "--startup",
                        case + "/startup.pb", "--cluster", cfg, "--steps", "3", "--expect-equal",
-                       "--format", "json"], timeout)
+                       "--format", "json"] + extra, timeout)
     if rc is None:
         return {"rc": None, "cls": "timeout", "msg": se}
     try:
@@ -148,9 +152,10 @@ def simulate(pst, case, cfg, split_dir, timeout) -> dict:
         out["cls"], out["msg"] = "fails", res["error"][:400]
     elif bad:
         out["cls"] = "differs" if out["faults"] else "differs-unnamed"
-        p = bad[0]
-        out["msg"] = "%s differs: max rel %s%s" % (p["name"], p.get("max_rel"),
-                                                    " (%s)" % p["note"] if p.get("note") else "")
+        p = max(bad, key=lambda q: -1 if q.get("max_rel") is None else q["max_rel"])
+        out["msg"] = "%d of %d parameters differ, most %s: max rel %.3g%s" % (
+            len(bad), len(res["params"]), p["name"], p["max_rel"] if p.get("max_rel") is not None
+            else float("nan"), " (%s)" % p["note"] if p.get("note") else "")
     elif rc == 1:
         out["cls"] = "vacuous"
         out["msg"] = "did not move in the original run: " + ", ".join(
@@ -168,7 +173,27 @@ def fix_config(case: str, path: str) -> str:
     return path
 
 
-def sweep_case(case: str, pst: str, timeout: int) -> dict:
+def model_of(case: str) -> str:
+    """The model of a case named <model>_<style>_<mode>."""
+    name = os.path.basename(case)
+    m = re.match(r"^(.*)_(classic|fleet|ps)_(sync|async|half_async|geo)$", name)
+    return m.group(1) if m else name
+
+
+def load_accept(path) -> dict:
+    """{model: [parameter globs]} of an accept file (lines `model param...`, # comments)."""
+    out = {}
+    if path and os.path.isfile(path):
+        with open(path) as f:
+            for line in f:
+                words = line.split("#")[0].split()
+                if words:
+                    out.setdefault(words[0], []).extend(words[1:])
+    return out
+
+
+def sweep_case(case: str, pst: str, timeout: int, accept=None) -> dict:
+    accept = (accept or {}).get(model_of(case), [])
     style, mode = style_mode(case)
     row = {"case": os.path.basename(case), "path": case, "style": style, "mode": mode,
            "paddle_refuses": os.path.isfile(os.path.join(case, "expected", "error.txt"))}
@@ -181,11 +206,11 @@ def sweep_case(case: str, pst: str, timeout: int) -> dict:
             row["split_" + key] = split(pst, case, c, out, timeout)
             if row["split_" + key]["rc"] == 0:
                 row["check_" + key] = check(pst, case, c, out, timeout)
-                row["sim_" + key] = simulate(pst, case, c, out, timeout)
+                row["sim_" + key] = simulate(pst, case, c, out, timeout, accept)
         if not row["paddle_refuses"]:
             exp = os.path.join(case, "expected")
             row["check_paddle"] = check(pst, case, cfg, exp, timeout)
-            row["sim_paddle"] = simulate(pst, case, cfg, exp, timeout)
+            row["sim_paddle"] = simulate(pst, case, cfg, exp, timeout, accept)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return row
@@ -290,7 +315,7 @@ def load(path) -> list:
     return list(rows.values())
 
 
-def run(cases, out_path, pst, jobs, timeout, resume, progress=print) -> list:
+def run(cases, out_path, pst, jobs, timeout, resume, accept=None, progress=print) -> list:
     done = {r["case"] for r in load(out_path)} if resume else set()
     if not resume and os.path.exists(out_path):
         os.remove(out_path)
@@ -298,7 +323,7 @@ def run(cases, out_path, pst, jobs, timeout, resume, progress=print) -> list:
     lock = threading.Lock()
 
     def one(case):
-        row = sweep_case(case, pst, timeout)
+        row = sweep_case(case, pst, timeout, accept)
         with lock:
             with open(out_path, "a") as f:
                 f.write(json.dumps(row, sort_keys=True) + "\n")
@@ -324,6 +349,8 @@ def main(argv=None) -> int:
                     help="the pstranspile to run (default: the one beside this python)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per command")
     ap.add_argument("--resume", action="store_true", help="skip the cases OUT holds")
+    ap.add_argument("--accept", default=ACCEPT, help="lines `model param...`: parameters that "
+                    "cannot move, passed to simulate as --accept-unchanged (default: %(default)s)")
     ap.add_argument("--report", action="store_true", help="only print OUT's table")
     args = ap.parse_args(argv)
     documented = documented_ids()
@@ -334,7 +361,8 @@ def main(argv=None) -> int:
                     or args.only in r["case"]]
     else:
         cases = find_cases(args.roots or [DEFAULT_ROOT], args.only)
-        rows = run(cases, args.out, args.pst, args.jobs, args.timeout, args.resume)
+        rows = run(cases, args.out, args.pst, args.jobs, args.timeout, args.resume,
+                   load_accept(args.accept))
     by_class = report(rows, documented)
     return 1 if by_class else 0
 

@@ -36,7 +36,7 @@ auc_ctr, _, _ = paddle.static.auc(input=paddle.concat([1 - p_ctr, p_ctr], axis=1
 auc_ctcvr, _, _ = paddle.static.auc(input=paddle.concat([1 - p_ctcvr, p_ctcvr], axis=1),
                                     label=paddle.cast(conversion, "int64"))
 
-lr = paddle.optimizer.lr.LinearWarmup(learning_rate=0.1, warmup_steps=100, start_lr=0.0, end_lr=0.1)
+lr = paddle.optimizer.lr.LinearWarmup(learning_rate=0.1, warmup_steps=100, start_lr=0.01, end_lr=0.1)
 optimizer = paddle.optimizer.SGD(learning_rate=lr)
 optimizer.minimize(loss)
 

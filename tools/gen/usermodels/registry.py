@@ -57,7 +57,7 @@ MODELS = {
                  'multi-hot slot unsqueezed to [-1,n,1] and for item_id [-1,1]; two towers; '
                  'two aucs; SGD, LinearWarmup, no clip',
         'optimizer': {'type': 'sgd', 'learning_rate': _sched('LinearWarmup', learning_rate=0.1,
-                                                             warmup_steps=100, start_lr=0.0,
+                                                             warmup_steps=100, start_lr=0.01,
                                                              end_lr=0.1)}},
     'wdl_dense': {
         'mixes': 'wide&deep with dense nn.Embedding tables on 1-D ids [-1], L2Decay in each '
@@ -87,7 +87,7 @@ MODELS = {
                                               learning_rate=_sched('CosineAnnealingDecay',
                                                                    learning_rate=0.002,
                                                                    T_max=20000),
-                                              warmup_steps=500, start_lr=0.0, end_lr=0.002),
+                                              warmup_steps=500, start_lr=0.0002, end_lr=0.002),
                       'kwargs': {'lazy_mode': True},
                       'grad_clip': {'type': 'ClipGradByNorm', 'clip_norm': 2.0}}},
     'dcn': {

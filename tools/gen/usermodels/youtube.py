@@ -37,7 +37,7 @@ logit = paddle.static.nn.fc(x, 1, name="out")
 loss = paddle.mean(F.binary_cross_entropy_with_logits(logit, label))
 
 cosine = paddle.optimizer.lr.CosineAnnealingDecay(learning_rate=0.002, T_max=20000)
-lr = paddle.optimizer.lr.LinearWarmup(learning_rate=cosine, warmup_steps=500, start_lr=0.0,
+lr = paddle.optimizer.lr.LinearWarmup(learning_rate=cosine, warmup_steps=500, start_lr=0.0002,
                                       end_lr=0.002)
 optimizer = paddle.optimizer.Adam(learning_rate=lr, lazy_mode=True,
                                   grad_clip=paddle.nn.ClipGradByNorm(clip_norm=2.0))
