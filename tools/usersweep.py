@@ -287,6 +287,8 @@ def report(rows, documented, echo=print) -> dict:
         for cls, detail in notes(row):
             by_note.setdefault(cls, []).append((row["case"], detail))
     echo("")
+    _counts(rows, echo)
+    echo("")
     total = sum(len(v) for v in by_class.values())
     echo("violations of issue 41's \"Done when\": %d over %d cases" % (total, len(rows)))
     _classes(by_class, echo)
@@ -295,6 +297,28 @@ def report(rows, documented, echo=print) -> dict:
         echo("also (issue 41 beyond its \"Done when\"): %d" % sum(len(v) for v in by_note.values()))
         _classes(by_note, echo)
     return by_class
+
+
+def _counts(rows, echo) -> None:
+    """Per split (ours by default, ours under fix, Paddle's): how simulate found it, and how
+    many of those `check` passed (exit 0)."""
+    for who, label in (("default", "ours, default"), ("fix", "ours, fix"),
+                       ("paddle", "Paddle's")):
+        counts, passed = collections.Counter(), collections.Counter()
+        for row in rows:
+            if who == "paddle" and row["paddle_refuses"]:
+                cls = "refused (as Paddle)"
+            elif who != "paddle" and row["split_" + who]["rc"] != 0:
+                cls = "refused (as Paddle)" if row["paddle_refuses"] else \
+                    "refused (Paddle splits)"
+            else:
+                cls = row["sim_" + who]["cls"]
+                if row["check_" + who].get("rc") == 0:
+                    passed[cls] += 1
+            counts[cls] += 1
+        echo("%-14s %s" % (label + ":", ", ".join(
+            "%s %d%s" % (c, n, " (check 0: %d)" % passed[c] if passed[c] and c != "ok" else "")
+            for c, n in sorted(counts.items()))))
 
 
 def _classes(by_class, echo) -> None:
