@@ -2,9 +2,10 @@
 in the corpus layout.  A dev tool (never run by `make test`); see tools/gen/README.md.
 
     python tools/gen/gen.py case SPEC.json OUT_DIR          one case from a spec (spec.py)
-    python tools/gen/gen.py set zoo|clip|ps-tables|parity OUT_ROOT [--only NAME ...] [--force]
-                            [--inputs /work/gen-out/inputs]  (zoo)
-    python tools/gen/gen.py list zoo|clip|ps-tables|parity   the case names of a set
+    python tools/gen/gen.py set zoo|clip|ps-tables|parity|usermodels OUT_ROOT [--only NAME ...] [--force]
+                            [--inputs DIR]  (zoo: /work/gen-out/inputs; usermodels:
+                                             /work/gen-out/usermodels, usermodels/build.py's OUT)
+    python tools/gen/gen.py list zoo|clip|ps-tables|parity|usermodels   the case names of a set
     python tools/gen/gen.py models                           the model registry
 
 A set writes OUT_ROOT/<case>/ per case and skips a case whose case.json records the same spec
@@ -100,10 +101,10 @@ def add_knobs(paddle, case_name, spec, case_dir, out_root, force):
 
 def run_set(name, out_root, only=None, force=False, inputs=None):
     paddle = runner.default_paddle()
-    if inputs:
+    if inputs and name != 'usermodels':
         import ps_tables
         ps_tables.ZOO_INPUTS[0] = inputs
-    cases = sets.zoo(inputs) if name == 'zoo' else sets.SETS[name]()
+    cases = sets.make(name, inputs)
     if only:
         cases = [c for c in cases if c[0] in only or any(o in c[0] for o in only)]
     for i, (case_name, spec, info) in enumerate(cases):
@@ -135,10 +136,10 @@ def main(argv=None):
     s.add_argument('out')
     s.add_argument('--only', action='append')
     s.add_argument('--force', action='store_true')
-    s.add_argument('--inputs', default='/work/gen-out/inputs')
+    s.add_argument('--inputs')
     ls = sub.add_parser('list')
     ls.add_argument('name', choices=sorted(sets.SETS))
-    ls.add_argument('--inputs', default='/work/gen-out/inputs')
+    ls.add_argument('--inputs')
     sub.add_parser('models')
     args = ap.parse_args(argv)
     if args.cmd == 'case':
@@ -150,7 +151,7 @@ def main(argv=None):
     if args.cmd == 'set':
         return run_set(args.name, args.out, args.only, args.force, args.inputs)
     if args.cmd == 'list':
-        cases = sets.zoo(args.inputs) if args.name == 'zoo' else sets.SETS[args.name]()
+        cases = sets.make(args.name, args.inputs)
         print('\n'.join(c[0] for c in cases))
         return 0
     import models

@@ -6,7 +6,8 @@
 
 Or the zoo inputs' form {"class": "paddle.optimizer.Adam", "args": {...}} (model.json).
 learning_rate is a number or a scheduler {"scheduler": "ExponentialDecay",
-"args": {"learning_rate": 0.1, "gamma": 0.9}} (any paddle.optimizer.lr class).  type is a
+"args": {"learning_rate": 0.1, "gamma": 0.9}} (any paddle.optimizer.lr class; an arg may be
+such a scheduler itself: LinearWarmup over CosineAnnealingDecay).  type is a
 paddle.optimizer class name, case-insensitive ("sgd", "adam", "adagrad", "momentum", "rmsprop",
 "adamw", "lamb", "adamax", "adadelta").  grad_clip: ClipGradByValue (max, min), ClipGradByNorm
 (clip_norm), ClipGradByGlobalNorm (clip_norm).  weight_decay: a float or L2Decay / L1Decay (coeff).
@@ -18,9 +19,11 @@ NAMES = {'sgd': 'SGD', 'adam': 'Adam', 'adagrad': 'Adagrad', 'momentum': 'Moment
 
 
 def learning_rate(paddle, lr):
+    """A number, or a scheduler; a scheduler's args may hold a scheduler (LinearWarmup's
+    learning_rate)."""
     if isinstance(lr, dict):
         cls = getattr(paddle.optimizer.lr, lr['scheduler'])
-        return cls(**lr.get('args', {}))
+        return cls(**{k: learning_rate(paddle, v) for k, v in lr.get('args', {}).items()})
     return lr
 
 
@@ -75,11 +78,7 @@ def describe(spec):
         args = spec.get('args', {})
         return '%s(%s)' % (spec['class'], ', '.join('%s=%s' % (k, _arg(v))
                                                      for k, v in sorted(args.items())))
-    lr = spec.get('learning_rate', 0.001)
-    if isinstance(lr, dict):
-        lr = '%s(%s)' % (lr['scheduler'], ', '.join(
-            '%s=%r' % kv for kv in sorted(lr.get('args', {}).items())))
-    parts = ['learning_rate=%s' % lr]
+    parts = ['learning_rate=%s' % _lr_text(spec.get('learning_rate', 0.001))]
     parts += ['%s=%r' % kv for kv in sorted(spec.get('kwargs', {}).items())]
     for key in ('grad_clip', 'weight_decay'):
         v = spec.get(key)
@@ -89,6 +88,13 @@ def describe(spec):
         elif v is not None:
             parts.append('%s=%r' % (key, v))
     return '%s(%s)' % (NAMES.get(spec['type'].lower(), spec['type']), ', '.join(parts))
+
+
+def _lr_text(lr):
+    if isinstance(lr, dict):
+        return '%s(%s)' % (lr['scheduler'], ', '.join(
+            '%s=%s' % (k, _lr_text(v)) for k, v in sorted(lr.get('args', {}).items())))
+    return repr(lr)
 
 
 def _arg(v):

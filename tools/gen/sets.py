@@ -8,6 +8,9 @@
     ps-tables  ps cases with PaddleRec table_parameters and the other table settings (ps_tables.py)
     parity     the nets of model_parity.py in the styles and modes that show them (issue 45)
                                                           -> <style>_<net>[_<n>ps][<n>t]_<mode>
+    usermodels every user model of usermodels/ (INPUTS/<model>/: main.pb, startup.pb, model.json,
+               made by usermodels/build.py) x the modes of zoo; 2 pservers, 2 trainers
+                                                                       -> <model>_<style>_<mode>
 """
 import json
 import os
@@ -155,4 +158,42 @@ def parity():
     return cases
 
 
-SETS = {'zoo': zoo, 'clip': clip, 'ps-tables': tables, 'parity': parity}
+# --- usermodels --------------------------------------------------------------------------------
+USERMODELS_INPUTS = '/work/gen-out/usermodels'
+
+
+def usermodels(inputs=None):
+    """The user models (tools/gen/usermodels: scripts written as recommendation engineers write
+    them, saved after a plain minimize) through every mode of every style."""
+    inputs = inputs or USERMODELS_INPUTS
+    cases = []
+    for model in sorted(os.listdir(inputs)):
+        d = os.path.join(inputs, model)
+        if not os.path.isfile(os.path.join(d, 'model.json')):
+            continue
+        with open(os.path.join(d, 'model.json')) as f:
+            meta = json.load(f)
+        info = {'description': 'user model %s (%s): %s' % (model, meta['script'], meta['mixes']),
+                'source': {'script': meta['script'], 'main_sha256': meta['main']['sha256'],
+                           'startup_sha256': meta['startup']['sha256']},
+                'paddle_single_process': meta['paddle_single_process'], 'issue': 41}
+        for style, modes in ZOO_MODES:
+            for mode in modes:
+                spec = _base(style, mode)
+                spec['name'] = '%s_%s_%s' % (model, style, mode)
+                spec['model'] = {'input': d, 'optimizer': meta['optimizer']}
+                cases.append((spec['name'], spec, info))
+    return cases
+
+
+SETS = {'zoo': zoo, 'clip': clip, 'ps-tables': tables, 'usermodels': usermodels,
+        'parity': parity}
+
+
+def make(name, inputs=None):
+    """The (case name, spec, info) triples of a set; `inputs` for zoo and usermodels."""
+    if name == 'zoo':
+        return zoo(inputs or '/work/gen-out/inputs')
+    if name == 'usermodels':
+        return usermodels(inputs)
+    return SETS[name]()
