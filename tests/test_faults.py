@@ -228,3 +228,35 @@ def test_summary_wording():
     stuck = [dict(two[0], note="a global-norm clip")]
     assert summary(stuck) == ("1 Paddle fault reproduced: fleet-clip-before-merge; not "
                               "fixable in a split: fleet-clip-before-merge")
+
+
+def test_docs_give_each_fault_its_four_parts():
+    """docs/faults.md: every fault kind has a section saying what Paddle writes, what `fix`
+    writes, what still differs and how the model avoids it (the model change, where
+    plan/fault_notes.py knows one, word for word; what still differs, likewise)."""
+    from transpile.plan.fault_notes import AVOID, STILL
+    with open(os.path.join(os.path.dirname(CORPUS), "..", "docs", "faults.md")) as f:
+        text = f.read()
+    sections = {}
+    for part in text.split("\n### `")[1:]:
+        sections[part.split("`", 1)[0]] = part.split("\n## ", 1)[0]
+    for kind in FAULT_KINDS:
+        # a section of its own, or named in the first line of its twin's
+        sec = sections.get(kind.id) or next(
+            (v for v in sections.values() if "`%s`" % kind.id in v.split("\n")[2]), None)
+        assert sec is not None, "docs/faults.md has no section for %s" % kind.id
+        for head in ("**Paddle writes**", "**`fix` writes**", "**Still differs**",
+                     "**Avoid it in the model**"):
+            assert head in sec, (kind.id, head)
+        if kind.id in AVOID:
+            assert AVOID[kind.id].rstrip(".") in " ".join(sec.split()), kind.id
+        if kind.id in STILL and kind.id in sections:
+            assert STILL[kind.id].rstrip(".") in " ".join(sec.split()), kind.id
+
+
+def test_a_finding_says_the_model_change_that_avoids_its_fault():
+    from transpile.plan.fault_notes import AVOID
+    case = "clip/ps_ctr2_emb_clipglobal_async"
+    c = os.path.join(CORPUS, case)
+    r = _check(case, c + "/cluster.yaml", c + "/expected")
+    assert r.exit_code == 1 and AVOID["ps-sparse-clip-dropped"] in r.output, r.output

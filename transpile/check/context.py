@@ -7,6 +7,7 @@ from typing import Optional
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
+from ..plan.fault_notes import avoid_text
 from .findings import Finding
 from .index import ParamBlock, SplitIndex, build_index
 from .loading import Split
@@ -151,5 +152,7 @@ class CheckContext:
 
 
 def _finding(check, part, block, op, message, expected, fault="") -> Finding:
+    if fault:
+        expected += avoid_text(fault)       # the model change that avoids it, when one does
     return Finding(check, part if isinstance(part, str) else part.name, block, op, message,
                    expected, fault)

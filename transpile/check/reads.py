@@ -57,7 +57,8 @@ def _report(ctx, part: Part, misses: list) -> None:
             "here at its first step%s" % (
                 "Paddle fault %s: " % fault if fault else "", first.op_type, first.name, what,
                 " (%d more such read%s after it)" % (more, "s" * (more > 1)) if more else ""),
-            "a value for every var an op reads", fault=fault)
+            "what `paddle_faults: fix` writes: " + KIND[fault].fix.split(";")[0] if fault
+            else "a value for every var an op reads", fault=fault)
 
 
 def _fault(ctx, op, miss) -> str:

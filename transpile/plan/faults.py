@@ -122,10 +122,13 @@ _IDS_PADDLE = ("Paddle's distributed_lookup_table must be fed 2-D ids (its Infer
                "checks every Ids var as the pass inserts the op): a remote table looked up "
                "with ids of another rank ([-1], a slice of one feed tensor, or [-1, a, b]) is "
                "refused: \"The dimension of the 'Ids' tensor must be 2.\"")
-_IDS_FIX = ("each such lookup reads its ids made 2-D (unsqueeze2 of [-1] to [-1, 1], reshape2 "
-            "of [-1, a, b] to [-1, b]) and its rows are made back into the shape the program "
-            "uses (squeeze2 / reshape2) before their first reader; the grads are pushed by the "
-            "same 2-D ids (a [-1, a, b] with more than one unknown dim can not be fixed)")
+_IDS_FIX = ("each such lookup reads its ids made 2-D, keeping the batch as their first dim "
+            "(lookup_table_v2: unsqueeze2 of [-1] to [-1, 1], reshape2 [0, -1] of [-1, a, b]; "
+            "lookup_table's [-1, n, 1]: reshape2 to [-1, 1] for the lookup, squeeze2 to [-1, n] "
+            "for its grads and push) and its rows are made back into the shape the program "
+            "uses (squeeze2 / reshape2) before their first reader; the grads are pushed by ids "
+            "of the batch's first dim, so the push scales them as the original's (ids with "
+            "more than one unknown dim besides the batch can not be fixed)")
 FAULT_KINDS += (
     FaultKind(CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC.name, "sync, async, half_async", _IDS_PADDLE,
               _IDS_FIX, refused=True),
@@ -140,9 +143,9 @@ FAULT_KINDS += (
               "gradient, which it never receives, over the averaged one; a global-norm clip "
               "needs the norms of gradients other pservers hold",
               "the trainers send the raw gradient; each pserver averages it, clips the "
-              "average, and the update reads the clip's output; clip by value, and by norm of "
-              "an unsliced parameter (a global-norm clip, or a norm over a sliced parameter, "
-              "needs more than one pserver holds: not fixable in a split)"),
+              "average, and the update reads the clip's output (clip by value, and by norm of "
+              "an unsliced parameter); a global-norm clip, or a norm over a sliced parameter, "
+              "which no pserver can run, stays on the trainers, which send what they clipped"),
     FaultKind(FLEET_SPARSE_CLIP_DROPPED, FLEET.name, "sync, async, half_async",
               "a clipped remote table: its lookup grads become a distributed_push_sparse, so "
               "the table's gradient the trainer's clip reads is an empty SelectedRows: the "

@@ -194,6 +194,8 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     if res.steps > steps:
         res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
                          "parameter had not moved" % (res.steps, steps))
+    from .paddlelimits import original_limits
+    res.notes.extend(original_limits(main))
     batch = res.batch
     run.release()
 
