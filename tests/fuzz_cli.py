@@ -162,7 +162,8 @@ def run_one(args):
             elif "Traceback" in text or (r.exit_code == 2 and len(text.strip().splitlines()) > 1):
                 problems.append("traceback: %s printed: %s" % (cmd[0], text.strip()[:200]))
             if cmd[0] == "split":
-                leftovers = [n for n in os.listdir(work) if ".tmp-" in n or ".old-" in n]
+                leftovers = [n for n in os.listdir(work)
+                             if ".tmp-" in n or ".old-" in n or n.endswith(".lock")]
                 if r.exit_code != 0 and os.path.exists(out):
                     problems.append("partial output: split exited %d and left %s"
                                     % (r.exit_code, out))

@@ -105,7 +105,8 @@ def _assert_clean(result, out_dir=None):
         assert not os.path.exists(out_dir), "partial output left behind"
     parent = os.path.dirname(out_dir) if out_dir else None
     if parent and os.path.isdir(parent):
-        assert not [n for n in os.listdir(parent) if ".tmp-" in n or ".old-" in n]
+        assert not [n for n in os.listdir(parent)
+                    if ".tmp-" in n or ".old-" in n or n.endswith(".lock")]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

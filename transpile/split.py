@@ -201,7 +201,6 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     from .format import textform
     from .output import outdir
     from .render.report import report_chunks
-    outdir.check_target(out_dir, force)
     workers = workers_available()
     dumped = []
     try:
@@ -247,6 +246,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                 writer.result()
     except OSError as e:
         raise _cannot_write(out_dir, e) from None
+    result.replaced, result.kept = stage.replaced, stage.kept
     return result
 
 
