@@ -87,7 +87,7 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
     from ..core import config as config_mod
     from ..core.gcpause import keep_until_exit
     from ..output.target import check_target
-    from ..split import split_to_folder
+    from ..split import TooLarge, split_to_folder
     from .progress import progress_bar
 
     opts = options()
@@ -100,9 +100,13 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
     startup_prog = load_program(startup) if startup else None
     keep_until_exit(main_prog, startup_prog)
     with progress_bar("split", quiet=opts.is_quiet(quiet)) as update:
-        result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
-                                 title=main_program, progress=update, dump_after=dump_after,
-                                 names=(main_program, startup or "startup program"))
+        try:
+            result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
+                                     title=main_program, progress=update,
+                                     dump_after=dump_after,
+                                     names=(main_program, startup or "startup program"))
+        except TooLarge as e:
+            raise config_mod.ConfigError("%s: %s" % (cluster, e.message)) from None
     if not opts.is_quiet(quiet):
         _print_summary(result, cfg, out_dir, fmt, opts.use_color())
         if result.replaced:
