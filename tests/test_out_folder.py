@@ -325,3 +325,26 @@ def test_the_lock_is_released_and_its_file_removed(tmp_path):
             with outdir.staged(out, True):
                 pass
     assert os.listdir(tmp_path) == ["out"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_program_written_by_convert_is_not_left_half_written_on_sigterm(tmp_path, sig):
+    code = ("import os, sys, time\n"
+            "from transpile.format import programio\n"
+            "def stopped(a, b):\n"
+            "    open(sys.argv[2], 'w').close()\n"
+            "    time.sleep(60)\n"
+            "os.replace = stopped\n"
+            "programio.write_atomic(sys.argv[1], b'x' * 1000)\n")
+    ready = tmp_path / "ready"
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "out.pb"), str(ready)],
+                         cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait_for(ready)
+        assert [n for n in os.listdir(tmp_path) if n.startswith(".out.pb.tmp")]
+        p.send_signal(sig)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert os.listdir(tmp_path) == ["ready"]
