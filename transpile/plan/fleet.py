@@ -161,6 +161,13 @@ class FleetPlan(ModeQuestions):
             return trainer_copy_name(merged, trainer_id)
         return merged
 
+    def trainer_copies(self) -> int:
+        """The gradient copies the pservers declare, one per trainer and gradient block (sync
+        mode with several trainers), or 0."""
+        if not (self.is_sync and self.trainers > 1):
+            return 0
+        return self.trainers * sum(len(v) for v in self.grad_slices.values())
+
     def endpoint_of(self, slice_name: str) -> list:
         """Endpoints holding a param or grad slice of that name (Paddle's build_ctx lookup)."""
         return list(self._slice_endpoints.get(slice_name, ()))
