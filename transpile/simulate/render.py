@@ -9,7 +9,9 @@ def _fmt(x: float) -> str:
 
 def _status(p, rtol) -> str:
     s = "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")
-    if p.ok and p.max_rel > rtol:
+    if p.ok and p.note:
+        s += " (%s)" % p.note
+    elif p.ok and p.max_rel > rtol:
         s += " (within rounding)"
     if p.trainable and p.changed is False:
         s += ", unchanged in the original run: proves nothing"
