@@ -44,6 +44,8 @@ def test_the_subset_is_there_and_the_docs_name_faults():
     cases = sweep.find_cases([os.path.join(CORPUS, "usermodels")])
     assert set(SUBSET) | set(HOLDING) <= {os.path.basename(c) for c in cases}
     assert sweep.model_of("shared_bottom_fleet_half_async") == "shared_bottom"
+    assert sweep.model_of("fleet_dmr_async") == "dmr"        # tests/corpus/paddlerec-gen
+    assert sweep.load_accept(sweep.ACCEPT, sweep.ZOO_ACCEPT)["dmr"] == ["linear_3.b_0"]
     assert sweep.load_accept(sweep.ACCEPT)["bst"] == ["att_k.b_0"]
     ids = sweep.documented_ids()
     assert {"fleet-orphan-sparse-grad-sum", "ps-sparse-clip-dropped", "ps-sparse-init"} <= ids

@@ -47,6 +47,8 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ROOT = os.path.join(ROOT, "tests", "corpus", "usermodels")
 ACCEPT = os.path.join(ROOT, "tools", "usersweep_accept.txt")
+# the PaddleRec zoo's (tools/simsweep.py's): for tests/corpus/paddlerec-gen, made of those models
+ZOO_ACCEPT = os.path.join(ROOT, "tools", "simsweep_accept.txt")
 FAULT_DOCS = ("docs/faults.md", "docs/simulate.md")
 _ID = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
 
@@ -174,21 +176,24 @@ def fix_config(case: str, path: str) -> str:
 
 
 def model_of(case: str) -> str:
-    """The model of a case named <model>_<style>_<mode>."""
+    """The model of a case named <model>_<style>_<mode> (the user models) or
+    <style>_<model>_<mode> (tests/corpus/paddlerec-gen)."""
     name = os.path.basename(case)
-    m = re.match(r"^(.*)_(classic|fleet|ps)_(sync|async|half_async|geo)$", name)
+    m = re.match(r"^(.*)_(classic|fleet|ps)_(sync|async|half_async|geo)$", name) or \
+        re.match(r"^(?:classic|fleet|ps)_(.*)_(sync|async|half_async|geo)$", name)
     return m.group(1) if m else name
 
 
-def load_accept(path) -> dict:
-    """{model: [parameter globs]} of an accept file (lines `model param...`, # comments)."""
-    out = {}
-    if path and os.path.isfile(path):
-        with open(path) as f:
-            for line in f:
-                words = line.split("#")[0].split()
-                if words:
-                    out.setdefault(words[0], []).extend(words[1:])
+def load_accept(*paths) -> dict:
+    """{model: [parameter globs]} of accept files (lines `model param...`, # comments)."""
+    out: dict = {}
+    for path in paths:
+        if path and os.path.isfile(path):
+            with open(path) as f:
+                for line in f:
+                    words = line.split("#")[0].split()
+                    if words:
+                        out.setdefault(words[0], []).extend(words[1:])
     return out
 
 
@@ -373,8 +378,10 @@ def main(argv=None) -> int:
                     help="the pstranspile to run (default: the one beside this python)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per command")
     ap.add_argument("--resume", action="store_true", help="skip the cases OUT holds")
-    ap.add_argument("--accept", default=ACCEPT, help="lines `model param...`: parameters that "
-                    "cannot move, passed to simulate as --accept-unchanged (default: %(default)s)")
+    ap.add_argument("--accept", action="append", default=None,
+                    help="lines `model param...`: parameters that cannot move, passed to "
+                    "simulate as --accept-unchanged; repeatable (default: %s and %s)"
+                    % (os.path.relpath(ACCEPT, ROOT), os.path.relpath(ZOO_ACCEPT, ROOT)))
     ap.add_argument("--report", action="store_true", help="only print OUT's table")
     args = ap.parse_args(argv)
     documented = documented_ids()
@@ -386,7 +393,7 @@ def main(argv=None) -> int:
     else:
         cases = find_cases(args.roots or [DEFAULT_ROOT], args.only)
         rows = run(cases, args.out, args.pst, args.jobs, args.timeout, args.resume,
-                   load_accept(args.accept))
+                   load_accept(*(args.accept or (ACCEPT, ZOO_ACCEPT))))
     by_class = report(rows, documented)
     return 1 if by_class else 0
 
