@@ -57,41 +57,65 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         raise UserError("nothing to split: no optimizer ops found — was minimize() called "
                         "before the program was saved?")
     style = style_of(config)
-    run = Runner(after)
     with paused_gc():
         prep = style.prepare(main, startup, config, ids)
         _check_size(prep.plan, config)
+        build = _Building(style, prep, ids, Runner(after), sink)
         result = SplitResult(sink=sink)
         result.faults = list(prep.faults)
-        units = style.units(ids, list(prep.plan.endpoints))
-        pservers = sum(1 for u in units if u.role == "pserver")
-        parts = []                      # plan.json's two steps (Style.plan_parts)
-        if after is None and hasattr(sink, "sections") and \
-                worth_forking(workers, len(units), pservers, len(main.global_block.ops)):
-            def first():
-                # while the child builds programs: what plan.json takes from the plan alone
-                # (and the sink's encoding of it), else the last thing the split does
-                parts.append(style.plan_parts(prep, ids))
-                started = getattr(sink, "plan_started", None)
-                if started is not None:
-                    started(parts[0])
-            made, (theirs, sections) = share_pieces(
-                len(units), lambda i: _build_unit(style, prep, units[i], run, sink),
-                lambda queue: _build_units(style, prep, units, queue, run, sink),
-                progress and (lambda done: progress(done, len(units))), _longest_first(units),
-                first)
-            made.update(theirs)
-            sink.sections.update(sections)
+        if after is None and hasattr(sink, "sections") and worth_forking(
+                workers, len(build.units), build.pservers(), len(main.global_block.ops)):
+            made, parts = build.shared_with_a_child(progress)
         else:
-            made = {}                   # unit index -> what building it added (a SplitResult)
-            for i in range(len(units)):
-                made[i] = _build_unit(style, prep, units[i], run, sink)
-                if progress:
-                    progress(len(made), len(units))
-            parts.append(style.plan_parts(prep, ids))
+            made, parts = build.in_turn(progress)
         _gather(result, made, sink)
-        result.plan = parts[0].finish(result)
+        result.plan = parts.finish(result)
     return result
+
+
+class _Building:
+    """The pieces of one split's work (Style.units) and how they are scheduled: in turn in
+    this process, or shared with a forked child (core/forked.py) that takes the next piece
+    from one queue when it is free; either way {piece index: its result} and plan.json's parts
+    (Style.plan_parts), the same bytes."""
+
+    def __init__(self, style, prep, trainer_ids: list, run: Runner, sink):
+        self.style, self.prep, self.ids, self.run, self.sink = style, prep, trainer_ids, run, sink
+        self.units = style.units(trainer_ids, list(prep.plan.endpoints))
+
+    def pservers(self) -> int:
+        return sum(1 for u in self.units if u.role == "pserver")
+
+    def _piece(self, i: int) -> SplitResult:
+        return _build_unit(self.style, self.prep, self.units[i], self.run, self.sink)
+
+    def in_turn(self, progress) -> tuple:
+        made = {}                   # unit index -> what building it added (a SplitResult)
+        for i in range(len(self.units)):
+            made[i] = self._piece(i)
+            if progress:
+                progress(len(made), len(self.units))
+        return made, self.style.plan_parts(self.prep, self.ids)
+
+    def shared_with_a_child(self, progress) -> tuple:
+        parts = []
+
+        def first():
+            # while the child builds programs: what plan.json takes from the plan alone
+            # (and the sink's encoding of it), else the last thing the split does
+            parts.append(self.style.plan_parts(self.prep, self.ids))
+            started = getattr(self.sink, "plan_started", None)
+            if started is not None:
+                started(parts[0])
+        n = len(self.units)
+        made, (theirs, sections) = share_pieces(
+            n, self._piece,
+            lambda queue: _build_units(self.style, self.prep, self.units, queue, self.run,
+                                       self.sink),
+            progress and (lambda done: progress(done, n)), _longest_first(self.units), first)
+        made.update(theirs)
+        self.sink.sections.update(sections)
+        return made, parts[0]
 
 
 def verify_after_pass(pass_name: str, key: str, prog: Program) -> None:
