@@ -10,6 +10,7 @@ import numpy as np
 from ..ir.dataflow import EMPTY_ROWS_OK
 from ..ir.program import Program
 from .kernels import KERNELS
+from .kernels.registry import SHARES_LOD
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
                      shape_of)
 
@@ -378,6 +379,8 @@ class Executor:
                                         % (self.where(block_idx, op_idx, op), op.type))
                 with np.errstate(all="ignore"):
                     fn(OpCtx(self, block_idx, op))
+                if op.type in SHARES_LOD:
+                    self._share_lod(op, *SHARES_LOD[op.type])
         except (SimError, NoKernelError) as e:
             if getattr(e, "located", False):
                 raise
@@ -391,6 +394,21 @@ class Executor:
             err = SimError("%s: %s" % (self.where(block_idx, op_idx, op), e))
             err.located = True
             raise err from None
+
+    def _share_lod(self, op, src_slot, out_slots) -> None:
+        """Give the outputs in `out_slots` the LoD of input `src_slot`'s first var where the
+        kernel set none and the rows agree (registry.SHARES_LOD)."""
+        src = op.input(src_slot)
+        lod = self.scope.lods.get(src[0]) if src else None
+        if not lod:
+            return
+        rows = lod[-1][-1]
+        for slot in out_slots:
+            for n in op.output(slot):
+                v = self.scope.get(n)
+                if n not in self.scope.lods and isinstance(v, np.ndarray) and v.ndim \
+                        and v.shape[0] == rows:
+                    self.scope.lods[n] = lod
 
     def _conditional(self, op):
         conds = [self.read(n) for n in op.input("Cond")]
