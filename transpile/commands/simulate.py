@@ -26,6 +26,9 @@ from .common import no_startup, options
                    "trainers: 9 for 3), or what the "
                    "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
+@click.option("--lod", "lod", default=None, metavar="N|MIN-MAX",
+              help="The lengths of the sequences of a LoD feed (an input declared with "
+                   "lod_level > 0): N each, or drawn per sequence in MIN-MAX [default: 1-3].")
 @click.option("--rtol", type=float, default=None,
               help="Largest accepted difference, relative to how far the original run "
                    "moved the parameter [default: 1e-6, 1e-3 with --float32].")
@@ -47,7 +50,7 @@ from .common import no_startup, options
                    "original.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
-def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
+def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, lod, rtol,
              expect_equal, accept_unchanged, push_every, float32, program_init, no_why, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
@@ -91,6 +94,12 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     if rtol is not None and not rtol >= 0:
         raise UserError("--rtol must be >= 0, got %g" % rtol)
+    if lod is not None:
+        from ..simulate.feeds import parse_lod
+        try:
+            lod = parse_lod(lod)
+        except ValueError as e:
+            raise UserError("--lod: %s" % e) from None
     cfg, main, start, programs, runtime, texts, result = _inputs(main_program, startup, cluster,
                                                                  split_dir)
     if batch is not None:
@@ -102,7 +111,7 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
                       rtol=rtol, float32=float32, expect_equal=expect_equal,
                       accept_unchanged=accept_unchanged, push_every=push_every,
                       progress=update, ps_options=dict(texts=texts, program_init=program_init,
-                                                       why=not no_why))
+                                                       why=not no_why), lod=lod)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:
