@@ -218,12 +218,15 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
     ref.build_slices([p["main"] for p in sp.pservers.values()]
                      + [p["startup"] for p in sp.pservers.values()]
                      + [p["main"] for p in sp.trainers.values()], res.notes)
+    from .compare import measure_movements
+    measure_movements(main, run, ref)
     cluster = None
     try:
         cluster = Cluster(sp, config, float_dtype=fdt, seed=seed, reference=ref,
                           schedule=schedule)
         per = batch // max(1, len(cluster.trainers))
         cluster.startup()
+        ref.release_init(keep=_whole_init_needed(cluster))
         for s in range(res.steps):
             for t in cluster.trainers:
                 t.ex.begin_step(s, per, t.tid * per)
@@ -242,6 +245,19 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
     res.params = compare_params(main, run, cluster, ref, rtol)
     res.notes.extend(_memory_notes(main, run, [run.executors(), cluster.executors()]))
     return res
+
+
+def _whole_init_needed(cluster) -> set:
+    """The parameters whose initial values the comparison still reads whole: those a pserver
+    keeps as an auto-grown sparse table (compare._server_value fills the rows it never saw
+    from them)."""
+    from .values import SparseTable
+    out = set()
+    for ps in cluster.pservers.values():
+        for name, v in ps.scope.vars.items():
+            if isinstance(v, SparseTable):
+                out.add(cluster.reference.slices.get(name, (name,))[0])
+    return out
 
 
 def original_run(main, startup, schedule, *, fdt, seed):
