@@ -1,6 +1,6 @@
 """simulate on programs fed LoD tensors (tests/data/lod, made by Paddle 2.6.2): our split under
 `paddle_faults: fix` of every net in every mode of every style Paddle splits trains like the
-original (exit 0), or exits 1 saying why; Paddle's own splits of three of them train equal;
+original (exit 0), or exits 1 naming the Paddle fault or saying why; Paddle's own splits of three of them train equal;
 where Paddle refuses a net, so does split."""
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ REFUSED = {("lod_ctr_dist", "classic", m) for m in MODES["classic"]} | {
 # ps sync / async: the nbr2 ids (lod_level 2) are pushed by distributed_push_sparse, which
 # walks their first LoD level as rows: Paddle's trainer aborts, in the original as in a split
 ABORTS = {("sage", "ps", "sync"), ("sage", "ps", "async")}
+# ps geo of a net with no sparse table: Paddle's geo communicator never exchanges (not fixable)
+NAMED = {("simnet_dense", "ps", "geo"): "ps-geo-no-sparse-table",
+         ("textcls", "ps", "geo"): "ps-geo-no-sparse-table"}
 CASES = [(n, s, m) for n in NETS for s in MODES for m in MODES[s]]
 pytestmark = pytest.mark.slow
 
@@ -57,6 +60,11 @@ def test_our_split_of_a_lod_net_trains_like_the_original(net, style, mode):
                    expect_equal=True, ps_options=dict(texts=dict(res.texts), why=False))
     if (net, style, mode) in ABORTS:
         assert out.exit_code == 1 and "aborts" in (out.error or ""), out.error
+        return
+    if (net, style, mode) in NAMED:
+        # split names the fault it cannot fix (simulate's `why:` line shows it)
+        assert out.exit_code == 1 and not out.error, out.error
+        assert NAMED[net, style, mode] in {f.id for f in res.faults if not f.fixed}
         return
     assert out.error is None, out.error
     assert out.exit_code == 0, [(p.name, p.max_rel, p.note) for p in out.params if not p.ok]
