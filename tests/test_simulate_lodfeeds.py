@@ -131,3 +131,4 @@ def test_cli_refuses_a_bad_lod():
                                "--cluster", os.path.join(d, "cluster.yaml"), "--lod", "3-1"])
     assert r.exit_code == 2
     assert "--lod: '3-1' is not a length" in r.output
+

@@ -161,3 +161,24 @@ def test_a_send_hands_the_same_array_read_only():
     b = np.arange(12.0).reshape(6, 2)
     parts = split_rows(b, [4, 2], "x")
     assert all(np.shares_memory(p, b) and not p.flags.writeable for p in parts)
+
+
+def test_max_memory_stops_with_a_clear_message():
+    """--max-memory caps the process's address space: beyond it simulate stops, exit 2, one
+    line naming the option (not a swap, not a traceback); within it simulate runs."""
+    import subprocess
+    import sys
+    d = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
+    base = [sys.executable, os.path.join(os.path.dirname(HERE), "cli.py"), "-q", "simulate",
+            os.path.join(d, "main.pb"), os.path.join(d, "expected"), "--startup",
+            os.path.join(d, "startup.pb"), "--cluster", os.path.join(d, "cluster.yaml"),
+            "--steps", "2"]
+    r = subprocess.run(base + ["--max-memory", "0.05"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "pstranspile: error: simulate stopped: it needs more than --max-memory 0.05 GB of "
+        "address space (try --float32, fewer --steps or a smaller --batch)"]
+    r = subprocess.run(base + ["--max-memory", "8"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(base + ["--max-memory", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--max-memory must be > 0" in r.stderr
