@@ -272,3 +272,16 @@ def test_the_shape_checks_see_what_they_count(monkeypatch):
     tree = ast.parse("def f():\n" + "    x = 1\n" * (MAX_FUNCTION_LINES + 1))
     monkeypatch.setitem(TREES, "transpile.split", tree)
     assert _long_functions() == ["transpile.split.f: %d lines" % (MAX_FUNCTION_LINES + 2)]
+
+
+def test_only_the_package_is_installed():
+    """The console script points inside the package; cli.py is a checkout's launcher, not a
+    top-level module installed into site-packages (issue 43)."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)
+    target = project["project"]["scripts"]["pstranspile"]
+    assert target.split(".")[0] == "transpile", target
+    assert "py-modules" not in project.get("tool", {}).get("setuptools", {})
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == \
+        ["transpile", "transpile.*"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from transpile.ir.program import Attr, Op
 from transpile.passes.fuse import fuse_pulls as fuse_block_pulls, reorder
-from transpile.passes.ps.lookups import lookup_groups
+from transpile.ir.tables import lookup_groups
 
 
 def fuse_pulls(ops: list, pulls: dict, stop_at_reader: bool = True) -> list:

@@ -17,15 +17,15 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .core.config import ClusterConfig
-from .core.errors import ConfigError, UserError
+from .core.errors import ConfigError, ProgramFormatError, UserError
 from .core.forked import (Forked, WorkQueue, share_pieces, take_pieces, workers_available,
                           worth_forking)
 from .core.gcpause import paused_gc
 from .ir.program import Program
 from .ir.roles import is_optimize_op
-from .ir.validate import validate_for_split
+from .ir.validate import validate_for_split, validate_structure
 from .output.result import Sink, SplitResult
-from .passes.pipeline import AfterHook
+from .passes.pipeline import AfterHook, PassFailed
 from .styles.base import Runner
 from .styles.registry import style_of
 
@@ -92,6 +92,17 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         _gather(result, made, sink)
         result.plan = parts[0].finish(result)
     return result
+
+
+def verify_after_pass(pass_name: str, key: str, prog: Program) -> None:
+    """The structure checks of a split's input (blocks, op inputs naming vars in scope,
+    parameters' dtypes and dims) on `prog` as pass `pass_name` left it: PassFailed naming the
+    pass when they fail (a bug of that pass, or of one before it the checks could not see)."""
+    try:
+        validate_structure(prog)
+        validate_for_split(prog, key, outputs=False)
+    except ProgramFormatError as e:
+        raise PassFailed("pass %s left %s broken: %s" % (pass_name, key, e.message)) from None
 
 
 # per-trainer gradient copies a split may make its pservers declare (each a var of a pserver
@@ -216,11 +227,14 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                     out_dir: str, *, force: bool = False, title: str = "split",
                     names: tuple = ("main program", "startup program"),
                     progress: Optional[Callable[[int, int], None]] = None,
-                    dump_after: Optional[str] = None) -> SplitResult:
+                    dump_after: Optional[str] = None,
+                    verify_each_pass: bool = False) -> SplitResult:
     """Split and write the split folder `out_dir` atomically: every program (.pb), runtime.json
     or the descriptors, plan.json and report.md (`title` heads it). Nothing is written when
     anything fails. `dump_after`: a pass name; the program after that pass is written too, as
-    JSON text under dump/ (every program whose pipeline runs it)."""
+    JSON text under dump/ (every program whose pipeline runs it). `verify_each_pass`: the
+    structure checks a split's input passes (ir/validate.py) run on every program after every
+    pass; a pass that leaves one broken is named (PassFailed, exit 3)."""
     from .format import textform
     from .output import outdir
     from .render.report import report_chunks
@@ -231,13 +245,16 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
             sink = _FolderSink(stage, main, out_dir, title, config)
 
             def after(pass_name, key, prog):
+                if verify_each_pass:
+                    verify_after_pass(pass_name, key, prog)
                 if pass_name == dump_after:
                     dumped.append(key)
                     stage.write("dump/%s.%s.json" % (key, pass_name),
                                 textform.dumps(prog).encode("utf-8"))
 
             result = split(main, startup, config, progress=progress, sink=sink,
-                           after=after if dump_after else None, names=names,
+                           after=after if dump_after or verify_each_pass else None,
+                           names=names,
                            workers=workers)
             if dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "

@@ -1,5 +1,6 @@
 """The root command group of pstranspile, every command registered on it from its own module
-of this package, and the console script (`pstranspile = "cli:run"`: cli.py re-exports both).
+of this package, and the console script (`pstranspile = "transpile.commands.root:run"`; the
+checkout's cli.py re-exports both).
 
 Exit codes: 0 success, 1 differences or findings (diff/check), 2 bad input or a refused split,
 3 internal error.

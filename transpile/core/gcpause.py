@@ -39,7 +39,7 @@ _keeping = False
 
 
 def keep_objects_until_exit() -> None:
-    """Called by the console script (cli.run), which ends with os._exit: from then on
+    """Called by the console script (commands.root.run), which ends with os._exit: from then on
     keep_until_exit holds what it is given, so it is never freed object by object."""
     global _keeping
     _keeping = True

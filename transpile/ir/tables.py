@@ -112,3 +112,30 @@ def ids_refusal(table: str, bad: list, where: str) -> str:
     return "%s (%s, the distributed_lookup_table of %s: Ids %s has shape %s%s)" % (
         IDS_NOT_2D, where, table, name, shape,
         "" if len(bad) == 1 else ", and %d more" % (len(bad) - 1))
+
+
+def remote_lookup_groups(ops: list):
+    """Lookups of remote_prefetch tables grouped by table ({table: [op]}, in first-appearance
+    order), and the grad ops of those same lookups (the same W and ids): what the fleet and ps
+    passes fuse into one pull and one push per table."""
+    pulls: dict = {}
+    ids: dict = {}
+    for op in ops:
+        if is_remote_prefetch(op) and op.input("W"):
+            w = op.input("W")[0]
+            pulls.setdefault(w, []).append(op)
+            ids.setdefault(w, set()).add(ids_origin(op.input("Ids")[0]))
+    pushes: dict = {}
+    for op in ops:
+        if op.type in LOOKUP_GRAD_TYPES and op.input("W"):
+            w = op.input("W")[0]
+            if w in ids and op.input("Ids")[:1] and ids_origin(op.input("Ids")[0]) in ids[w]:
+                pushes.setdefault(w, []).append(op)
+    return pulls, pushes
+
+
+def lookup_groups(ops: list):
+    """remote_lookup_groups and whether the program has a `cvm` op (style ps: its tables' pulls
+    then carry show / click)."""
+    pulls, pushes = remote_lookup_groups(ops)
+    return pulls, pushes, any(op.type == "cvm" for op in ops)

@@ -45,9 +45,11 @@ EMPTY_VAR = "@EMPTY@"     # Paddle's name for "no variable here" (kEmptyVarName)
 TENSOR_KINDS = ("LOD_TENSOR", "SELECTED_ROWS")    # what a parameter and its gradient can be
 
 
-def validate_for_split(prog: Program, role: str = "program") -> None:
+def validate_for_split(prog: Program, role: str = "program", outputs: bool = True) -> None:
     """What a split needs beyond structure: every op argument names a var in scope, and every
-    parameter has a known dtype and positive dims. `role` names the program in messages."""
+    parameter has a known dtype and positive dims. `role` names the program in messages.
+    `outputs` False: only the inputs (Paddle's own splits leave outputs naming vars its passes
+    deleted, a bias's @GRAD or a removed LR var, which its executor leaves unwritten)."""
     from .program import DTYPE_BYTES
     scopes: list = []
     for b in prog.blocks:
@@ -67,14 +69,15 @@ def validate_for_split(prog: Program, role: str = "program") -> None:
         scope = scopes[b.idx]
         # each distinct argument looked up once; op by op only to name the first that fails
         names = set(arg_names(b.ops, "inputs"))
-        names.update(arg_names(b.ops, "outputs"))
+        if outputs:
+            names.update(arg_names(b.ops, "outputs"))
         names.discard(EMPTY_VAR)
         for vs in scope:
             names.difference_update(vs.keys())
         if not names:
             continue
         for i, op in enumerate(b.ops):
-            for slots in (op.inputs, op.outputs):
+            for slots in (op.inputs, op.outputs) if outputs else (op.inputs,):
                 for slot, args in slots.items():
                     for a in args:
                         if a != EMPTY_VAR and not any(a in vs for vs in scope):

@@ -12,7 +12,7 @@ from collections import Counter
 
 from ..format.psdesc import float32, shortest_float
 from ..ir.program import Program, indexed, select
-from ..passes.ps.lookups import lookup_groups
+from ..ir.tables import lookup_groups
 from ..plan.ps import PsPlan
 from .planjson import SCHEMA, VERSION, in_order
 from .result import SplitResult, op_type_counts

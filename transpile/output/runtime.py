@@ -6,7 +6,7 @@ recv_ctx); this module computes those arguments from the plan, as plain JSON val
 from __future__ import annotations
 
 from ..ir.program import Program
-from ..passes.build import INITIALIZER_ATTRS, initializer_signature
+from ..ir.initializers import INITIALIZER_ATTRS, initializer_signature
 from ..plan.fleet import STEP_COUNTER, FleetPlan, delta_name
 
 # The dicts of runtime.json written in their own order, not sorted: Paddle's communicator gets

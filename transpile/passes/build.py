@@ -21,12 +21,6 @@ DTYPE_CODES = {"BOOL": 0, "INT16": 1, "INT32": 2, "INT64": 3, "FP16": 4, "FP32":
 # Paddle's listen_and_serv RPC thread counts (its FLAGS_rpc_*_thread_num defaults).
 RPC_THREADS = 12
 
-# Startup initialisers: the attrs that say how they fill a var (Paddle writes them into the
-# large-scale table metas and geo's sparse_attrs). Their "shape" attr follows the var they
-# initialise, so a pserver's copy is reshaped to its block.
-INITIALIZER_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("value",),
-                     "uniform_random": ("seed", "min", "max"),
-                     "truncated_gaussian_random": ("seed", "mean", "std")}
 # What the trainer passes append to a startup program; never run on a pserver.
 TRAINER_STARTUP_OPS = ("recv", "fetch_barrier", "concat")
 
@@ -80,12 +74,6 @@ class OpTemplate:
 def role_attrs(role: int) -> dict:
     """op_role with an empty op_role_var, as Paddle's op maker appends them."""
     return {roles.ROLE_ATTR: Attr("INT", role), roles.ROLE_VAR_ATTR: Attr("STRINGS", [])}
-
-
-def initializer_signature(op: Op) -> str:
-    """`gaussian_random&<seed>&<mean>&<std>`: an initializer and its attrs, as Paddle formats
-    them in table metas."""
-    return "&".join([op.type] + [str(op.attr(a)) for a in INITIALIZER_ATTRS[op.type]])
 
 
 # --- vars ------------------------------------------------------------------------------------

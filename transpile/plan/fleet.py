@@ -28,8 +28,8 @@ from ..ir import roles
 from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.optimizers import is_optimizer_update
 from ..ir.program import Op, Program, Var, uids
-from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, ids_origin, is_distributed_lookup,
-                         is_remote_prefetch, is_sparse_lookup, table_of)
+from ..ir.tables import (LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES, is_distributed_lookup,
+                         is_remote_prefetch, is_sparse_lookup, remote_lookup_groups, table_of)
 from .faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
                      FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_CLIP_DROPPED,
                      FLEET_SPARSE_DECAY_WHOLE_TABLE,
@@ -54,25 +54,6 @@ def delta_name(block: str) -> str:
 def is_step_increment(op: Op) -> bool:
     """The global-step counter's increment: it stays with the trainers' communicator."""
     return op.type == "increment" and op.input("X")[:1] == [LR_DECAY_COUNTER]
-
-
-def remote_lookup_groups(ops: list[Op]):
-    """Lookups of remote_prefetch tables grouped by table ({table: [op]}, in order), and the
-    grad ops of those same lookups: what fuse_sparse_lookups replaces."""
-    pulls: dict[str, list[Op]] = {}
-    ids: dict[str, set] = {}
-    for op in ops:
-        if is_remote_prefetch(op) and op.input("W"):
-            w = op.input("W")[0]
-            pulls.setdefault(w, []).append(op)
-            ids.setdefault(w, set()).add(ids_origin(op.input("Ids")[0]))
-    pushes: dict[str, list[Op]] = {}
-    for op in ops:
-        if op.type in LOOKUP_GRAD_TYPES and op.input("W"):
-            w = op.input("W")[0]
-            if w in ids and ids_origin(op.input("Ids")[0]) in ids[w]:
-                pushes.setdefault(w, []).append(op)
-    return pulls, pushes
 
 
 def orphan_sums(ops: list[Op], grad_group: list[Op]) -> list[Op]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.program import select
-from ..passes.ps.lookups import lookup_groups
+from ..ir.tables import lookup_groups
 from ..format import psdesc
 from .executor import Executor, Scope
 from .pstables import TableOptions

@@ -3,7 +3,7 @@ trainer and pserver gets. One subclass per style (classic.py, fleet.py, ps.py), 
 registry.py; transpile/split.py runs any of them the same way."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from ..core.config import ClusterConfig
@@ -31,7 +31,7 @@ class Prepared:
 
 
 # a trainer's pieces of work (Style.units): its two programs are built apart, each with its own
-# PassEnv: no "trainer startup" pass reads what a "trainer main" pass leaves in env.scratch
+# PassEnv: no "trainer startup" pass reads what a "trainer main" pass leaves in env.state
 TRAINER_PARTS = ("main", "startup", "files")
 
 
@@ -88,7 +88,9 @@ class Style:
         pipes = self.pipelines(prep.plan.mode)
         if unit.role == "pserver":
             key = endpoint_dir(unit.who)
-            env = self.pserver_env(prep, unit.who)
+            # the startup's passes read what the main's leave (its `given` slots)
+            env = replace(self.pserver_env(prep, unit.who),
+                          state=pipes["pserver main"].new_state())
             for kind, prog in (("main", prep.main), ("startup", prep.startup)):
                 result.add("%s/%s" % (key, kind), run(pipes["pserver " + kind], prog, env,
                                                       "%s/%s" % (key, kind)))

@@ -15,14 +15,14 @@ from typing import Optional
 
 from ...core.errors import RefusedError
 from ...ir import roles
+from ...ir.initializers import INITIALIZER_ATTRS
 from ...ir.optimizers import is_optimizer_update
 from ...ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
 from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
 from ...plan.slicing import trainer_copy_name
-from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
-                     assigned_block, clone_var, inferred_out_shape, make_op, new_block,
-                     require_held_inputs, tensor_like)
+from ..build import (RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, assigned_block, clone_var,
+                     inferred_out_shape, make_op, new_block, require_held_inputs, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (ClassicPserverIndex.slots).

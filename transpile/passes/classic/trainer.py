@@ -10,6 +10,7 @@ The passes run as pipelines (MAIN, STARTUP); each returns a new program.
 from __future__ import annotations
 
 import itertools
+from typing import Optional
 from dataclasses import dataclass, field
 
 from ...core.errors import RefusedError
@@ -20,7 +21,7 @@ from ...ir.tables import LOOKUP_TABLE_TYPES, ids_not_2d, ids_refusal
 from ...plan.classic import DistributionPlan
 from .. import common
 from ..build import OpOrder, make_op, new_control_var, rename_uses, rename_var, tensor_like
-from ..pipeline import PassEnv, Pipeline, named
+from ..pipeline import PassEnv, PassState, Pipeline, named
 
 
 @dataclass
@@ -45,8 +46,17 @@ def _send_barrier_attrs(plan, trainer_id, half_async):
 
 # --- main ------------------------------------------------------------------------------------
 # Passes `(program, env) -> program` (passes/pipeline.py), env.plan a DistributionPlan. What one
-# leaves for a later one on the same trainer is in env.scratch: the control vars of the sends
-# ("send_out"), the barrier's ("barrier"), the distributed table's grads and send ("table").
+# leaves for a later one on the same trainer is in env.state, a ClassicTrainerState.
+
+@dataclass
+class ClassicTrainerState(PassState):
+    """What a classic trainer's main passes leave for later ones."""
+    table_grads: Optional[list] = None      # the distributed table's grad, one per pserver
+    send_out: Optional[dict] = None         # param -> the control var its send writes
+    barrier: Optional[str] = None           # send_barrier's control var
+    table_dep: Optional[str] = None         # the distributed table's send's (None: no table)
+    recv_outputs: Optional[list] = None     # what the recvs write (fetch_barrier's outputs)
+
 
 def demote_clip_ops(main: Program, env: PassEnv) -> Program:
     """The @CLIP ops stay on the trainer as backward ops."""
@@ -67,7 +77,7 @@ def declare_split_vars(main: Program, env: PassEnv) -> Program:
             name = plan.table_sent_name(i, trainer_id)
             block.add_var(tensor_like(gvar, name, gvar.shape, None, stop_gradient=False))
             table_grads.append(name)
-    env.scratch["table_grads"] = table_grads
+    env.state.table_grads = table_grads
     _declare_split_vars(block, plan, trainer_vars(plan, trainer_id))
     return prog
 
@@ -76,8 +86,8 @@ def insert_sends(main: Program, env: PassEnv) -> Program:
     """After the last writer of each grad: split it into blocks (unless the communicator
     does) and send it."""
     prog = main.shallow_copy()
-    env.scratch["send_out"] = _insert_sends(prog.global_block, env.plan,
-                                            trainer_vars(env.plan, env.trainer_id))
+    env.state.send_out = _insert_sends(prog.global_block, env.plan,
+                                       trainer_vars(env.plan, env.trainer_id))
     return prog
 
 
@@ -87,10 +97,10 @@ def append_barrier_and_recvs(main: Program, env: PassEnv) -> Program:
     plan, trainer_id = env.plan, env.trainer_id
     prog = main.shallow_copy()
     block = prog.global_block
-    send_out = env.scratch["send_out"]
+    send_out = env.state.send_out
     # Paddle declares the barrier's output even in async mode, where nothing uses it.
-    barrier = env.scratch["barrier"] = new_control_var(block, stop_gradient=False)
-    table_dep = env.scratch["table_dep"] = new_control_var(block, stop_gradient=False) \
+    barrier = env.state.barrier = new_control_var(block, stop_gradient=False)
+    table_dep = env.state.table_dep = new_control_var(block, stop_gradient=False) \
         if plan.distributed_table is not None else None
     deps = list(send_out.values()) + ([table_dep] if table_dep else [])
     if plan.lr_counter is not None and plan.lr_ops:
@@ -108,7 +118,7 @@ def append_barrier_and_recvs(main: Program, env: PassEnv) -> Program:
         block.ops.append(make_op("send_barrier", {"X": deps}, {"Out": [barrier]},
                                  _send_barrier_attrs(plan, trainer_id, not plan.sync)))
     tv = trainer_vars(plan, trainer_id)
-    recv_outputs = env.scratch["recv_outputs"] = []
+    recv_outputs = env.state.recv_outputs = []
     for p in plan.params:
         if p.remote_prefetch:
             continue
@@ -143,8 +153,8 @@ def fetch_parameters(main: Program, env: PassEnv) -> Program:
     block = prog.global_block
     if plan.sync:
         block.ops.append(make_op(
-            "fetch_barrier", {"X": [env.scratch["barrier"]]},
-            {"Out": env.scratch["recv_outputs"]},
+            "fetch_barrier", {"X": [env.state.barrier]},
+            {"Out": env.state.recv_outputs},
             {"endpoints": list(plan.endpoints), "trainer_id": env.trainer_id,
              roles.ROLE_ATTR: roles.RPC}))
     if not plan.runtime_split:
@@ -163,8 +173,8 @@ def prefetch_distributed_table(main: Program, env: PassEnv) -> Program:
     if env.plan.distributed_table is None:
         return main
     prog = main.shallow_copy()
-    _prefetch_distributed_table(prog.global_block, env.plan, env.scratch["table_grads"],
-                                env.scratch["table_dep"], env.trainer_id)
+    _prefetch_distributed_table(prog.global_block, env.plan, env.state.table_grads,
+                                env.state.table_dep, env.trainer_id)
     return prog
 
 
@@ -182,10 +192,14 @@ def delete_optimizer_ops(main: Program, env: PassEnv) -> Program:
     return prog
 
 
-MAIN = Pipeline("trainer main", tuple(map(named, (
-    demote_clip_ops, declare_split_vars, insert_sends, append_barrier_and_recvs,
-    insert_distributed_lookups, fetch_parameters, prefetch_distributed_table,
-    delete_optimizer_ops))))
+MAIN = Pipeline("trainer main", (
+    named(demote_clip_ops), named(declare_split_vars, writes=("table_grads",)),
+    named(insert_sends, writes=("send_out",)),
+    named(append_barrier_and_recvs, reads=("send_out",),
+          writes=("barrier", "table_dep", "recv_outputs")),
+    named(insert_distributed_lookups), named(fetch_parameters, reads=("barrier", "recv_outputs")),
+    named(prefetch_distributed_table, reads=("table_grads", "table_dep")),
+    named(delete_optimizer_ops)), state=ClassicTrainerState)
 
 
 def _declare_split_vars(block, plan: DistributionPlan, tv: TrainerVars) -> None:

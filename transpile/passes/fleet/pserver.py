@@ -17,15 +17,15 @@ from typing import Optional
 from ...core.errors import UserError
 from ...ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS,
                               fleet_sliced_state_slots, is_optimizer_update)
+from ...ir.initializers import INITIALIZER_ATTRS, initializer_signature
 from ...ir.program import Attr, Block, Op, Program, Var, select, tensor_type
 from ...ir.tables import is_distributed_lookup
 from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_SPARSE_CLIP_DROPPED,
                               FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET_DECAY_WHOLE_PARAM)
 from ...plan.fleet import FleetPlan, delta_name
 from ...plan.slicing import BLOCK_SUFFIX, VarBlock, origin_varname, trainer_copy_name
-from ..build import (INITIALIZER_ATTRS, RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate,
-                     add_n_shape, initializer_signature, make_op, new_block, new_tensor,
-                     persistable_copy, role_attrs)
+from ..build import (RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, add_n_shape, make_op,
+                     new_block, new_tensor, persistable_copy, role_attrs)
 
 # The values a large-scale table row holds per optimizer: the param and its sliced state.
 TABLE_VALUES = {k: ("Param",) + v for k, v in FLEET_SLICED_STATE_SLOTS.items()}

@@ -19,8 +19,8 @@ from ...ir.program import Attr, Op, Program, select
 from ...ir.roles import BACKWARD, RPC, optimizer_only_vars
 from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_ORPHAN_SPARSE_GRAD_SUM,
                             FLEET_SPARSE_CLIP_DROPPED)
-from ...plan.fleet import (FleetPlan, orphan_sums, remote_lookup_groups, sum_ops,
-                           trainer_send_queues)
+from ...ir.tables import remote_lookup_groups
+from ...plan.fleet import FleetPlan, orphan_sums, sum_ops, trainer_send_queues
 from .. import common, sparseclip
 from ..build import make_op, new_control_var, role_attrs
 from ..fuse import fuse_pulls

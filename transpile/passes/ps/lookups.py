@@ -10,33 +10,11 @@ from __future__ import annotations
 
 from ...core.errors import UserError
 from ...ir.program import Attr, Op, Program
-from ...ir.tables import LOOKUP_GRAD_TYPES, ids_origin, is_remote_prefetch
+from ...ir.tables import lookup_groups
 from ...plan.ps import PsPlan
 from ..common import show_click_vars
 from ..fuse import fuse_pulls
 from .opmake import ps_op
-
-
-def lookup_groups(ops: list):
-    """({W: [lookup ops]}, {W: [their grad ops]}, use_cvm_op) in first-appearance order: the
-    lookups with remote_prefetch, and the lookup grads of the same W and ids."""
-    pulls: dict = {}
-    ids: dict = {}
-    use_cvm = False
-    for op in ops:
-        if is_remote_prefetch(op) and op.input("W"):
-            w = op.input("W")[0]
-            pulls.setdefault(w, []).append(op)
-            ids.setdefault(w, set()).add(ids_origin(op.input("Ids")[0]))
-        if op.type == "cvm":
-            use_cvm = True
-    pushes: dict = {}
-    for op in ops:
-        if op.type in LOOKUP_GRAD_TYPES and op.input("W"):
-            w = op.input("W")[0]
-            if w in ids and op.input("Ids")[:1] and ids_origin(op.input("Ids")[0]) in ids[w]:
-                pushes.setdefault(w, []).append(op)
-    return pulls, pushes, use_cvm
 
 
 def _make_lookup(plan: PsPlan, groups: dict):
