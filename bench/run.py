@@ -312,6 +312,21 @@ def compile_package() -> None:
     compileall.compile_file(os.path.join(ROOT, "cli.py"), quiet=1)
 
 
+KEPT = "<!-- kept by --write-results: measured by other scripts (run_simulate.py) -->"
+
+
+def with_kept_tail(text: str, path: str) -> str:
+    """`text`, then what the file at `path` holds from the KEPT line on (figures other scripts
+    measured and someone recorded by hand: run.py's report replaces only what it makes)."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        return text
+    at = old.find(KEPT)
+    return text if at < 0 else text.rstrip("\n") + "\n\n" + old[at:]
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
@@ -323,7 +338,7 @@ def main(argv=None) -> int:
     sys.stdout.write(text)
     if args.write_results:
         with open(RESULTS, "w") as f:
-            f.write(text)
+            f.write(with_kept_tail(text, RESULTS))
         print("wrote %s" % os.path.relpath(RESULTS), file=sys.stderr)
     if args.json:
         raw = {"machine": machine(), "inputs": {"%s_%d" % k: v for k, v in bench.inputs.items()},

@@ -189,3 +189,15 @@ def test_a_figure_that_timed_out_is_not_run_at_larger_sizes(monkeypatch):
         b.go(res, "check y", ["fast"], needs="check")
     assert calls == [["slow"], ["fast"], ["fast"]]
     assert res["check x"].status == "timeout" and "at 5000 ops" in res["check x"].note
+
+
+def test_write_results_keeps_what_follows_the_kept_line(tmp_path):
+    """bench/RESULTS.md's simulate figures (bench/run_simulate.py, recorded by hand after the
+    KEPT line) survive `run.py --write-results`, which rewrites the rest."""
+    p = tmp_path / "RESULTS.md"
+    assert bench_run.with_kept_tail("new\n", str(p)) == "new\n"      # no file yet
+    p.write_text("old table\n\n%s\n## simulate\n| a |\n" % bench_run.KEPT)
+    assert bench_run.with_kept_tail("new table\n", str(p)) == \
+        "new table\n\n%s\n## simulate\n| a |\n" % bench_run.KEPT
+    p.write_text("old table only\n")
+    assert bench_run.with_kept_tail("new\n", str(p)) == "new\n"

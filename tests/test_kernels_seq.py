@@ -25,6 +25,30 @@ def test_sequence_pool(kind):
                lods={"X": LOD}, grad_inputs=("X", "MaxIndex"))
 
 
+@pytest.mark.parametrize("kind", ["SUM", "AVERAGE", "MAX", "LAST"])
+def test_sequence_pool_of_two_levels(kind):
+    """A two-level LoD (a node's neighbours, their neighbours) is pooled at its last level;
+    the output keeps the first (Paddle's SequencePoolKernel); an empty sequence is pad_value."""
+    lod = [[0, 2, 4], [0, 2, 2, 5, 6]]
+    res, scope, names = run_op("sequence_pool", {"X": X}, {"Out": 1, "MaxIndex": 1},
+                               {"pooltype": kind, "pad_value": 0.25}, lods={"X": lod}, full=True)
+    segs = [X[0:2], None, X[2:5], X[5:6]]
+    fn = {"SUM": lambda s: s.sum(0), "AVERAGE": lambda s: s.mean(0), "MAX": lambda s: s.max(0),
+          "LAST": lambda s: s[-1]}[kind]
+    ref = [np.full(3, 0.25) if s is None else fn(s) for s in segs]
+    assert np.allclose(res["Out"], np.stack(ref))
+    assert scope.lods[names["Out"][0]] == [[0, 2, 4]]
+    check_grad("sequence_pool", {"X": X}, {"pooltype": kind}, wrt=["X"], extra_outs=("MaxIndex",),
+               lods={"X": lod}, grad_inputs=("X", "MaxIndex"))
+
+
+def test_sequence_pool_refuses_an_illegal_lod():
+    from transpile.simulate.values import SimError
+    with pytest.raises(SimError, match="illegal"):
+        run_op("sequence_pool", {"X": X}, {"Out": 1}, {"pooltype": "SUM"},
+               lods={"X": [[0, 2, 4], [0, 2, 5, 6]]})
+
+
 def test_sequence_softmax():
     x = R.normal(size=(6, 1))
     out = run_op("sequence_softmax", {"X": x}, {"Out": 1}, lods={"X": LOD})["Out"]
@@ -102,3 +126,22 @@ def test_reshape_keeps_the_sequences():
     res, scope, names = run_op("reshape2", {"X": X}, {"Out": 1, "XShape": 1},
                                {"shape": [-1, 3]}, lods={"X": LOD}, full=True)
     assert np.allclose(res["Out"], X) and scope.lods.get(names["Out"][0]) == LOD
+
+
+@pytest.mark.parametrize("op_type,inputs,attrs", [
+    ("leaky_relu", {"X": X}, {"alpha": 0.2}),
+    ("concat", {"X": [X, X[:, :1]]}, {"axis": 1}),
+    ("scale", {"X": X}, {"scale": 2.0}),
+])
+def test_forward_ops_pass_their_inputs_lod_on(op_type, inputs, attrs):
+    """As Paddle's ShareLoD: the output of a row-keeping forward op carries its (first)
+    input's LoD, so a sequence op after it sees the sequences (sequence_softmax after a
+    leaky_relu of a graph attention's scores)."""
+    _, scope, names = run_op(op_type, inputs, {"Out": 1}, attrs, lods={"X": LOD}, full=True)
+    assert scope.lods[names["Out"][0]] == LOD
+
+
+def test_a_lod_is_not_passed_on_where_the_rows_differ():
+    _, scope, names = run_op("concat", {"X": [X[:3], X[3:]]}, {"Out": 1}, {"axis": 0},
+                             lods={"X": [[0, 1, 3]]}, full=True)
+    assert names["Out"][0] not in scope.lods

@@ -148,6 +148,15 @@ def test_push_values_scale_by_batch_and_carry_show_click():
     assert seq[:, 1].tolist() == [8, 8, 9]  # with LoD, show by sequence
 
 
+def test_push_values_aborts_on_ids_of_two_lod_levels():
+    """FleetWrapper::PushSparseFromTensorAsync walks the ids' first LoD level as their rows:
+    ids of lod_level 2 (first level ending at 2, 5 ids) leave gradient rows unread and its
+    trainer aborts; simulate says so (psrun: the ps reference aborts), not an IndexError."""
+    from transpile.simulate.pstables import ClientAborts
+    with pytest.raises(ClientAborts, match="first LoD level"):
+        push_values([1, 2, 3, 4, 5], np.zeros((5, 1)), 1, shows=[1, 1], lod=[0, 1, 2])
+
+
 def test_batch_size_and_the_clients_merge():
     assert batch_size([np.zeros((4, 1)), np.zeros((4, 2))]) == 4
     assert batch_size([np.zeros((4, 1)), np.zeros((3, 1))]) is None

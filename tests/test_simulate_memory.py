@@ -96,3 +96,89 @@ def test_a_dense_table_update_in_geo_holds_few_copies_of_the_table():
         tracemalloc.stop()
     assert out.exit_code == 0, (out.error, [(p.name, p.max_rel) for p in out.params])
     assert peak < 20 * table, "%.1f copies of the tables" % (peak / table)
+
+
+def _update_program(op_type, slots, attrs=None):
+    """One optimizer op whose outputs are its inputs (ParamOut = Param ...), as a program
+    writes them; `slots`: input slot -> var name."""
+    from transpile.ir.program import Attr, Block, Op, Program, Var
+    b = Block(0, -1)
+    for n in set(slots.values()):
+        b.add_var(Var.tensor(n, "FP64", [], persistable=True))
+    outs = {s + "Out": [n] for s, n in slots.items() if s in ("Param", "Moment", "Velocity",
+                                                               "Moment1", "Moment2")}
+    b.ops = [Op(op_type, {s: [n] for s, n in slots.items()}, outs,
+                {k: Attr.infer(v) for k, v in (attrs or {}).items()})]
+    return Program([b])
+
+
+@pytest.mark.parametrize("op_type,slots,attrs", [
+    ("sgd", {"Param": "w", "Grad": "g", "LearningRate": "lr"}, None),
+    ("momentum", {"Param": "w", "Grad": "g", "Velocity": "v", "LearningRate": "lr"}, {"mu": 0.9}),
+    ("adagrad", {"Param": "w", "Grad": "g", "Moment": "m", "LearningRate": "lr"}, None),
+    ("adam", {"Param": "w", "Grad": "g", "Moment1": "m", "Moment2": "v", "LearningRate": "lr",
+              "Beta1Pow": "b1", "Beta2Pow": "b2"}, None),
+])
+def test_an_update_writes_in_place_only_an_array_its_scope_alone_holds(op_type, slots, attrs):
+    """A table of 55 million floats is not copied by each update (copy-on-write): the update
+    writes into the parameter's own array where the scope alone holds it, and into a new one
+    where anything else does (a snapshot of the initial values, read-only; another role's
+    scope); the values are the same bits either way."""
+    from transpile.simulate.executor import Executor
+    from transpile.simulate.values import shared
+    rng = np.random.default_rng(1)
+    vals = {"w": rng.normal(size=(40, 3)), "g": rng.normal(size=(40, 3)),
+            "v": np.abs(rng.normal(size=(40, 3))), "m": np.abs(rng.normal(size=(40, 3))),
+            "lr": np.array([0.1]), "b1": np.array([0.9]), "b2": np.array([0.999])}
+    prog = _update_program(op_type, slots, attrs)
+
+    def run(hold):
+        """(the update's output, whether it is the parameter's own array, what `hold` kept)"""
+        import weakref
+        ex = Executor("t", prog)
+        for s, n in slots.items():
+            ex.scope.put(n, vals[n].copy())
+        kept = hold(ex.scope.get("w"))
+        before = weakref.ref(ex.scope.get("w"))     # (a weak reference holds nothing)
+        ex.run_block(0)
+        out = ex.scope.get("w")
+        return out, out is before(), kept
+    out_alone, same, _ = run(lambda w: None)
+    assert same                                     # in place
+    out_other, same, kept = run(lambda w: [w])      # a second holder: a list
+    assert not same and np.array_equal(kept[0], vals["w"])
+    out_snap, same, kept = run(shared)              # read-only: another role's copy
+    assert not same and np.array_equal(kept, vals["w"])
+    assert np.array_equal(out_alone, out_other) and np.array_equal(out_alone, out_snap)
+    assert not np.array_equal(out_alone, vals["w"])
+
+
+def test_a_send_hands_the_same_array_read_only():
+    from transpile.simulate.values import split_rows
+    a = np.arange(12.0).reshape(6, 2)
+    whole, = split_rows(a, None, "x")
+    assert whole is a and not a.flags.writeable
+    b = np.arange(12.0).reshape(6, 2)
+    parts = split_rows(b, [4, 2], "x")
+    assert all(np.shares_memory(p, b) and not p.flags.writeable for p in parts)
+
+
+def test_max_memory_stops_with_a_clear_message():
+    """--max-memory caps the process's address space: beyond it simulate stops, exit 2, one
+    line naming the option (not a swap, not a traceback); within it simulate runs."""
+    import subprocess
+    import sys
+    d = os.path.join(HERE, "corpus", "fleet", "mlp_sgd_sync")
+    base = [sys.executable, os.path.join(os.path.dirname(HERE), "cli.py"), "-q", "simulate",
+            os.path.join(d, "main.pb"), os.path.join(d, "expected"), "--startup",
+            os.path.join(d, "startup.pb"), "--cluster", os.path.join(d, "cluster.yaml"),
+            "--steps", "2"]
+    r = subprocess.run(base + ["--max-memory", "0.05"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "pstranspile: error: simulate stopped: it needs more than --max-memory 0.05 GB of "
+        "address space (try --float32, fewer --steps or a smaller --batch)"]
+    r = subprocess.run(base + ["--max-memory", "8"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(base + ["--max-memory", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--max-memory must be > 0" in r.stderr

@@ -212,3 +212,41 @@ def test_a_geo_run_without_a_push_is_refused():
     with pytest.raises(UserError, match="no push"):
         simulate(main, startup, cfg, progs, {}, steps=1, batch=4, seed=0, push_every=10,
                  expect_equal=True, ps_options=dict(texts=texts, why=False))
+
+
+def test_a_dense_geo_push_holds_few_copies_of_the_table():
+    """A trainer's dense push and pull (delta = (latest - old) / trainers pushed, local =
+    latest + (pulled - old)) works in place on its concatenations and sends views of one
+    float32 array: it allocates under 4 copies of the dense values at once (6.5 before: bst's
+    70M floats, 3.6 GB more), the same values."""
+    import tracemalloc
+    n = 1_000_000
+    desc = SERVER.replace('table_name: "MergedDense" params: "Param" dims: 4',
+                          'table_name: "MergedDense" params: "Param" dims: %d' % (n + 1))
+    servers = [build_server(desc)]
+    rng = np.random.default_rng(0)
+    clients = []
+    for t in range(2):
+        scope = Scope()
+        scope.put("emb", np.zeros((4, 2)))
+        scope.put("w", rng.normal(size=n))
+        clients.append(GeoClient("trainer_%d" % t, t, 2, servers, {"emb": 0}, {1: ["w"]},
+                                 scope, np.float64))
+    for c in clients:
+        c.init_params(clients[0])
+    c0 = clients[0]
+    start = c0.scope.get("w").copy()
+    moved = start + rng.normal(size=n) * 1e-3
+    c0.scope.put("w", moved.copy())
+    old = c0.old["w"].copy()
+    tracemalloc.start()
+    try:
+        c0.push_pull()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 8 * n, "%.1f copies" % (peak / (8 * n))
+    delta = (moved - old) * (1.0 / 2)
+    pulled = servers[0].table(1).pull()[:n].astype(np.float64)
+    assert np.array_equal(c0.scope.get("w"), moved + (pulled - (old + delta)))
+    assert np.array_equal(c0.old["w"], pulled)

@@ -2,10 +2,10 @@
 in the corpus layout.  A dev tool (never run by `make test`); see tools/gen/README.md.
 
     python tools/gen/gen.py case SPEC.json OUT_DIR          one case from a spec (spec.py)
-    python tools/gen/gen.py set zoo|clip|ps-tables|parity|usermodels OUT_ROOT [--only NAME ...] [--force]
+    python tools/gen/gen.py set zoo|clip|ps-tables|parity|lod|usermodels OUT_ROOT [--only NAME ...] [--force]
                             [--inputs DIR]  (zoo: /work/gen-out/inputs; usermodels:
                                              /work/gen-out/usermodels, usermodels/build.py's OUT)
-    python tools/gen/gen.py list zoo|clip|ps-tables|parity|usermodels   the case names of a set
+    python tools/gen/gen.py list zoo|clip|ps-tables|parity|lod|usermodels   the case names of a set
     python tools/gen/gen.py models                           the model registry
 
 A set writes OUT_ROOT/<case>/ per case and skips a case whose case.json records the same spec

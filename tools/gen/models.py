@@ -8,14 +8,14 @@ the optimizer not yet minimized.  Runs inside a role process.
 The builders live in model_*.py by family and register themselves here when imported:
 model_suite.py (the classic transpiler suite nets of the shared corpus), model_nets.py (the
 fleet and ps nets of the shared corpus), model_ctr.py (the CTR nets of the clip and ps-tables
-sets), model_parity.py (the nets of the parity set).
+sets), model_parity.py (the nets of the parity set), model_lod.py (the LoD nets of the lod set).
 """
 import collections
 import importlib
 
 Entry = collections.namedtuple('Entry', 'builder description family')
 MODELS = {}
-MODULES = ('model_suite', 'model_nets', 'model_ctr', 'model_parity')
+MODULES = ('model_suite', 'model_nets', 'model_ctr', 'model_parity', 'model_lod')
 
 
 def register(name, description, family):

@@ -8,6 +8,8 @@
     ps-tables  ps cases with PaddleRec table_parameters and the other table settings (ps_tables.py)
     parity     the nets of model_parity.py in the styles and modes that show them (issue 45)
                                                           -> <style>_<net>[_<n>ps][<n>t]_<mode>
+    lod        the LoD nets of model_lod.py x every mode of every style (issue 47)
+                                                                       -> <style>_<net>_<mode>
     usermodels every user model of usermodels/ (INPUTS/<model>/: main.pb, startup.pb, model.json,
                made by usermodels/build.py) x the modes of zoo; 2 pservers, 2 trainers
                                                                        -> <model>_<style>_<mode>
@@ -158,6 +160,26 @@ def parity():
     return cases
 
 
+# --- lod (issue 47) ---------------------------------------------------------------------------
+LOD_NETS = ('lod_ctr', 'lod_ctr_dist', 'simnet_dense', 'textcls', 'sage', 'sage_att')
+
+
+def lod():
+    """The LoD nets (model_lod.py) through every mode of every style, 2 pservers, 2 trainers."""
+    import models
+    models.load_all()
+    cases = []
+    for net in LOD_NETS:
+        for style, modes in STYLE_MODES:
+            for mode in modes:
+                spec = _base(style, mode)
+                spec['name'] = '%s_%s_%s' % (style, net, mode)
+                spec['model'] = {'builder': net}
+                info = {'description': models.MODELS[net].description, 'issue': 47}
+                cases.append((spec['name'], spec, info))
+    return cases
+
+
 # --- usermodels --------------------------------------------------------------------------------
 USERMODELS_INPUTS = '/work/gen-out/usermodels'
 
@@ -187,7 +209,7 @@ def usermodels(inputs=None):
 
 
 SETS = {'zoo': zoo, 'clip': clip, 'ps-tables': tables, 'usermodels': usermodels,
-        'parity': parity}
+        'parity': parity, 'lod': lod}
 
 
 def make(name, inputs=None):

@@ -192,6 +192,11 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
             name = t.common.table_name if t is not None else tid
             for ids, g in zip(op.input("Ids"), op.output("Outputs")):
                 pushed.setdefault(name, set()).add((alias.get(ids, ids), alias.get(g, g)))
+                if (getattr(gvars.get(ids), "lod_level", 0) or 0) >= 2:
+                    ctx.add("tables", main, 0, j, "push of %s by %s, ids of lod_level %d: "
+                            "Paddle's client walks their first LoD level as their rows, so "
+                            "the trainer fails at its first push" % (
+                                name, ids, gvars[ids].lod_level), "ids of lod_level 0 or 1")
     sparse = {p.param for p in expect.sparse}
     for op in expect.main.global_block.ops:
         if is_remote_prefetch(op) and op.input("W"):

@@ -11,7 +11,7 @@ The first such read of each trainer is reported (the process stops there) with h
 from __future__ import annotations
 
 from ..ir import roles
-from ..ir.dataflow import dense_at, feed_names, unvalued_reads
+from ..ir.dataflow import data_names, dense_at, unvalued_reads
 from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_GEO_DENSE_TABLE_GRAD,
                            FLEET_SPARSE_CLIP_DROPPED, KIND, PS_GEO_DENSE_TABLE_GRAD,
                            PS_SPARSE_CLIP_DROPPED)
@@ -25,7 +25,7 @@ CLIP_SCOPE = "gradient_clip"
 def check_reads(ctx) -> None:
     """A finding for the first read of each trainer's main program that has no value (and,
     in geo, for a send of a table's gradient made dense)."""
-    feeds = ctx.memo("feed_names", lambda: frozenset(feed_names(ctx.main)))
+    feeds = ctx.memo("data_names", lambda: frozenset(data_names(ctx.main)))
     for tid in sorted(ctx.split.trainers):
         part = ctx.split.trainers[tid]["main"]
         misses = trainer_misses(part.prog, feeds)

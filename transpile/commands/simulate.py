@@ -4,6 +4,7 @@ Wired into the root group (root.py) with `register(main, handle_errors)`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -26,6 +27,9 @@ from .common import no_startup, options
                    "trainers: 9 for 3), or what the "
                    "program's own ops fix: a trainer's batch times the trainers].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for feeds and inits.")
+@click.option("--lod", "lod", default=None, metavar="N|MIN-MAX",
+              help="The lengths of the sequences of a LoD feed (an input declared with "
+                   "lod_level > 0): N each, or drawn per sequence in MIN-MAX [default: 1-3].")
 @click.option("--rtol", type=float, default=None,
               help="Largest accepted difference, relative to how far the original run "
                    "moved the parameter [default: 1e-6, 1e-3 with --float32].")
@@ -45,10 +49,14 @@ from .common import no_startup, options
 @click.option("--no-why", is_flag=True,
               help="Style ps: skip the reference runs that size each difference from the "
                    "original.")
+@click.option("--max-memory", "max_memory", type=float, default=None, metavar="GB",
+              help="Stop (exit 2) once the process would use more than GB gigabytes of "
+                   "address space, instead of swapping.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
-def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol,
-             expect_equal, accept_unchanged, push_every, float32, program_init, no_why, fmt):
+def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, lod, rtol,
+             expect_equal, accept_unchanged, push_every, float32, program_init, no_why,
+             max_memory, fmt):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
@@ -86,23 +94,19 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
     from ..simulate import SimError, simulate as run
     ctx = click.get_current_context()
     quiet = options().is_quiet()
-    for opt, v in (("--steps", steps), ("--batch", batch)):
-        if v is not None and v < 1:
-            raise UserError("%s must be at least 1, got %d" % (opt, v))
-    if rtol is not None and not rtol >= 0:
-        raise UserError("--rtol must be >= 0, got %g" % rtol)
+    lod = _check_options(steps, batch, rtol, lod, max_memory)
     cfg, main, start, programs, runtime, texts, result = _inputs(main_program, startup, cluster,
                                                                  split_dir)
     if batch is not None:
         batch = _whole_shards(batch, cfg.trainers, quiet)
     from .progress import progress_bar
     try:
-        with progress_bar("simulate", quiet=quiet) as update:
+        with memory_cap(max_memory), progress_bar("simulate", quiet=quiet) as update:
             res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
                       rtol=rtol, float32=float32, expect_equal=expect_equal,
                       accept_unchanged=accept_unchanged, push_every=push_every,
                       progress=update, ps_options=dict(texts=texts, program_init=program_init,
-                                                       why=not no_why))
+                                                       why=not no_why), lod=lod)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:
@@ -115,6 +119,52 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, rtol
         ctx.exit(res.exit_code)
     _print_text(res, cfg, seed, float32, quiet)
     ctx.exit(res.exit_code)
+
+
+def _check_options(steps, batch, rtol, lod, max_memory):
+    """Refuse a bad option (UserError); `--lod`'s value as (MIN, MAX), or None."""
+    for opt, v in (("--steps", steps), ("--batch", batch)):
+        if v is not None and v < 1:
+            raise UserError("%s must be at least 1, got %d" % (opt, v))
+    if rtol is not None and not rtol >= 0:
+        raise UserError("--rtol must be >= 0, got %g" % rtol)
+    if max_memory is not None and not max_memory > 0:
+        raise UserError("--max-memory must be > 0 (gigabytes), got %g" % max_memory)
+    if lod is None:
+        return None
+    from ..simulate.feeds import parse_lod
+    try:
+        return parse_lod(lod)
+    except ValueError as e:
+        raise UserError("--lod: %s" % e) from None
+
+
+@contextlib.contextmanager
+def memory_cap(gb):
+    """While inside, the process's address space is capped at `gb` gigabytes (RLIMIT_AS; None:
+    as it was); an allocation beyond it becomes a UserError saying so (exit 2), not swapping.
+    The cap is lifted on leaving."""
+    if gb is None:
+        yield
+        return
+    import resource
+
+    import numpy.random  # noqa: F401  (its extension modules mapped before the cap)
+    old = resource.getrlimit(resource.RLIMIT_AS)
+    cap = int(gb * 2 ** 30)
+    if old[1] != resource.RLIM_INFINITY:
+        cap = min(cap, old[1])
+    resource.setrlimit(resource.RLIMIT_AS, (cap, old[1]))
+    try:
+        yield
+    except (MemoryError, ImportError, OSError) as e:
+        if not isinstance(e, MemoryError) and "map" not in str(e) and "memory" not in str(e):
+            raise       # not the cap (a module that failed to map is)
+        raise UserError("simulate stopped: it needs more than --max-memory %g GB of address "
+                        "space (try --float32, fewer --steps or a smaller --batch)" % gb) \
+            from None
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, old)
 
 
 def _inputs(main_program, startup, cluster, split_dir) -> tuple:

@@ -127,6 +127,18 @@ def unvalued_reads(program: Program, given) -> list:
     return flow.out
 
 
+def data_names(program: Program) -> list:
+    """feed_names, then the data vars (need_check_feed: declared by `static.data`) of block 0
+    that no op reads or writes: a user feeds them all the same, and a split may read them (a
+    ShowClickEntry's show and click, which the trainer pushes with the table's gradients)."""
+    names = feed_names(program)
+    taken = set(names) | {n for _, _, op in program.ops() for n in op.output_names()}
+    block = program.global_block
+    return names + [n for n, v in block.vars.items()
+                    if v.need_check_feed and not v.is_persistable and v.kind == "LOD_TENSOR"
+                    and n not in taken]
+
+
 def feed_names(program: Program) -> list:
     """The vars block 0 reads before writing them that no op or initializer produces and that a
     feed fills: non-persistable LOD_TENSORs no op of the program writes."""

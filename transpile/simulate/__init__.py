@@ -151,7 +151,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
              seed: int = 0,
              rtol: Optional[float] = None, float32: bool = False,
              expect_equal: bool = False, accept_unchanged=(), push_every=None,
-             progress=None, ps_options: Optional[dict] = None) -> SimResult:
+             progress=None, ps_options: Optional[dict] = None, lod=None) -> SimResult:
     """Train the original under the mode's schedule (schedule.py) and run the split for as many
     steps; compare every parameter.
 
@@ -161,7 +161,8 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     trainer: batchsize.py). The inputs are validated as `split` validates them. SimError in
     the split becomes result.error (exit 1); NoKernelError and UserError propagate (exit 2).
     `progress(done, total)` is called after each step of either run. Style ps: psrun.py
-    (`ps_options`: its descriptor texts, program_init, why)."""
+    (`ps_options`: its descriptor texts, program_init, why). `lod`: (MIN, MAX), the range
+    of a LoD feed's sequence lengths (feeds.LOD_LENGTHS by default)."""
     import numpy as np
 
     from ..ir.validate import validate_for_split
@@ -186,7 +187,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
     ref = Reference(main, startup)
     try:
         feeder, run, res.batch = _start_original(main, startup, schedule, batch, seed, fdt, ref,
-                                                 res.notes)
+                                                 res.notes, lod)
         res.notes.extend(feeder.notes)
         res.steps = _train_original(run, feeder, steps, ref, progress)
     except SimError as e:
@@ -217,12 +218,15 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
     ref.build_slices([p["main"] for p in sp.pservers.values()]
                      + [p["startup"] for p in sp.pservers.values()]
                      + [p["main"] for p in sp.trainers.values()], res.notes)
+    from .compare import measure_movements
+    measure_movements(main, run, ref)
     cluster = None
     try:
         cluster = Cluster(sp, config, float_dtype=fdt, seed=seed, reference=ref,
                           schedule=schedule)
         per = batch // max(1, len(cluster.trainers))
         cluster.startup()
+        ref.release_init(keep=_whole_init_needed(cluster))
         for s in range(res.steps):
             for t in cluster.trainers:
                 t.ex.begin_step(s, per, t.tid * per)
@@ -241,6 +245,19 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
     res.params = compare_params(main, run, cluster, ref, rtol)
     res.notes.extend(_memory_notes(main, run, [run.executors(), cluster.executors()]))
     return res
+
+
+def _whole_init_needed(cluster) -> set:
+    """The parameters whose initial values the comparison still reads whole: those a pserver
+    keeps as an auto-grown sparse table (compare._server_value fills the rows it never saw
+    from them)."""
+    from .values import SparseTable
+    out = set()
+    for ps in cluster.pservers.values():
+        for name, v in ps.scope.vars.items():
+            if isinstance(v, SparseTable):
+                out.add(cluster.reference.slices.get(name, (name,))[0])
+    return out
 
 
 def original_run(main, startup, schedule, *, fdt, seed):
@@ -264,18 +281,18 @@ def max_steps(steps: int) -> int:
     return max(2 * steps, steps + 4)
 
 
-def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes):
+def _start_original(main, startup, schedule, batch, seed, fdt, ref, notes, lod=None):
     """(feeder, run, global batch) with the original's startup and first step done. Without
     a `batch`, DEFAULT_BATCH (rounded up to a multiple of the trainers); when the program does not run on it, the per-trainer batch
     sizes its own ops suggest (batchsize.py), first that runs."""
     from .batchsize import candidates
-    from .feeds import Feeder
+    from .feeds import LOD_LENGTHS, Feeder
     n = schedule.trainers
     tries = [batch] if batch is not None else \
         [default_batch(n)] + [b * n for b in candidates(main) if b * n != default_batch(n)]
     first = None
     for b in tries:
-        feeder = Feeder(main, b, seed, fdt, trainers=n)
+        feeder = Feeder(main, b, seed, fdt, trainers=n, lod=lod or LOD_LENGTHS)
         run = original_run(main, startup, schedule, fdt=fdt, seed=seed)
         ref.init = run.startup()
         try:

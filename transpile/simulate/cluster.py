@@ -29,7 +29,7 @@ from . import largescale, pscore
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
-                     copy_value, dense, split_rows)
+                     dense, shared, split_rows)
 
 
 class Trainer:
@@ -80,6 +80,7 @@ class Cluster:
         self.geo = config.mode == "geo"
         self.geo_rows: dict = {}     # (endpoint, table block) -> rows pushed, per trainer
         self.float_dtype = float_dtype
+        self.recv_cache: Optional[dict] = None     # _assembled: pieces' ids -> (pieces, value)
         self.seed = seed
         self.reference = reference           # transpile/simulate/__init__.py: Reference
         self.notes = list(split.notes)
@@ -149,6 +150,8 @@ class Cluster:
     def rpc(self, ex: Executor, block_idx: int, op):
         owner = getattr(ex, "owner", None)
         t = op.type
+        if self.recv_cache and t not in ("recv", "fetch_barrier"):
+            self.recv_cache = {}
         if t in ("send_barrier", "fetch_barrier", "listen_and_serv", "checkpoint_notify",
                  "recv_save"):
             return
@@ -184,7 +187,7 @@ class Cluster:
         for i, o, ep in zip(ins, outs, eps):
             ids = np.asarray(ex.read(i))
             out = self.pserver(ep, tr.label).prefetch(i, ids.copy(), o, tr.label)
-            ex.write(block_idx, o, np.array(dense(out), copy=True))
+            ex.write(block_idx, o, shared(dense(out)))
 
     def _distributed_lookup(self, tr: Trainer, ex: Executor, block_idx: int, op):
         """The classic remote prefetch: ids cut by row ranges (height_sections), each range
@@ -247,7 +250,7 @@ class Cluster:
             raise SimError("send: %d vars for %d endpoints (epmap %s)" % (len(names), len(eps), eps))
         for n, ep in zip(names, eps):
             v = ex.read(n)
-            self.pserver(ep, tr.label).receive(n, copy_value(v), tr.scope.lods.get(n), tr.label)
+            self.pserver(ep, tr.label).receive(n, shared(v), tr.scope.lods.get(n), tr.label)
 
     def _geo_send(self, tr: Trainer, ctx_name: str, names: list, ex: Executor):
         """GeoCommunicator::Send: a sparse table's gradient only leaves its rows behind."""
@@ -317,11 +320,24 @@ class Cluster:
             parts.append(dense(v))
         if not parts:
             raise SimError("recv_ctx %s has no split vars" % name)
+        ex.write(block_idx, ctx.get("var_name") or name,
+                 shared(self._assembled("recv_ctx %s" % name, parts)))
+
+    def _assembled(self, what, parts):
+        """A received var from its row pieces; while the trainers pull in turn with no
+        pserver update between (recv_cache), one array for every trainer that pulls the same
+        pieces (a table of 55 million floats is not assembled once per trainer)."""
+        key = tuple(id(p) for p in parts)
+        hit = self.recv_cache.get(key) if self.recv_cache is not None else None
+        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+            return hit[1]
         try:
             v = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
         except ValueError as e:
-            raise SimError("recv_ctx %s: the pieces do not concatenate: %s" % (name, e)) from None
-        ex.write(block_idx, ctx.get("var_name") or name, np.array(v, copy=True))
+            raise SimError("%s: the pieces do not concatenate: %s" % (what, e)) from None
+        if self.recv_cache is not None:
+            self.recv_cache[key] = (parts, v)
+        return v
 
     def _recv(self, tr: Trainer, ex: Executor, block_idx: int, op):
         outs = op.output("Out")
@@ -343,7 +359,7 @@ class Cluster:
                     raise SimError("%s receives %s from pserver %s, which holds no such var"
                                    % (tr.label, n, ep))
                 parts.append(dense(v))
-            ex.write(block_idx, outs[0], np.concatenate(parts, axis=0))
+            ex.write(block_idx, outs[0], shared(self._assembled("recv of %s" % outs[0], parts)))
             return
         if len(eps) != len(outs) or len(names) != len(outs):
             raise SimError("recv: %d outputs for %d endpoints" % (len(outs), len(eps)))
@@ -352,14 +368,18 @@ class Cluster:
             if v is None:
                 raise SimError("%s receives %s from pserver %s, which holds no such var"
                                % (tr.label, n, ep))
-            ex.write(block_idx, out, copy_value(v))
+            ex.write(block_idx, out, shared(v))
 
     # --- running ------------------------------------------------------------------------
     def startup(self):
         for ps in self.pservers.values():
             ps.startup()
-        for tr in self.trainers:
-            tr.startup()
+        self.recv_cache = {}
+        try:
+            for tr in self.trainers:
+                tr.startup()
+        finally:
+            self.recv_cache = None
         if self.geo:
             for tr in self.trainers:
                 tr.geo.init()
@@ -374,9 +394,15 @@ class Cluster:
                     tr.run_until(tr.barriers[self.trainers[0].barriers.index(b)] + 1)
                 for ps in self.pservers.values():
                     ps.run_round()
-            for tr in self.trainers:
-                tr.communicator_recv()
-                tr.run_until(None)
+            # the trainers pull in turn: a var they pull from the same pieces is assembled
+            # once (recv_cache; any other message to a pserver drops it: Cluster.rpc)
+            self.recv_cache = {}
+            try:
+                for tr in self.trainers:
+                    tr.communicator_recv()
+                    tr.run_until(None)
+            finally:
+                self.recv_cache = None
         elif self.geo:
             for tr in self.trainers:
                 tr.run_until(None)

@@ -125,10 +125,8 @@ def compare_params(main, run, cluster, ref, rtol) -> list:
     free = run.gradient_free()
     out = []
     for var in main.parameters():
-        final = run.server(var.name)
-        if final is None:
-            final = run.trainer(var.name, 0)
-        moved = movement(ref.init.get(var.name), final)
+        final = _final(run, var.name)
+        moved = _moved(ref, var.name, final)
         pairs = _pairs(var.name, run, cluster, ref, var.name in train)
         d = compare_pairs(var, pairs, rtol, moved, f32)
         d.trainable = var.name in train
@@ -142,10 +140,35 @@ def compare_params(main, run, cluster, ref, rtol) -> list:
         if d.trainable and d.changed:
             d.still_blocks = tuple(
                 "rows %d:%d" % (r0, r1) for r0, r1 in _blocks_of(var.name, ref)
-                if (movement(ref.init.get(var.name), final, (r0, r1)) or 0.0)
+                if (_moved(ref, var.name, final, (r0, r1)) or 0.0)
                 <= noise(scale_of(final), f32))
         out.append(d)
     return out
+
+
+def _final(run, name):
+    """The original's final value of parameter `name` (the pservers', else trainer 0's)."""
+    final = run.server(name)
+    return run.trainer(name, 0) if final is None else final
+
+
+def _moved(ref, name, final, rows=None):
+    """How far the original moved `name` (its rows r0:r1): measured before the initial values
+    were released (measure_movements), else now."""
+    key = name if rows is None else (name,) + tuple(rows)
+    if key in ref.moved:
+        return ref.moved[key]
+    return movement(ref.init.get(name), final, rows)
+
+
+def measure_movements(main, run, ref) -> None:
+    """ref.moved: how far the original run moved each parameter and each of its pserver
+    blocks, measured while the initial values are still held (Reference.release_init)."""
+    for var in main.parameters():
+        final = _final(run, var.name)
+        ref.moved[var.name] = movement(ref.init.get(var.name), final)
+        for r0, r1 in _blocks_of(var.name, ref):
+            ref.moved[(var.name, r0, r1)] = movement(ref.init.get(var.name), final, (r0, r1))
 
 
 def _blocks_of(name, ref) -> list:

@@ -42,7 +42,13 @@ def mean_of(values):
     if any(a.shape != arrs[0].shape for a in arrs):
         return values[0]
     if arrs[0].dtype.kind == "f":
-        return sum(arrs[1:], arrs[0].copy()) / len(arrs)
+        # one new array (a dense gradient of a big table is hundreds of MB): the same sum,
+        # left to right, then the division
+        acc = np.add(arrs[0], arrs[1])
+        for a in arrs[2:]:
+            acc += a
+        acc /= len(arrs)
+        return acc
     return values[0]
 
 
@@ -101,11 +107,11 @@ class ShardedStep:
                 v = scope.get(n)
                 if v is not None:
                     states[n].append(v)
-        for n, vals in handed.items():
-            if len(vals) == len(shards):
-                scope.put(n, mean_of(vals), scope.lods.get(n))
-        for n, vals in states.items():
-            if len(vals) == len(shards):
-                scope.put(n, mean_of(vals), scope.lods.get(n))
+        for group in (handed, states):
+            for n in list(group):
+                vals = group.pop(n)
+                if len(vals) == len(shards):
+                    scope.put(n, mean_of(vals), scope.lods.get(n))
+                del vals        # the shards' values go as their mean is made
         for i in self.once:
             ex.run_op(0, i, ops[i])

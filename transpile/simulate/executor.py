@@ -2,6 +2,7 @@
 declared shape."""
 from __future__ import annotations
 
+import sys
 import zlib
 from typing import Callable, Optional
 
@@ -10,6 +11,7 @@ import numpy as np
 from ..ir.dataflow import EMPTY_ROWS_OK
 from ..ir.program import Program
 from .kernels import KERNELS
+from .kernels.registry import SHARES_LOD
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
                      shape_of)
 
@@ -106,6 +108,22 @@ class OpCtx:
 
     def wants(self, slot) -> bool:
         return any(n and n != "@EMPTY@" for n in self.op.output(slot))
+
+    def owned(self, slot, out_slot, held: int = 1) -> bool:
+        """Whether the op may write its output `out_slot` into input `slot`'s array in place
+        (copy-on-write: an update of a big table makes no new array): the output is the same
+        var, and its array is held by this scope alone (no snapshot of the initial values, no
+        other role's scope, no view, no second name holds it: its reference count is the
+        scope's, the caller's `held` ones and this call's), writeable and owning its data."""
+        names, outs = self.op.input(slot), self.op.output(out_slot)
+        if len(names) != 1 or outs != names:
+            return False
+        v = self.ex.scope.vars.get(names[0])
+        if not isinstance(v, np.ndarray) or v.base is not None or not v.flags.writeable \
+                or not v.flags.owndata:
+            return False
+        # the scope's dict, `v` here, getrefcount's argument, and the caller's
+        return sys.getrefcount(v) <= 3 + held
 
     def set_each(self, slot: str, values: list, lod_of: str = "") -> None:
         """Set output `slot`'s i-th var to values[i], for each var the op names (with the LoD
@@ -335,30 +353,46 @@ class Executor:
         for i in range(start, len(ops) if stop is None else stop):
             self.run_op(block_idx, i, ops[i])
 
-    def free_temporaries(self):
-        """From now on, drop each temporary of block 0 after the last op that reads it (as
-        Paddle's eager deletion does): a program whose backward keeps a thousand partial grads
-        ([rows, width] each, summed at the end) needs them only until that sum."""
-        block = self.program.global_block
-        elsewhere = {n for b in self.program.blocks[1:] for op in b.ops
-                     for n in op.input_names() + op.output_names()}
-        last: dict = {}
-        for i, op in enumerate(block.ops):
-            for n in op.input_names() + op.output_names():
-                last[n] = i
+    def free_temporaries(self, blocks=(0,), keep=()):
+        """From now on, drop each temporary of `blocks` after the last op of its block that
+        uses it (as Paddle's eager deletion does): a program whose backward keeps a thousand
+        partial grads ([rows, width] each, summed at the end) needs them only until that sum;
+        a pserver's merged and scaled gradients only until its optimizer reads them. A
+        temporary is a var of one block, not in `keep`, not persistable; in a block other
+        than 0 (a pserver's optimize block), also a persistable one the block writes before
+        any op reads it (Fleet declares a merged gradient persistable: it is made anew each
+        round)."""
+        uses: dict = {}
+        for b in self.program.blocks:
+            for op in b.ops:
+                for n in op.input_names() + op.output_names():
+                    uses.setdefault(n, set()).add(b.idx)
         self.free_after = {}
-        for n, i in last.items():
-            v = block.var(n)
-            if n in elsewhere or v is None or v.is_persistable:
-                continue
-            self.free_after.setdefault(i, []).append(n)
+        for b in blocks:
+            block = self.program.blocks[b]
+            last: dict = {}
+            made: set = set()       # written by an op before any op of the block reads them
+            for i, op in enumerate(block.ops):
+                ins = op.input_names()
+                for n in ins:
+                    last[n] = i
+                for n in op.output_names():
+                    if n not in last and n not in ins:
+                        made.add(n)
+                    last[n] = i
+            for n, i in last.items():
+                v = block.var(n) if b == 0 else self.program.find_var(n, b)
+                if uses.get(n) != {b} or v is None or n in keep \
+                        or (v.is_persistable and (b == 0 or n not in made)):
+                    continue
+                self.free_after.setdefault((b, i), []).append(n)
 
     def run_op(self, block_idx, op_idx, op) -> None:
         self._run_op(block_idx, op_idx, op)
         if self.after_op is not None:
             self.after_op(self, op)
-        if block_idx == 0 and self.free_after is not None:
-            for n in self.free_after.get(op_idx, ()):
+        if self.free_after is not None:
+            for n in self.free_after.get((block_idx, op_idx), ()):
                 self.scope.drop(n)
 
     def _run_op(self, block_idx, op_idx, op) -> None:
@@ -381,6 +415,8 @@ class Executor:
                                         % (self.where(block_idx, op_idx, op), op.type))
                 with np.errstate(all="ignore"):
                     fn(OpCtx(self, block_idx, op))
+                if op.type in SHARES_LOD:
+                    self._share_lod(op, *SHARES_LOD[op.type])
         except (SimError, NoKernelError) as e:
             if getattr(e, "located", False):
                 raise
@@ -394,6 +430,21 @@ class Executor:
             err = SimError("%s: %s" % (self.where(block_idx, op_idx, op), e))
             err.located = True
             raise err from None
+
+    def _share_lod(self, op, src_slot, out_slots) -> None:
+        """Give the outputs in `out_slots` the LoD of input `src_slot`'s first var where the
+        kernel set none and the rows agree (registry.SHARES_LOD)."""
+        src = op.input(src_slot)
+        lod = self.scope.lods.get(src[0]) if src else None
+        if not lod:
+            return
+        rows = lod[-1][-1]
+        for slot in out_slots:
+            for n in op.output(slot):
+                v = self.scope.get(n)
+                if n not in self.scope.lods and isinstance(v, np.ndarray) and v.ndim \
+                        and v.shape[0] == rows:
+                    self.scope.lods[n] = lod
 
     def _conditional(self, op):
         conds = [self.read(n) for n in op.input("Cond")]

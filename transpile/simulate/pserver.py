@@ -66,6 +66,11 @@ class PServer:
             if not 0 <= b < len(main.blocks):
                 raise SimError("%s: listen_and_serv lists optimize block %d; the program has "
                                "blocks 0..%d" % (label, b, len(main.blocks) - 1))
+        # what a round received and computed goes once its optimizer has read it (a dense
+        # gradient of a big table: the trainers' copies, their sum, the scaled sum)
+        self.ex.free_temporaries(
+            blocks=sorted(set(self.optimize_blocks)),
+            keep={n for op in startup.global_block.ops for n in op.output_names()})
 
     def startup(self):
         self.ex_startup.run_block(0)

@@ -135,19 +135,31 @@ class GeoClient:
             raise SimError("geo: %s pushes: %s" % (self.label, e)) from None
 
     def _dense(self, tid, params):
+        """delta = (latest - old) / trainers pushed, old += delta; pulled: local = latest +
+        (pulled - old), old = pulled. In place on the concatenations, the same arithmetic
+        (IEEE addition commutes): a dense table of 70M floats holds a few copies at once,
+        not eight."""
         latest = np.concatenate([_flat(self._get(p), self.fdt) for p in params])
         old = np.concatenate([self.old[p].reshape(-1) for p in params])
-        delta = (latest - old) * (1.0 / self.trainers)
-        old = old + delta
+        for p in params:
+            self.old[p] = None      # (set again below: the concatenation holds them now)
+        delta = np.subtract(latest, old)
+        delta *= 1.0 / self.trainers
+        old += delta
+        part = None
         for server, part in zip(self.servers, split_dense(delta, len(self.servers))):
             try:
                 self._table(server, tid).push(part)
             except TableError as e:
                 raise SimError("geo: %s pushes dense table %d: %s" % (self.label, tid, e)) \
                     from None
+        del delta, part     # (the parts are views of delta)
         got = self._pull_dense(tid, params)
-        self._write_dense(params, latest + (got - old))
-        self._set_old(params, got)
+        local = np.subtract(got, old, out=old)
+        local += latest
+        del latest
+        self._write_dense(params, local)
+        self._set_old(params, got, copy=False)
 
     def _pull_dense(self, tid, params):
         total = sum(int(np.size(dense(self._get(p)))) for p in params)
@@ -168,11 +180,15 @@ class GeoClient:
             self.scope.put(p, np.asarray(flat[at:at + size], dtype=self.fdt).reshape(shape))
             at += size
 
-    def _set_old(self, params, flat):
+    def _set_old(self, params, flat, copy=True):
+        """old[p] = p's values in `flat` (views of it where `copy` is False: `flat` is the
+        caller's own, which nothing else holds or writes)."""
         at = 0
         for p in params:
             size = int(np.size(dense(self._get(p))))
-            self.old[p] = np.array(flat[at:at + size], dtype=self.fdt)
+            part = flat[at:at + size]
+            self.old[p] = np.array(part, dtype=self.fdt) if copy else \
+                np.asarray(part, dtype=self.fdt)
             at += size
 
 

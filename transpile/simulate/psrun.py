@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.errors import UserError
 from .pscompare import compare_split
-from .pstables import PserverRefuses, TableError, TableOptions
+from .pstables import ClientAborts, PserverRefuses, TableError, TableOptions
 from .values import SimError
 
 
@@ -81,6 +81,9 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
         psref = train_reference(main, ref.init, plan, config, ref_texts, feeder, steps=steps,
                                 batch=batch, seed=seed, fdt=fdt, options=options,
                                 progress=lambda s: progress(steps + s + 1, 3 * steps))
+    except ClientAborts as e:       # Paddle's trainers abort too: the split cannot train
+        res.error = "the ps reference, like Paddle's trainer, aborts: %s" % e
+        return res
     except (SimError, TableError) as e:
         raise UserError("the ps reference (the original under its descriptors) does not run: "
                         "%s" % e) from None

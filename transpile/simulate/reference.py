@@ -8,10 +8,11 @@ import numpy as np
 from ..ir.program import Program
 from .executor import default_lazy_policy
 from .largescale import block_shapes
-from .values import LazyTable, shape_of
+from .values import LazyTable, Pending, shape_of
 
 _BLOCK_SUFFIX = re.compile(r"^(.+)\.block(\d+)$")
 _DIST_ATTRS = ("min", "max", "mean", "std")
+RELEASE_SIZE = 1 << 20      # release_init: initial values of more floats than this go
 
 
 def snapshot(v):
@@ -38,6 +39,7 @@ class Reference:
         self.main = main
         self.startup = startup
         self.init: dict = {}
+        self.moved: dict = {}       # compare.measure_movements: name or (name, r0, r1) -> float
         self.init_ops: dict = {}
         self.slices: dict = {}
         for op in startup.global_block.ops:
@@ -69,6 +71,17 @@ class Reference:
             for i, r in zip(idx, rows):
                 self.slices["%s.block%d" % (base, i)] = (base, start, start + r)
                 start += r
+
+    def release_init(self, keep=()) -> None:
+        """The split's startup has taken what it aligns from the initial values: keep of them
+        only the shapes (Pending), but for the names in `keep` (what the comparison still reads
+        whole: a pserver's auto-grown sparse table) and the LazyTables (kept row by row) and
+        small values. The comparison reads the movements measured before
+        (compare.measure_movements); a table of 55 million floats is not held twice more."""
+        for name, v in list(self.init.items()):
+            if name in keep or not isinstance(v, np.ndarray) or v.size < RELEASE_SIZE:
+                continue
+            self.init[name] = Pending(v.shape, v.dtype)
 
     def lazy_policy(self, name, shape) -> bool:
         """A split's initializer output is a LazyTable where the original's var (or the

@@ -93,9 +93,19 @@ def dense(v):
 
 
 def shape_of(v):
-    if isinstance(v, (SelectedRows, Unallocated, SparseTable, LazyTable)):
+    if isinstance(v, (SelectedRows, Unallocated, SparseTable, LazyTable, Pending)):
         return v.shape
     return tuple(np.shape(v))
+
+
+class Pending:
+    """The values a random initializer is about to draw, not drawn yet: what it asks the
+    split's alignment hook (reference.py) about first. Where the original's values replace
+    them, they are never drawn (a table of 55 million floats: ~20 s of a pserver's startup)."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
 
 
 class LazyTable:
@@ -244,10 +254,31 @@ def copy_value(v):
     return np.array(v, copy=True)
 
 
+def frozen(a):
+    """Array `a` made read-only (no copy): a kernel that wrote into it would fail loudly."""
+    if isinstance(a, np.ndarray):
+        a.flags.writeable = False
+    return a
+
+
+def shared(v):
+    """`v` as another role of the cluster receives it (a send, a recv): the same arrays, made
+    read-only, not copied. Kernels write new arrays, never into the ones a scope holds, so a
+    trainer and a pserver may hold one array (copy-on-write: an in-place update checks that
+    its array is held once, kernels/optim_ops.py); a LazyTable, whose rows are written in
+    place, is copied."""
+    if isinstance(v, np.ndarray):
+        return frozen(v)
+    if isinstance(v, SelectedRows):
+        return SelectedRows(frozen(v.rows), frozen(v.value), v.height, v.no_memory)
+    return copy_value(v)
+
+
 def split_rows(v, sections, name):
-    """`v` cut by rows into blocks of `sections` rows (a send_ctx's sections; none: one copy)."""
+    """`v` cut by rows into blocks of `sections` rows (a send_ctx's sections; none: the
+    whole), shared (views of a dense value, read-only)."""
     if not sections:
-        return [copy_value(v)]
+        return [shared(v)]
     if isinstance(v, SelectedRows):
         if sum(sections) != v.height:
             raise SimError("send_ctx %s: sections %s do not cover height %d"
@@ -261,4 +292,4 @@ def split_rows(v, sections, name):
     if sum(sections) != shape_of(v)[0]:
         raise SimError("send_ctx %s: sections %s do not cover the %d rows"
                        % (name, sections, shape_of(v)[0]))
-    return [np.array(p, copy=True) for p in np.split(v, np.cumsum(sections)[:-1], axis=0)]
+    return [frozen(p) for p in np.split(shared(v), np.cumsum(sections)[:-1], axis=0)]

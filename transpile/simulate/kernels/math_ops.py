@@ -422,15 +422,20 @@ def sum_(ctx):
                                     np.concatenate([v.value for v in xs]), h).merged())
         return
     out = None
+    first = True
     for v in xs:
         v = dense(v)
         if out is None:
-            out = np.array(v, copy=True)
+            out = np.asarray(v)
         else:
             if np.shape(v) != out.shape:
                 raise SimError("sum: inputs of shapes %s and %s" % (out.shape, np.shape(v)))
-            out = out + v
-    ctx.set("Out", out, lod=ctx.lod("X"))
+            if first or np.result_type(out, v) != out.dtype:
+                out = out + v           # a new array (never written into an input)
+                first = False
+            else:
+                out += v                # into the sum's own array: the same additions
+    ctx.set("Out", np.array(out, copy=True) if first else out, lod=ctx.lod("X"))
 
 
 @kernel("scale")
@@ -444,6 +449,15 @@ def scale(ctx):
     if isinstance(x, SelectedRows):
         ctx.set("Out", SelectedRows(x.rows, x.value * s + b if after else (x.value + b) * s,
                                     x.height))
+        return
+    x = np.asarray(x)
+    if after and ctx.owned("X", "Out", held=1) and x.dtype.kind == "f" \
+            and np.result_type(x, s, b) == x.dtype:
+        # Out is X, held by this scope alone: in place (the same arithmetic, the same bits;
+        # a pserver's 1/trainers scale of a merged gradient of a big table)
+        x *= s
+        x += b
+        ctx.set("Out", x, lod=ctx.lod("X"))
         return
     out = x * s + b if after else (x + b) * s
     ctx.set("Out", np.asarray(out).astype(x.dtype, copy=False), lod=ctx.lod("X"))

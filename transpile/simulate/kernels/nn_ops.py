@@ -1,4 +1,4 @@
-"""Losses, softmax, embeddings, sequence pooling, conv2d / pool2d."""
+"""Losses, softmax, embeddings, conv2d / pool2d."""
 from __future__ import annotations
 
 import numpy as np
@@ -225,81 +225,6 @@ def lookup_table_grad(ctx):
         g = np.zeros((height,) + tuple(width), dtype=d.dtype)
         np.add.at(g, flat, d)
         ctx.set("W@GRAD", g)
-
-
-# --- sequences --------------------------------------------------------------------------
-def _offsets(ctx, slot):
-    lod = ctx.lod(slot)
-    if not lod:
-        raise SimError("%s: %s has no LoD (sequence info)" % (ctx.op.type, ctx.op.input(slot)[0]))
-    return list(lod[-1])
-
-
-@kernel("sequence_pool")
-def sequence_pool(ctx):
-    x = dense(ctx.x("X"))
-    off = _offsets(ctx, "X")
-    if off[-1] != x.shape[0]:
-        raise SimError("sequence_pool: LoD ends at %d but X has %d rows" % (off[-1], x.shape[0]))
-    kind = ctx.attr("pooltype", "AVERAGE").upper()
-    pad = ctx.attr("pad_value", 0.0)
-    outs, maxidx = [], []
-    for a, b in zip(off[:-1], off[1:]):
-        seg = x[a:b]
-        if b == a:
-            outs.append(np.full(x.shape[1:], pad, dtype=x.dtype))
-            maxidx.append(np.zeros(x.shape[1:], dtype=np.int64))
-            continue
-        if kind == "AVERAGE":
-            outs.append(seg.mean(axis=0))
-        elif kind == "SUM":
-            outs.append(seg.sum(axis=0))
-        elif kind == "SQRT":
-            outs.append(seg.sum(axis=0) / np.sqrt(b - a))
-        elif kind == "MAX":
-            i = seg.argmax(axis=0)
-            maxidx.append(i + a)
-            outs.append(seg.max(axis=0))
-        elif kind == "LAST":
-            outs.append(seg[-1])
-        elif kind == "FIRST":
-            outs.append(seg[0])
-        else:
-            raise SimError("sequence_pool: pooltype %s is not simulated" % kind)
-    ctx.set("Out", np.stack(outs) if outs else np.zeros((0,) + x.shape[1:]))
-    if ctx.wants("MaxIndex"):
-        ctx.set("MaxIndex", np.stack(maxidx) if kind == "MAX" and maxidx
-                else np.zeros((len(outs),) + x.shape[1:], dtype=np.int64))
-
-
-@kernel("sequence_pool_grad")
-def sequence_pool_grad(ctx):
-    x = dense(ctx.x("X"))
-    off = _offsets(ctx, "X")
-    d = dense(ctx.x("Out@GRAD"))
-    kind = ctx.attr("pooltype", "AVERAGE").upper()
-    g = np.zeros_like(x)
-    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
-        n = b - a
-        if not n:
-            continue
-        if kind == "AVERAGE":
-            g[a:b] = d[i] / n
-        elif kind == "SUM":
-            g[a:b] = d[i]
-        elif kind == "SQRT":
-            g[a:b] = d[i] / np.sqrt(n)
-        elif kind == "LAST":
-            g[b - 1] = d[i]
-        elif kind == "FIRST":
-            g[a] = d[i]
-        elif kind == "MAX":
-            mi = np.asarray(ctx.x("MaxIndex"))[i]
-            flat_g = g.reshape(g.shape[0], -1)
-            flat_g[mi.reshape(-1), np.arange(flat_g.shape[1])] += d[i].reshape(-1)
-        else:
-            raise SimError("sequence_pool_grad: pooltype %s is not simulated" % kind)
-    ctx.set("X@GRAD", g, lod=ctx.lod("X"))
 
 
 # --- conv2d / pool2d --------------------------------------------------------------------

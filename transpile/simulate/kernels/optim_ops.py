@@ -42,6 +42,24 @@ def _param_grad(ctx):
     return p, g, gd
 
 
+def _own(ctx, slot, a) -> bool:
+    """Whether the update may write input `slot` (the array `a`, which only the calling
+    kernel's one local name holds) in place as its output `slot`Out: the same var, held by no
+    one else (OpCtx.owned: copy-on-write; the initial values' snapshot, another role's scope,
+    a view or a second name would see the write)."""
+    # held: the kernel's local name and this function's argument
+    return isinstance(a, np.ndarray) and ctx.owned(slot, slot + "Out", held=2)
+
+
+def _minus(p, t, own: bool):
+    """p - t, into p's own array where `own` (_own) and the result has p's dtype and shape
+    (the same arithmetic in place gives the same bits)."""
+    if own and p.dtype == np.result_type(p, t) and p.shape == np.broadcast_shapes(p.shape,
+                                                                                 np.shape(t)):
+        return np.subtract(p, t, out=p)
+    return p - t
+
+
 def _same(ctx, slot, p):
     v = dense(ctx.x(slot))
     if np.shape(v) != p.shape:
@@ -57,8 +75,17 @@ def sgd(ctx):
     if isinstance(raw, SparseTable):
         from .table_ops import table_sgd
         return table_sgd(ctx, raw)
+    del raw     # (a second name of the parameter's array: it would never be written in place)
     p, _, g = _param_grad(ctx)
-    ctx.set("ParamOut", p - _lr(ctx) * g)
+    own, lr = _own(ctx, "Param", p), _lr(ctx)
+    g = np.asarray(g)
+    if g.shape == p.shape and p.dtype == np.result_type(lr, g) == np.result_type(p, g):
+        po = p if own else np.empty_like(p)
+        for sl in _chunks(p):
+            np.subtract(p[sl], lr * g[sl], out=po[sl])
+        ctx.set("ParamOut", po)
+        return
+    ctx.set("ParamOut", p - lr * g)
 
 
 @optimizer("momentum")
@@ -70,37 +97,69 @@ def momentum(ctx):
         g = g + ctx.attr("regularization_coeff", 0.0) * p
     g = g * ctx.attr("rescale_grad", 1.0)
     lr = _lr(ctx)
-    v_out = mu * v + g
-    if ctx.attr("use_nesterov", False):
-        p_out = p - (g + mu * v_out) * lr
+    own_p, own_v = _own(ctx, "Param", p), _own(ctx, "Velocity", v)
+    t = mu * v
+    if own_v and t.dtype == v.dtype and np.result_type(t, g) == v.dtype \
+            and np.shape(g) == v.shape:
+        del t
+        v_out = np.multiply(v, mu, out=v)
+        v_out += g
     else:
-        p_out = p - lr * v_out
+        v_out = t + g
+        del t
+    if ctx.attr("use_nesterov", False):
+        p_out = _minus(p, (g + mu * v_out) * lr, own_p)
+    else:
+        p_out = _minus(p, lr * v_out, own_p)
     ctx.set("ParamOut", p_out)
     ctx.set("VelocityOut", v_out)
 
 
-def _adam_update(p, m1, m2, g, b1, b2, lr, eps_hat):
+def _adam_update(p, m1, m2, g, b1, b2, lr, eps_hat, own=(False, False, False)):
     """Adam's new moments and parameter. Where every array is of one dtype, the same
     arithmetic in the same order, in place on the new arrays: a table of a million rows
-    updated whole makes one temporary, not five."""
+    updated whole makes one temporary, not five; and into the inputs' own arrays where `own`
+    (param, moment 1, moment 2: _own) says they may be written, none but that temporary."""
     arrays = [np.asarray(a) for a in (p, m1, m2, g)]
     if len({a.dtype for a in arrays}) != 1 or len({a.shape for a in arrays}) != 1:
         m1o = b1 * m1 + (1 - b1) * g
         m2o = b2 * m2 + (1 - b2) * g * g
         return m1o, m2o, p - lr * (m1o / (np.sqrt(m2o) + eps_hat))
     p, m1, m2, g = arrays
-    m1o = b1 * m1
-    t = (1 - b1) * g
-    m1o += t
-    np.multiply(1 - b2, g, out=t)
-    t *= g
-    m2o = b2 * m2
-    m2o += t
-    np.sqrt(m2o, out=t)
-    t += eps_hat
-    np.divide(m1o, t, out=t)
-    t *= lr
-    return m1o, m2o, np.subtract(p, t, out=t)
+    del arrays
+    m1o = m1 if own[1] else np.empty_like(m1)
+    m2o = m2 if own[2] else np.empty_like(m2)
+    po = p if own[0] else np.empty_like(p)
+    for sl in _chunks(p):
+        gs, a1, a2 = g[sl], m1o[sl], m2o[sl]
+        np.multiply(b1, m1[sl], out=a1)
+        t = (1 - b1) * gs
+        a1 += t
+        np.multiply(1 - b2, gs, out=t)
+        t *= gs
+        np.multiply(b2, m2[sl], out=a2)
+        a2 += t
+        np.sqrt(a2, out=t)
+        t += eps_hat
+        np.divide(a1, t, out=t)
+        t *= lr
+        np.subtract(p[sl], t, out=po[sl])
+    return m1o, m2o, po
+
+
+CHUNK = 1 << 20     # elements an update computes at once: its temporaries stay small
+
+
+def _chunks(a):
+    """Row slices of `a` of about CHUNK elements each (one slice for a small array): an
+    elementwise update computed slice by slice gives the same bits with temporaries of a
+    slice, not of a table of 55 million floats."""
+    if a.ndim == 0 or a.size <= CHUNK:
+        yield Ellipsis
+        return
+    per = max(1, CHUNK // max(1, a.size // a.shape[0]))
+    for r in range(0, a.shape[0], per):
+        yield slice(r, r + per)
 
 
 @optimizer("adam")
@@ -125,8 +184,12 @@ def adam(ctx):
         return
     b1pv, b2pv = b1p.reshape(-1)[0], b2p.reshape(-1)[0]
     lr = _lr(ctx) * np.sqrt(1 - b2pv) / (1 - b1pv)
-    m1o, m2o, po = _adam_update(p, m1, m2, g, b1, b2, lr, eps * np.sqrt(1 - b2pv))
-    if isinstance(graw, SelectedRows) and ctx.attr("lazy_mode", False):
+    lazy = isinstance(graw, SelectedRows) and ctx.attr("lazy_mode", False)
+    # (lazy_mode reads the old values after the update: never in place)
+    own = (False,) * 3 if lazy else \
+        (_own(ctx, "Param", p), _own(ctx, "Moment1", m1), _own(ctx, "Moment2", m2))
+    m1o, m2o, po = _adam_update(p, m1, m2, g, b1, b2, lr, eps * np.sqrt(1 - b2pv), own)
+    if lazy:
         rows = graw.merged().rows
         keep = np.ones(p.shape[0], dtype=bool)
         keep[rows] = False
@@ -157,8 +220,30 @@ def adamax(ctx):
 def adagrad(ctx):
     p, _, g = _param_grad(ctx)
     m = _same(ctx, "Moment", p)
+    own_p, own_m = _own(ctx, "Param", p), _own(ctx, "Moment", m)
+    lr, eps = _lr(ctx), ctx.attr("epsilon", 1e-6)
+    arrays = [np.asarray(a) for a in (p, m, g)]
+    if len({a.dtype for a in arrays}) == 1 and len({a.shape for a in arrays}) == 1 \
+            and np.result_type(lr, g) == p.dtype:
+        del arrays
+        po = p if own_p else np.empty_like(p)
+        mo = m if own_m else np.empty_like(m)
+        for sl in _chunks(p):
+            gs, ms = g[sl], mo[sl]
+            np.add(m[sl], gs * gs, out=ms)
+            # p - lr * g / (sqrt(mo) + epsilon)
+            den = np.sqrt(ms)
+            den += eps
+            num = lr * gs
+            np.divide(num, den, out=num)
+            np.subtract(p[sl], num, out=po[sl])
+        ctx.set("ParamOut", po)
+        ctx.set("MomentOut", mo)
+        return
+    del arrays
     mo = m + g * g
-    ctx.set("ParamOut", p - _lr(ctx) * g / (np.sqrt(mo) + ctx.attr("epsilon", 1e-6)))
+    q = lr * g / (np.sqrt(mo) + eps)
+    ctx.set("ParamOut", p - q)
     ctx.set("MomentOut", mo)
 
 

@@ -41,6 +41,10 @@ class RowCtx:
     def wants(self, slot) -> bool:
         return self.ctx.wants(slot)
 
+    def owned(self, slot, out_slot, held=1) -> bool:
+        """Never in place: the kernel sees copies of some rows (OpCtx.owned)."""
+        return False
+
     def _row_shaped(self, slot, v):
         if slot in _SCALARS:
             return False

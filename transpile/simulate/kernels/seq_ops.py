@@ -1,5 +1,6 @@
-"""Sequence (LoD) ops beyond sequence_pool (nn_ops.py): sequence_softmax, sequence_concat,
-sequence_expand_as, sequence_mask; and the dense ops dropout and log_softmax."""
+"""Sequence (LoD) ops: sequence_pool (of one or two LoD levels), sequence_softmax,
+sequence_concat, sequence_expand(_as), sequence_pad / unpad, sequence_conv, sequence_mask; and
+the dense ops dropout and log_softmax."""
 from __future__ import annotations
 
 
@@ -344,3 +345,89 @@ def sequence_conv_grad(ctx):
         ok = idx >= 0
         np.add.at(g, idx[ok], dcol[ok])
         ctx.set("X@GRAD", g, lod=ctx.lod("X"))
+
+
+# --- sequence_pool ----------------------------------------------------------------------
+def _pool_offsets(ctx, slot):
+    lod = ctx.lod(slot)
+    if not lod:
+        raise SimError("%s: %s has no LoD (sequence info)" % (ctx.op.type, ctx.op.input(slot)[0]))
+    if len(lod) > 2:
+        raise SimError("%s: %s has %d LoD levels (Paddle's kernel takes at most 2)"
+                       % (ctx.op.type, ctx.op.input(slot)[0], len(lod)))
+    if len(lod) == 2 and lod[0][-1] != len(lod[1]) - 1:
+        raise SimError("%s: %s's LoD is illegal: its first level ends at %d, its second has "
+                       "%d sequences" % (ctx.op.type, ctx.op.input(slot)[0], lod[0][-1],
+                                         len(lod[1]) - 1))
+    return list(lod[-1])
+
+
+@kernel("sequence_pool")
+def sequence_pool(ctx):
+    x = dense(ctx.x("X"))
+    off = _pool_offsets(ctx, "X")
+    if off[-1] != x.shape[0]:
+        raise SimError("sequence_pool: LoD ends at %d but X has %d rows" % (off[-1], x.shape[0]))
+    kind = ctx.attr("pooltype", "AVERAGE").upper()
+    pad = ctx.attr("pad_value", 0.0)
+    outs, maxidx = [], []
+    for a, b in zip(off[:-1], off[1:]):
+        seg = x[a:b]
+        if b == a:
+            outs.append(np.full(x.shape[1:], pad, dtype=x.dtype))
+            maxidx.append(np.zeros(x.shape[1:], dtype=np.int64))
+            continue
+        if kind == "AVERAGE":
+            outs.append(seg.mean(axis=0))
+        elif kind == "SUM":
+            outs.append(seg.sum(axis=0))
+        elif kind == "SQRT":
+            outs.append(seg.sum(axis=0) / np.sqrt(b - a))
+        elif kind == "MAX":
+            i = seg.argmax(axis=0)
+            maxidx.append(i + a)
+            outs.append(seg.max(axis=0))
+        elif kind == "LAST":
+            outs.append(seg[-1])
+        elif kind == "FIRST":
+            outs.append(seg[0])
+        else:
+            raise SimError("sequence_pool: pooltype %s is not simulated" % kind)
+    # Paddle's kernel: an input of two LoD levels is pooled at its last, the output keeps the
+    # first (a node's neighbours' neighbours pooled to one row per neighbour)
+    lod = ctx.lod("X")
+    ctx.set("Out", np.stack(outs) if outs else np.zeros((0,) + x.shape[1:], dtype=x.dtype),
+            lod=[list(lod[0])] if len(lod) > 1 else None)
+    if ctx.wants("MaxIndex"):
+        ctx.set("MaxIndex", np.stack(maxidx) if kind == "MAX" and maxidx
+                else np.zeros((len(outs),) + x.shape[1:], dtype=np.int64))
+
+
+@kernel("sequence_pool_grad")
+def sequence_pool_grad(ctx):
+    x = dense(ctx.x("X"))
+    off = _pool_offsets(ctx, "X")
+    d = dense(ctx.x("Out@GRAD"))
+    kind = ctx.attr("pooltype", "AVERAGE").upper()
+    g = np.zeros_like(x)
+    for i, (a, b) in enumerate(zip(off[:-1], off[1:])):
+        n = b - a
+        if not n:
+            continue
+        if kind == "AVERAGE":
+            g[a:b] = d[i] / n
+        elif kind == "SUM":
+            g[a:b] = d[i]
+        elif kind == "SQRT":
+            g[a:b] = d[i] / np.sqrt(n)
+        elif kind == "LAST":
+            g[b - 1] = d[i]
+        elif kind == "FIRST":
+            g[a] = d[i]
+        elif kind == "MAX":
+            mi = np.asarray(ctx.x("MaxIndex"))[i]
+            flat_g = g.reshape(g.shape[0], -1)
+            flat_g[mi.reshape(-1), np.arange(flat_g.shape[1])] += d[i].reshape(-1)
+        else:
+            raise SimError("sequence_pool_grad: pooltype %s is not simulated" % kind)
+    ctx.set("X@GRAD", g, lod=ctx.lod("X"))

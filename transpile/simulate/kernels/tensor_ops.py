@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import keyed
-from ..values import LazyTable, SelectedRows, SimError, dense, np_dtype
+from ..values import LazyTable, Pending, SelectedRows, SimError, dense, np_dtype
 from .registry import kernel
 
 
@@ -83,6 +83,19 @@ def random_init(ctx):
         return ctx.set("Out", keyed.lazy_table(ctx.op, ctx.ex.seed, shape[0], shape[1:],
                                                np_dtype(ctx.attr("dtype", 5), ctx.fdt)),
                        random=True)
+    dt = np_dtype(ctx.attr("dtype", 5), ctx.fdt)
+    if ctx.ex.random_hook is not None and not ctx.attr("diag_num", 0):
+        # the split's init: the original's values where they align, drawn only where not
+        names = ctx.op.output("Out")
+        if names:
+            got = ctx.ex.random_hook(ctx.ex, names[0], Pending(shape, dt), ctx.op)
+            if not isinstance(got, Pending):
+                return ctx.set("Out", got)
+    ctx.set("Out", _drawn(ctx, shape).astype(dt))
+
+
+def _drawn(ctx, shape):
+    """A random initializer's values drawn from the op's own generator (ctx.rng)."""
     rng = ctx.rng()
     if ctx.op.type == "uniform_random":
         out = rng.uniform(ctx.attr("min", -1.0), ctx.attr("max", 1.0), size=shape)
@@ -99,7 +112,7 @@ def random_init(ctx):
             while bad.any():
                 out[bad] = rng.normal(mean, std, size=int(bad.sum()))
                 bad = np.abs(out - mean) > 2 * std
-    ctx.set("Out", out.astype(np_dtype(ctx.attr("dtype", 5), ctx.fdt)), random=True)
+    return out
 
 
 @kernel("cast")

@@ -25,6 +25,11 @@ class TableError(Exception):
     """A table cannot do what it is asked (a push of the wrong width, an unknown table id)."""
 
 
+class ClientAborts(TableError):
+    """A push Paddle's worker client cannot make: its trainer aborts (ids with a LoD of two
+    levels: FleetWrapper::PushSparseFromTensorAsync walks the first level as rows)."""
+
+
 class PserverRefuses(TableError):
     """A descriptor Paddle wrote but its pserver cannot start from (an empty initializer)."""
 

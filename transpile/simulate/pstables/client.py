@@ -49,6 +49,13 @@ def push_values(ids, grad, emb_dim: int, batch: int = None, slot: int = 0, shows
     clicks = np.asarray([] if clicks is None else clicks, dtype=F32).reshape(-1)
     seq = np.arange(len(ids))
     if lod:
+        if int(lod[-1]) != len(ids):
+            from . import ClientAborts
+            raise ClientAborts(
+                "%d ids pushed with a LoD whose first level ends at %d (ids of lod_level 2): "
+                "Paddle 2.6.2's push (FleetWrapper::PushSparseFromTensorAsync) walks the "
+                "first LoD level as the ids' rows, its rows then do not cover the gradient "
+                "and its trainer fails there" % (len(ids), int(lod[-1])))
         seq = np.repeat(np.arange(len(lod) - 1), np.diff(np.asarray(lod)))
     keep = as_keys(ids) != as_keys([padding_idx])[0]
     keys, g, seq = as_keys(ids)[keep], g[keep], seq[keep]

@@ -130,8 +130,10 @@ def dense_dims(total: int, server_num: int):
 def split_dense(values, server_num: int):
     """The floats a dense push sends each pserver: slices of total / n + 1, the last padded
     with zeros (DenseDimPerShard)."""
-    values = np.asarray(values, dtype=np.float32).reshape(-1)
+    values = np.asarray(values).reshape(-1)
     per = len(values) // server_num + 1
     padded = np.zeros(per * server_num, dtype=np.float32)
-    padded[:len(values)] = values
-    return [padded[i * per:(i + 1) * per].copy() for i in range(server_num)]
+    padded[:len(values)] = values       # rounded to float32 as it is copied
+    # views of this array of our own (a table copies or only reads what it is pushed): a
+    # dense table of 70M floats is not copied twice more
+    return [padded[i * per:(i + 1) * per] for i in range(server_num)]
