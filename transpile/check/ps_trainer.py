@@ -20,6 +20,7 @@ from ..format.psdesc import TABLE_TYPES
 from ..ir.optimizers import is_optimizer_update
 from ..ir.roles import OPTIMIZE, role
 from ..ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
+from ..plan.faults import PS_PUSH_IDS_LOD2
 from .context import CheckContext
 from .ps import (PsExpect, check_ps_coverage, check_ps_listen, check_ps_tables,
                  descriptors)
@@ -193,10 +194,11 @@ def _check_sparse_ops(ctx, expect: PsExpect, main, tables) -> None:
             for ids, g in zip(op.input("Ids"), op.output("Outputs")):
                 pushed.setdefault(name, set()).add((alias.get(ids, ids), alias.get(g, g)))
                 if (getattr(gvars.get(ids), "lod_level", 0) or 0) >= 2:
-                    ctx.add("tables", main, 0, j, "push of %s by %s, ids of lod_level %d: "
-                            "Paddle's client walks their first LoD level as their rows, so "
-                            "the trainer fails at its first push" % (
-                                name, ids, gvars[ids].lod_level), "ids of lod_level 0 or 1")
+                    ctx.add("tables", main, 0, j, "Paddle fault %s: push of %s by %s, ids of "
+                            "lod_level %d: Paddle's client walks their first LoD level as "
+                            "their rows, so the trainer fails at its first push" % (
+                                PS_PUSH_IDS_LOD2, name, ids, gvars[ids].lod_level),
+                            "ids of lod_level 0 or 1", PS_PUSH_IDS_LOD2)
     sparse = {p.param for p in expect.sparse}
     for op in expect.main.global_block.ops:
         if is_remote_prefetch(op) and op.input("W"):

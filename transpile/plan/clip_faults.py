@@ -260,3 +260,21 @@ def geo_raw_row_tables(main: Program, config, remote: set, fault_id: str) -> tup
     f = geo_dense_table_fault(main, config, remote, fault_id)
     return tuple(f.where.split(" ", 1)[1].split(", ")) if f is not None and f.fixed else ()
 
+
+def push_ids_lod2_fault(main: Program, config, remote: set, fault_id: str):
+    """ps-push-ids-lod2: sync / async, a remote table looked up with ids of lod_level 2, which
+    the push that replaces its lookup grads hands Paddle's client (it walks their first LoD
+    level as their rows: the trainer fails at its first push)."""
+    if config.mode == "geo":
+        return None
+    block = main.global_block
+    found = sorted({(op.input("W")[0], op.input("Ids")[0]) for op in block.ops
+                    if is_remote_prefetch(op) and op.input("W")[:1] and op.input("Ids")[:1]
+                    and op.input("W")[0] in remote
+                    and (getattr(main.find_var(op.input("Ids")[0], 0), "lod_level", 0) or 0)
+                    >= 2})
+    if not found:
+        return None
+    return fault(fault_id, ", ".join("%s by %s" % wi for wi in found), config.fix_faults,
+                 "Paddle's client needs ids whose first LoD level is their rows; no rewrite "
+                 "of the push is verified on Paddle's runtime yet")

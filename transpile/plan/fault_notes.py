@@ -12,7 +12,7 @@ from .faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_DIST_TABLE_IDS_NOT_2D,
                      FLEET_LARGE_SCALE_ADAM, FLEET_LOOKUP_IDS_NOT_2D,
                      FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
                      PS_CLIP_BEFORE_MERGE, PS_GEO_NO_SPARSE_TABLE, PS_LOOKUP_IDS_NOT_2D,
-                     PS_SPARSE_CLIP_DROPPED)
+                     PS_PUSH_IDS_LOD2, PS_SPARSE_CLIP_DROPPED)
 
 # shown by tests/test_sparse_clip.py (widedeep with need_clip=False on its tables)
 _NO_TABLE_CLIP = ("`need_clip=False` in the sparse tables' `paddle.ParamAttr` (the tables "
@@ -59,6 +59,7 @@ STILL = {
                              + _PER_TRAINER,
     PS_CLIP_BEFORE_MERGE: _PER_TRAINER,
     PS_GEO_NO_SPARSE_TABLE: "the trainers never exchange: each trains alone",
+    PS_PUSH_IDS_LOD2: "the trainer fails at its first push, as Paddle's does",
 }
 
 

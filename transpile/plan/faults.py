@@ -38,6 +38,7 @@ FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 PS_CLIP_BEFORE_MERGE = "ps-clip-before-merge"
 PS_GEO_NO_SPARSE_TABLE = "ps-geo-no-sparse-table"
+PS_PUSH_IDS_LOD2 = "ps-push-ids-lod2"
 FLEET_GEO_DENSE_TABLE_GRAD = "fleet-geo-dense-table-grad"
 PS_GEO_DENSE_TABLE_GRAD = "ps-geo-dense-table-grad"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
@@ -184,6 +185,14 @@ FAULT_KINDS += (
               "alone (measured on Paddle 2.6.2's own parameter server: `pstranspile run`)",
               "not fixable in a split: the communicator needs a sparse table's send to "
               "exchange anything"),
+    FaultKind(PS_PUSH_IDS_LOD2, PS.name, "sync, async",
+              "a remote table looked up with ids of lod_level 2 (a neighbour's neighbours, "
+              "as PGL's GraphSAGE feeds them): the distributed_push_sparse that replaces the "
+              "lookup grads pushes with those ids, and Paddle's client "
+              "(FleetWrapper::PushSparseFromTensorAsync) walks their first LoD level as their "
+              "rows: the trainer fails at its first push",
+              "not fixed: a split would have to push ids whose first LoD level is their rows; "
+              "no such rewrite is verified on Paddle's runtime yet"),
     FaultKind(FLEET_GEO_DENSE_TABLE_GRAD, FLEET.name, "geo", _GEO_DENSE_PADDLE, _GEO_DENSE_FIX),
     FaultKind(PS_GEO_DENSE_TABLE_GRAD, PS.name, "geo", _GEO_DENSE_PADDLE, _GEO_DENSE_FIX),
     FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",

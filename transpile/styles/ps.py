@@ -13,9 +13,11 @@ from ..output.psdesc import DescWriter
 from ..output.result import endpoint_dir
 from ..passes.idsfix import lookups_2d
 from ..passes.ps import pserver, trainer
-from ..plan.clip_faults import geo_dense_table_fault, ids_fault, sparse_clip_fault
+from ..plan.clip_faults import (geo_dense_table_fault, ids_fault, push_ids_lod2_fault,
+                                sparse_clip_fault)
 from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_GEO_DENSE_TABLE_GRAD, PS_GEO_NO_SPARSE_TABLE,
-                           PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED, fault)
+                           PS_LOOKUP_IDS_NOT_2D, PS_PUSH_IDS_LOD2, PS_SPARSE_CLIP_DROPPED,
+                           fault)
 from ..plan.ps import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -47,6 +49,10 @@ class PsStyle(Style):
                                       PS_GEO_DENSE_TABLE_GRAD)
         if dense is not None:
             out.append(dense)
+        lod2 = push_ids_lod2_fault(main, config, {p.param for p in plan.sparse_pairs},
+                                   PS_PUSH_IDS_LOD2)
+        if lod2 is not None:
+            out.append(lod2)
         if plan.is_geo and not plan.sparse_pairs and plan.dense_pairs and plan.trainers > 1:
             out.append(fault(PS_GEO_NO_SPARSE_TABLE, "no sparse table", config.fix_faults,
                              "the geo communicator needs a sparse table's send to exchange "
