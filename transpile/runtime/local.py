@@ -47,6 +47,8 @@ class LocalRun:
     reports: dict = field(default_factory=dict)     # "trainer0" -> role.py's report
     values: dict = field(default_factory=dict)      # "trainer_0" -> {"dense/x": array}
     exits: dict = field(default_factory=dict)       # "trainer0" -> exit code
+    deaths: dict = field(default_factory=dict)      # pserver index -> its exit code, when it
+    #                                                 ended before the trainers did
     seconds: float = 0.0
     notes: list = field(default_factory=list)
 
@@ -173,15 +175,10 @@ def _launch(run, paddle, setup, opts):
     try:
         _wait_listening(servers, ports, t0 + 60)
         trainers = [_start(paddle, run.work, "trainer", t) for t in range(setup["trainers"])]
-        for t, p in enumerate(trainers):
-            try:
-                run.exits["trainer%d" % t] = p.wait(timeout=max(1.0, opts.timeout -
-                                                                (time.time() - t0)))
-            except subprocess.TimeoutExpired:
-                run.exits["trainer%d" % t] = "timeout"
-                open(os.path.join(run.work, "sync", "abort"), "w").close()
-                _kill(p)
+        _watch(run, servers, trainers, t0 + opts.timeout)
         for i, p in enumerate(servers):
+            if "pserver%d" % i in run.exits:
+                continue
             try:
                 run.exits["pserver%d" % i] = p.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -192,6 +189,34 @@ def _launch(run, paddle, setup, opts):
             if p.poll() is None:
                 _kill(p)
     run.seconds = round(time.time() - t0, 1)
+
+
+def _watch(run, servers, trainers, deadline):
+    """Wait for the trainers; a pserver that ends before them (it died: nothing stops a
+    pserver but trainer 0 at the end) or the deadline stops the run: the trainers left are
+    told (the abort token), then stopped."""
+    abort = os.path.join(run.work, "sync", "abort")
+    left = dict(enumerate(trainers))
+    while left:
+        for t, p in list(left.items()):
+            if p.poll() is not None:
+                run.exits["trainer%d" % t] = p.returncode
+                del left[t]
+        dead = [i for i, p in enumerate(servers) if p.poll() is not None]
+        late = time.time() > deadline
+        if left and (dead or late):
+            for i in dead:
+                run.exits["pserver%d" % i] = run.deaths[i] = servers[i].returncode
+            open(abort, "w").close()
+            end = time.time() + (0 if late else 3)
+            for t, p in left.items():
+                try:
+                    run.exits["trainer%d" % t] = p.wait(timeout=max(0.1, end - time.time()))
+                except subprocess.TimeoutExpired:
+                    _kill(p)
+                    run.exits["trainer%d" % t] = "timeout" if late else "stopped"
+            return
+        time.sleep(0.05)
 
 
 def _kill(p):

@@ -35,6 +35,7 @@ class Prediction:
     widths: dict = field(default_factory=dict)      # table id (str) -> width of a pulled row
     names: dict = field(default_factory=dict)       # table id (str) -> its parameter's name
     spread: dict = field(default_factory=dict)      # value key -> the prediction's own spread
+    start: dict = field(default_factory=dict)       # value key -> its initial value
     geo: Optional[dict] = None                      # the communicator's tables (rolegeo.py)
     error: Optional[str] = None                     # the prediction failed to execute
     notes: list = field(default_factory=list)
@@ -199,6 +200,8 @@ def _values(cluster, pred):
             names = [p for ps in tr.dense.values() for p in ps]
         for name in names:
             vals["dense/" + name] = np.asarray(tr.scope.get(name), dtype=np.float64)
+            if name in pred.init:
+                pred.start["dense/" + name] = pred.init[name]
         pred.values["trainer_%d" % tr.tid] = vals
     if geo:
         return _geo_rows(cluster, pred)
@@ -214,6 +217,7 @@ def _values(cluster, pred):
         if keys:
             rows = np.concatenate([_pull(cluster, tid, param, [k]) for k in keys])
             pred.values["trainer_0"]["sparse/" + key] = rows.astype(np.float64)
+            pred.start["sparse/" + key] = np.zeros(rows.shape)    # initial_range 0
 
 
 def _geo_rows(cluster, pred):
@@ -224,6 +228,8 @@ def _geo_rows(cluster, pred):
         if not keys:
             continue
         ids = np.asarray(keys, dtype=np.int64)
+        if s["param"] in pred.init:
+            pred.start["local/" + key] = np.asarray(pred.init[s["param"]])[ids]
         for tr in cluster.trainers:
             table = tr.scope.get(s["param"])
             rows = table.get(ids) if hasattr(table, "to_dense") else np.asarray(table)[ids]
