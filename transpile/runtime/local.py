@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from ..core.errors import UserError
-from . import predict as predict_mod
+from . import buckets, predict as predict_mod
 from .rundir import barrier_table_id, copy_split, read_texts, role_dirs, write_json
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "role.py")
@@ -84,21 +84,50 @@ def prepare(split_dir, config, opts: LocalOptions, work: str):
     t_dirs, p_dirs = copy_split(trainers, pservers, os.path.join(work, "split"), True)
     texts = read_texts(t_dirs, p_dirs, config)
     sp = split_programs(t_dirs)
-    kw = dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
-    pred = predict_mod.predict(sp, texts, config, **kw)
+    pred = predict_mod.predict(sp, texts, config, **_kw(opts))
     pred.notes[:0] = notes
-    if pred.error is None:
-        # the prediction's own spread: the trainers' ops in float64 (an adaptive optimizer
-        # turns rounding noise into steps of its learning rate), a dense Adam table's buckets
-        # each first and each last (its threads race for the beta powers)
-        others = [predict_mod.predict(sp, texts, config, fdt=np.float64, **kw)]
-        if predict_mod.adam_dense(texts):
-            others += [predict_mod.predict(sp, texts, config, bucket_order=order, **kw)
-                       for order in ("first", "last")]
-        pred.spread = predict_mod.spread(pred, [o for o in others if o.error is None])
+    if pred.error is None and not predict_mod.adam_dense(texts):
+        pred.spread = _spread(sp, texts, config, opts, pred)
     np.savez(os.path.join(work, "feeds.npz"), **pred.feeds)
     np.savez(os.path.join(work, "init.npz"), **pred.init)
-    return t_dirs, p_dirs, texts, pred
+    return t_dirs, p_dirs, sp, texts, pred
+
+
+def _kw(opts):
+    return dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
+
+
+def _spread(sp, texts, config, opts, pred, replay=None):
+    """The prediction's own spread: its trainers' ops in float64 (an adaptive optimizer turns
+    rounding noise into steps of its learning rate), the dense Adam tables' bucket orders
+    replayed (`replay`)."""
+    follow = buckets.Follower(replay=replay) if replay is not None else None
+    other = predict_mod.predict(sp, texts, config, fdt=np.float64, follow=follow, **_kw(opts))
+    return predict_mod.spread(pred, [other] if other.error is None else [])
+
+
+def follow_runtime(run, sp, texts, config, opts):
+    """A split with a dense Adam table: the prediction again, its buckets in the orders the
+    runtime's threads took (buckets.py), read off the trainers' pulls (trace<t>.npz)."""
+    trace = {}
+    for t in range(config.trainers):
+        f = os.path.join(run.work, "trace%d.npz" % t)
+        if not os.path.isfile(f):
+            return
+        with np.load(f) as z:
+            pulls: dict = {}
+            for k in z.files:
+                j, tid = k.split("/")
+                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
+        trace[t] = [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)]
+    follow = buckets.Follower(trace=trace)
+    pred = predict_mod.predict(sp, texts, config, follow=follow, **_kw(opts))
+    if pred.error is not None:
+        return
+    base = run.prediction
+    pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + follow.notes()
+    pred.spread = _spread(sp, texts, config, opts, pred, replay=follow.orders)
+    run.prediction = pred
 
 
 def split_programs(trainer_dirs):
@@ -116,7 +145,7 @@ def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress
     progress = progress or (lambda msg: None)
     os.makedirs(os.path.join(work, "sync"), exist_ok=True)
     progress("predicting")
-    t_dirs, p_dirs, texts, pred = prepare(split_dir, config, opts, work)
+    t_dirs, p_dirs, sp, texts, pred = prepare(split_dir, config, opts, work)
     n_ps = len(config.pservers)
     ports = [opts.base_port + i if opts.base_port else free_port() for i in range(n_ps)]
     for p in ports:
@@ -135,7 +164,7 @@ def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress
              "schedule": "turns", "feeds": os.path.join(work, "feeds.npz"),
              "feeds_per_trainer": True, "init": os.path.join(work, "init.npz"),
              "keys": pred.keys, "widths": pred.widths, "barrier_table_id": barrier,
-             "wait": opts.timeout}
+             "wait": opts.timeout, "trace": predict_mod.adam_dense(texts)}
     if pred.geo is not None:
         setup["geo"] = dict(pred.geo, pause=opts.geo_pause)
     write_json(os.path.join(work, "setup.json"), setup)
@@ -143,6 +172,9 @@ def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress
     progress("training on Paddle %s's runtime" % paddle.paddle)
     _launch(run, paddle, setup, opts)
     _collect(run, config)
+    if setup["trace"] and pred.error is None:
+        progress("following the dense Adam tables' bucket orders")
+        follow_runtime(run, sp, texts, config, opts)
     return run
 
 

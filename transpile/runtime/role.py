@@ -24,6 +24,8 @@ A trainer:
   token passed on, as simulate schedules them; a cluster's trainers run free;
 - at the end writes trainer<ID>.npz (its dense params, the rows of the sparse keys asked,
   geo: its own copy of each sparse table on those keys) and trainer<ID>.json (what it did);
+  with `trace` (a dense Adam table) trace<ID>.npz, what each of its pulls read
+  (`<pull>/<table id>`: the table's params concatenated in send order; buckets.py);
   a step that raises writes the op and Paddle's message there and exits 1.
 """
 import json
@@ -218,6 +220,7 @@ class RoleTrainer:
         self.dense = dense_tables(self.main)
         self.ids = lookup_ids(self.main)
         self.touched = {}
+        self.trace = []
         self.comm = None
 
     def start(self):
@@ -244,6 +247,11 @@ class RoleTrainer:
     def pull(self):
         for tid, names in sorted(self.dense.items()):
             self.w.pull_dense_params(self.scope, tid, names)
+        if SETUP.get("trace"):      # what each pull read: the prediction follows it (buckets.py)
+            j = len(self.trace)
+            self.trace.append({"%d/%d" % (j, tid): np.concatenate(
+                [np.array(self.scope.find_var(nm).get_tensor()).reshape(-1) for nm in names])
+                for tid, names in sorted(self.dense.items())})
 
     def step(self, s, feed):
         REPORT["step"] = s
@@ -298,6 +306,9 @@ class RoleTrainer:
         elif keys:
             out.update(self.sparse_rows(keys))
         np.savez(os.path.join(RUN, TAG + ".npz"), **out)
+        if self.trace:
+            np.savez(os.path.join(RUN, "trace%d.npz" % INDEX),
+                     **{k: v for pull in self.trace for k, v in pull.items()})
         REPORT["step"] = "done"
         write_report()
         if SETUP.get("save"):
