@@ -80,7 +80,11 @@ def mutate_yaml(text: bytes, rnd: random.Random) -> bytes:
                                  "split_method: random", "trainerz: 2", "geo_push_nums: yes",
                                  "pservers: [127.0.0.1:70000]", "- list", "{", "mode: geo",
                                  "style: classic", "mode: async", "trainer_id: all",
-                                 "slice_var_up: false", "split_method: hash_name"]))
+                                 "slice_var_up: false", "split_method: hash_name",
+                                 "trainers: 1:30", "trainers: 1000000", "trainer_id: all",
+                                 "slice_var_up: yes", "pservers: [\"a\\0b:1\"]",
+                                 "pservers: [HOST:1, host:1]", "x: &a [1, *a]",
+                                 "trainers: 2\ntrainers: 3"]))
     elif kind == 3:
         return mutate(text, rnd, b"")
     else:
@@ -162,7 +166,8 @@ def run_one(args):
             elif "Traceback" in text or (r.exit_code == 2 and len(text.strip().splitlines()) > 1):
                 problems.append("traceback: %s printed: %s" % (cmd[0], text.strip()[:200]))
             if cmd[0] == "split":
-                leftovers = [n for n in os.listdir(work) if ".tmp-" in n or ".old-" in n]
+                leftovers = [n for n in os.listdir(work)
+                             if ".tmp-" in n or ".old-" in n or n.endswith(".lock")]
                 if r.exit_code != 0 and os.path.exists(out):
                     problems.append("partial output: split exited %d and left %s"
                                     % (r.exit_code, out))

@@ -176,19 +176,24 @@ def test_refuses_existing_non_empty_dir_without_force(tmp_path):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     r = CliRunner().invoke(main, ["split", MAIN, "--cluster", CLUSTER, "--out", str(out)])
-    assert r.exit_code == 2 and "use --force" in r.output
+    assert r.exit_code == 2 and "it holds no split" in r.output
     assert os.listdir(out) == ["keep.txt"]
+    assert CliRunner().invoke(main, ["split", MAIN, "--cluster", CLUSTER, "--out",
+                                     str(out / "s")]).exit_code == 0
+    r = CliRunner().invoke(main, ["split", MAIN, "--cluster", CLUSTER, "--out", str(out / "s")])
+    assert r.exit_code == 2 and "it holds a split (use --force" in r.output
 
 
 def test_failed_split_leaves_previous_dir_as_it_was(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / "plan.json").write_text("previous")
+    previous = '{\n "schema": "pstranspile-plan",\n "version": 0\n}\n'
+    (out / "plan.json").write_text(previous)
     (tmp_path / "bad.pb").write_bytes(b"\x0a\xff")
     r = CliRunner().invoke(main, ["split", str(tmp_path / "bad.pb"), "--cluster", CLUSTER,
                                   "--out", str(out), "--force"])
-    assert r.exit_code == 2
-    assert os.listdir(out) == ["plan.json"] and (out / "plan.json").read_text() == "previous"
+    assert r.exit_code == 2 and "bad.pb" in r.output
+    assert os.listdir(out) == ["plan.json"] and (out / "plan.json").read_text() == previous
     assert sorted(os.listdir(tmp_path)) == ["bad.pb", "out"]
 
 

@@ -28,6 +28,8 @@ SHOWN_BY = {
     "classic-clip-on-pserver": "clip/classic_ctr1_emb_clipvalue_sync",
     "fleet-sparse-clip-dropped": "clip/fleet_ctr2_emb_clipvalue_async",
     "ps-sparse-clip-dropped": "clip/ps_ctr2_emb_clipglobal_async",
+    "fleet-geo-dense-table-grad": "usermodels/shared_bottom_fleet_geo",
+    "ps-geo-dense-table-grad": "usermodels/shared_bottom_ps_geo",
     "fleet-sparse-decay-whole-table": "clip/fleet_ctr1_emb_l2_sync",
     "fleet-decay-whole-param": "paddlerec-gen/fleet_logistic_regression_sync",
     "classic-assign-init-whole-param": "parity/classic_mlp_assign_fc_sync",
@@ -38,13 +40,15 @@ SHOWN_BY = {
 FAILS_AT_ONCE = {"classic-clip-on-pserver", "classic-dist-table-ids-not-2d",
                  "fleet-sparse-decay-whole-table", "fleet-decay-whole-param",
                  "fleet-sparse-clip-dropped", "ps-sparse-clip-dropped",
-                 "classic-assign-init-whole-param", "fleet-assign-init-whole-param"}
+                 "classic-assign-init-whole-param", "fleet-assign-init-whole-param",
+                 "fleet-geo-dense-table-grad", "ps-geo-dense-table-grad"}
 # faults that change nothing a run computes (a `sum` of empty gradients nothing reads): the
 # reproduced split trains like the original
 HARMLESS = {"fleet-orphan-sparse-grad-sum"}
 # reproduced in both settings (a split can not fix them): a case that shows each
 NOT_FIXABLE = {
     "ps-clip-before-merge": "ps-gen/mlp_sgd_clip_sync",
+    "ps-geo-no-sparse-table": "ps/mlp_sgd_geo",
 }
 # Paddle refuses the program (split exits 2 as Paddle does); `fix` writes a split that trains
 REFUSED = {

@@ -8,7 +8,9 @@ from transpile.core.errors import UserError
 from transpile.output import outdir
 
 FILES = {"trainer_0/main.pb": b"t0", "pserver_127.0.0.1_6174/main.pb": b"p0",
-         "plan.json": b"{}\n"}
+         "plan.json": b'{\n "schema": "pstranspile-plan",\n "version": 1\n}\n'}
+# a plan.json a split wrote (what --force replaces), and another file of that name
+PLAN = FILES["plan.json"]
 
 
 def listing(d):
@@ -31,9 +33,12 @@ def test_refuses_non_empty_folder_without_force(tmp_path):
     d = tmp_path / "out"
     d.mkdir()
     (d / "notes.txt").write_text("mine")
-    with pytest.raises(UserError, match="not empty .*--force"):
+    with pytest.raises(UserError, match="not empty: it holds no split .*give another --out"):
         outdir.write_tree(str(d), FILES, force=False)
     assert listing(str(d)) == {"notes.txt": b"mine"}
+    (d / "plan.json").write_bytes(PLAN)
+    with pytest.raises(UserError, match="not empty: it holds a split .*--force"):
+        outdir.write_tree(str(d), FILES, force=False)
 
 
 def test_force_replaces_only_the_split(tmp_path):
@@ -43,23 +48,26 @@ def test_force_replaces_only_the_split(tmp_path):
     (d / "trainer_0" / "stale.pb").write_bytes(b"old")
     (d / "pserver_10.0.0.9_1").mkdir()
     (d / "notes.txt").write_text("mine")
-    outdir.write_tree(str(d), FILES, force=True)
+    (d / "plan.json").write_bytes(PLAN)
+    stage = outdir.write_tree(str(d), FILES, force=True)
     got = listing(str(d))
     assert got == dict(FILES, **{"notes.txt": b"mine"})
     assert sorted(os.listdir(tmp_path)) == ["out"]
+    assert stage.replaced == ["plan.json", "pserver_10.0.0.9_1/", "trainer_0/"]
+    assert stage.kept == ["notes.txt"]
 
 
 def test_failure_before_commit_leaves_previous_folder(tmp_path):
     d = tmp_path / "out"
     d.mkdir()
-    (d / "plan.json").write_text("previous")
+    (d / "plan.json").write_bytes(PLAN + b"previous")
 
     def boom():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         outdir.write_tree(str(d), FILES, force=True, before_commit=boom)
-    assert listing(str(d)) == {"plan.json": b"previous"}
+    assert listing(str(d)) == {"plan.json": PLAN + b"previous"}
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
@@ -105,7 +113,7 @@ def test_a_new_folder_follows_the_umask(tmp_path, umask, expected):
 def test_a_replaced_folder_keeps_its_mode(tmp_path):
     d = tmp_path / "out"
     d.mkdir()
-    (d / "plan.json").write_text("previous")
+    (d / "plan.json").write_bytes(PLAN)
     os.chmod(d, 0o711)
     outdir.write_tree(str(d), FILES, force=True)
     assert _mode(d) == 0o711

@@ -43,6 +43,7 @@ EXPECT = {
     "ps_bow_paramlr_sched_sync": (set(), 0),
     "ps_ctr_paramlr_adam_sched_sync": (set(), 0),
     "ps_ctr_paramlr_sched_async": (set(), 0),
+    "fleet_rmsprop_table_sync": (set(), 0),
 }
 
 

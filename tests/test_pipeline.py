@@ -32,7 +32,8 @@ def test_every_style_lists_its_pipelines():
             assert (style, kind) in kinds
     fleet_geo = [p for s, modes, k, p in listing if s == "fleet" and k == "trainer main"
                  and "geo" in modes]
-    assert [name for name, _ in fleet_geo[0]] == ["demote_clip_ops", "append_sends"]
+    assert [name for name, _ in fleet_geo[0]] == ["demote_clip_ops", "append_sends",
+                                                  "send_table_rows"]
     # every pass says what it does
     assert all(doc for _, _, _, passes in listing for _, doc in passes)
 

@@ -111,6 +111,15 @@ def test_half_async_is_no_ps_mode():
 
 
 # --- descriptors --------------------------------------------------------------------------------
+def test_shortest_float_ends_on_any_value():
+    """A NaN (`nonclk_coeff: .nan` once reached it) or a double that is no float32 made it
+    loop forever."""
+    import math
+    assert math.isnan(shortest_float(float("nan")))
+    assert shortest_float(float("inf")) == float("inf")
+    assert shortest_float(0.1) == 0.1 and shortest_float(1e-300) == 1e-300
+
+
 def test_printer_matches_text_format_spelling():
     assert shortest_float(0.05000000074505806) == 0.05        # float32 0.05
     assert c_escape('a"b\\c\n\u00e9') == 'a\\"b\\\\c\\n\\303\\251'

@@ -95,3 +95,22 @@ def test_the_fixed_split_trains_like_the_original(case):
     assert res.exit_code == 0, (res.error, [(p.name, p.max_rel) for p in res.params
                                             if not p.ok], [f.id for f in result.faults])
     assert all(f.fixed for f in result.faults if not f.note), result.faults
+
+
+def test_a_parameter_whose_gradient_is_rounding_proves_nothing(tmp_path):
+    """dcn's fc biases feed batch_norm (gradient 0 by construction) and L1Decay's sign() of
+    the rounding noise moves them, as rounding decides: not a difference of the split, a
+    parameter that proves nothing (tests/corpus/usermodels/dcn_fleet_sync under fix)."""
+    from click.testing import CliRunner
+    from cli import main as cli_main
+    c = os.path.join(HERE, "corpus", "usermodels", "dcn_fleet_sync")
+    cfg = tmp_path / "fix.yaml"
+    cfg.write_text(open(os.path.join(c, "cluster.yaml")).read() + "\npaddle_faults: fix\n")
+    args = [c + "/main.pb", "--startup", c + "/startup.pb", "--cluster", str(cfg)]
+    out = str(tmp_path / "split")
+    assert CliRunner().invoke(cli_main, ["split"] + args + ["--out", out, "-q"]).exit_code == 0
+    r = CliRunner().invoke(cli_main, ["simulate"] + args + [out, "--steps", "3"])
+    assert r.exit_code == 0, r.output
+    for b in ("deep_fc0.b_0", "deep_fc1.b_0"):
+        line = next(x for x in r.output.splitlines() if x.startswith(b + " "))
+        assert "its gradient is 0 up to rounding" in line and "proves nothing" in line, line

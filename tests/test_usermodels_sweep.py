@@ -4,11 +4,13 @@ finds fails to execute or differs with no Paddle fault named; under `paddle_faul
 `simulate --expect-equal --steps 3` exits 0, or 1 naming only documented faults (never fails to
 execute, never 2 or 3), unless Paddle refuses the case too.
 
-The cases: the wide&deep of the issue in ps sync (Paddle's split dies at its first step),
-fleet sync and classic sync, dssm ps async (a clip on the dense towers only) and dcn fleet async
-(one table looked up for ten slots): each breaks it today (xfail, issue 41 in progress); and
-one case a style that holds today (mmoe classic async, deepfm ps sync, dcn fleet geo), which
-must keep holding."""
+The cases (each broke it before issue 41's work, the sweep over all 126 cases now finds none):
+the wide&deep of the issue in ps sync (Paddle's split dies at its first step), fleet sync and
+classic sync; dssm ps async (a clip on the dense towers only); dcn fleet async and sync (one
+table looked up for ten slots; a bias whose gradient is rounding); shared_bottom fleet sync and
+ps geo (a clip by value and L2 decay on sliced tables; a dense send in geo); wdl_dense fleet
+async and ps geo (data_norm statistics; geo with no sparse table); youtube classic sync (ids
+[-1, n, 1]); and cases that always held (mmoe classic async, deepfm ps sync, dcn fleet geo)."""
 import importlib.util
 import os
 import sys
@@ -20,7 +22,9 @@ from golden import CORPUS
 HERE = os.path.dirname(os.path.abspath(__file__))
 SWEEP = os.path.join(os.path.dirname(HERE), "tools", "usersweep.py")
 SUBSET = ("widedeep_ps_sync", "widedeep_fleet_sync", "widedeep_classic_sync",
-          "dssm_ps_async", "dcn_fleet_async")
+          "dssm_ps_async", "dcn_fleet_async", "dcn_fleet_sync", "shared_bottom_fleet_sync",
+          "shared_bottom_ps_geo", "wdl_dense_fleet_async", "wdl_dense_ps_geo",
+          "youtube_classic_sync")
 HOLDING = ("mmoe_classic_async", "deepfm_ps_sync", "dcn_fleet_geo")
 
 
@@ -73,16 +77,7 @@ def _violations(name):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 41 in progress: check passes splits that cannot execute, and "
-                          "fixed splits of shared clipped tables fail to execute", strict=False)
-@pytest.mark.parametrize("name", SUBSET)
+@pytest.mark.parametrize("name", SUBSET + HOLDING)
 def test_done_when_holds(name):
-    found, row = _violations(name)
-    assert found == [], row
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", HOLDING)
-def test_done_when_keeps_holding(name):
     found, row = _violations(name)
     assert found == [], row

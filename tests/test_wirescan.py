@@ -302,11 +302,12 @@ def _protobuf_writes_it(cls, payload: bytes, wrapped: bytes) -> bool:
     """Whether protobuf reads `payload` as a `cls`, finds no field the schema lacks (or one of
     the wrong wire type, or an enum value it does not define: protobuf keeps those as unknown
     fields) and writes exactly it back, all its text UTF-8 (`wrapped`: the item in a one-block
-    program, for the text check)."""
+    program, for the text check), and, an op, it has a type (the reader refuses an op without
+    one: the scanner leaves it to the Python reader, which says where)."""
     try:
         msg = cls.FromString(payload)
         return msg.SerializeToString(deterministic=True) == payload and text_is_utf8(wrapped) \
-            and not _unknown_fields(msg)
+            and not _unknown_fields(msg) and (cls is not OpDescMsg or msg.type != "")
     except (Exception, EncodeError):
         return False
 

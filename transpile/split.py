@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .core.config import ClusterConfig
-from .core.errors import UserError
+from .core.errors import ConfigError, UserError
 from .core.forked import (Forked, WorkQueue, share_pieces, take_pieces, workers_available,
                           worth_forking)
 from .core.gcpause import paused_gc
@@ -60,6 +60,7 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
     run = Runner(after)
     with paused_gc():
         prep = style.prepare(main, startup, config, ids)
+        _check_size(prep.plan, config)
         result = SplitResult(sink=sink)
         result.faults = list(prep.faults)
         units = style.units(ids, list(prep.plan.endpoints))
@@ -91,6 +92,28 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
         _gather(result, made, sink)
         result.plan = parts[0].finish(result)
     return result
+
+
+# per-trainer gradient copies a split may make its pservers declare (each a var of a pserver
+# program and a name in plan.json: some 250 bytes of output)
+MAX_TRAINER_COPIES = 4_000_000
+
+
+class TooLarge(ConfigError):
+    """A config that asks for more than a split can write (the CLI names the config file)."""
+
+
+def _check_size(plan, config: ClusterConfig) -> None:
+    """Refuse a split whose pservers would declare more than MAX_TRAINER_COPIES per-trainer
+    gradient copies (sync: one per trainer and gradient block): gigabytes of output that
+    no cluster runs."""
+    copies = plan.trainer_copies() if hasattr(plan, "trainer_copies") else 0
+    if copies > MAX_TRAINER_COPIES:
+        raise TooLarge(
+            "trainers: %d trainers x %d gradient blocks: the pservers would declare %d "
+            "per-trainer gradient copies (sync mode keeps one per trainer and block), at most "
+            "%d: use fewer trainers or fewer, larger blocks (min_block_size, slice_var_up)"
+            % (config.trainers, copies // config.trainers, copies, MAX_TRAINER_COPIES))
 
 
 # the pieces of a split by how long they take to build, longest first: a trainer's main program
@@ -201,7 +224,6 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     from .format import textform
     from .output import outdir
     from .render.report import report_chunks
-    outdir.check_target(out_dir, force)
     workers = workers_available()
     dumped = []
     try:
@@ -247,6 +269,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                 writer.result()
     except OSError as e:
         raise _cannot_write(out_dir, e) from None
+    result.replaced, result.kept = stage.replaced, stage.kept
     return result
 
 

@@ -10,7 +10,8 @@ from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_DIST_TABLE_OPTIMIZER
                            CLASSIC_LOCAL_TABLE_FAKE_INIT,
                            FLEET_CLIP_BEFORE_MERGE, FLEET_LARGE_SCALE_ADAM,
                            FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
-                           FLEET_SYNC_STEP_COUNTER, KIND, PS_CLIP_BEFORE_MERGE)
+                           FLEET_SYNC_STEP_COUNTER, KIND, PS_CLIP_BEFORE_MERGE,
+                           PS_GEO_NO_SPARSE_TABLE)
 from ..plan.slicing import origin_varname
 from ..ir.validate import arg_names
 from .ops import input_names, is_update_op, output_names
@@ -170,6 +171,18 @@ def _ps_clip_before_merge(ctx) -> None:
                   % tid)
 
 
+def _geo_no_sparse_table(ctx) -> None:
+    """ps-geo-no-sparse-table: a geo split whose trainers send nothing never exchanges."""
+    if not ctx.geo or ctx.config.trainers < 2:
+        return
+    for tid in sorted(ctx.split.trainers):
+        main = ctx.split.trainers[tid]["main"]
+        if not any(op.type == "send" for op in main.prog.global_block.ops):
+            _warn(ctx, PS_GEO_NO_SPARSE_TABLE, main, 0, None,
+                  "trainer %d sends nothing (no sparse table): the geo communicator never "
+                  "starts exchanging, each trainer trains alone" % tid)
+
+
 def _warn_residual(ctx, fault_id, part, op, message) -> None:
     ctx.warn("fault", part, 0, op, "Paddle fault %s, fixed as far as a split can: %s"
              % (fault_id, message), "what the original computes: no split of this mode can",
@@ -254,5 +267,6 @@ FINDERS = ((CLASSIC_LOCAL_TABLE_FAKE_INIT, _local_table),
            (FLEET_CLIP_BEFORE_MERGE, _clip_before_merge),
            (FLEET_SYNC_STEP_COUNTER, _sync_step_counter),
            (FLEET_SPARSE_CLIP_DROPPED, _sparse_clip_residual),
-           (PS_CLIP_BEFORE_MERGE, _ps_clip_before_merge))
+           (PS_CLIP_BEFORE_MERGE, _ps_clip_before_merge),
+           (PS_GEO_NO_SPARSE_TABLE, _geo_no_sparse_table))
 # fleet- / ps-sparse-clip-dropped make the trainer fail: reads.py names them in its findings

@@ -11,23 +11,44 @@ The first such read of each trainer is reported (the process stops there) with h
 from __future__ import annotations
 
 from ..ir import roles
-from ..ir.dataflow import feed_names, unvalued_reads
-from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED, KIND,
+from ..ir.dataflow import dense_at, feed_names, unvalued_reads
+from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_GEO_DENSE_TABLE_GRAD,
+                           FLEET_SPARSE_CLIP_DROPPED, KIND, PS_GEO_DENSE_TABLE_GRAD,
                            PS_SPARSE_CLIP_DROPPED)
 from .loading import Part
 
 _SPARSE_CLIP = {KIND[f].style: f for f in (FLEET_SPARSE_CLIP_DROPPED, PS_SPARSE_CLIP_DROPPED)}
+_GEO_DENSE = {KIND[f].style: f for f in (FLEET_GEO_DENSE_TABLE_GRAD, PS_GEO_DENSE_TABLE_GRAD)}
 CLIP_SCOPE = "gradient_clip"
 
 
 def check_reads(ctx) -> None:
-    """A finding for the first read of each trainer's main program that has no value."""
+    """A finding for the first read of each trainer's main program that has no value (and,
+    in geo, for a send of a table's gradient made dense)."""
     feeds = ctx.memo("feed_names", lambda: frozenset(feed_names(ctx.main)))
     for tid in sorted(ctx.split.trainers):
         part = ctx.split.trainers[tid]["main"]
         misses = trainer_misses(part.prog, feeds)
         if misses:
             _report(ctx, part, misses)
+        elif ctx.geo:
+            _geo_dense_sends(ctx, part)
+
+
+def _geo_dense_sends(ctx, part: Part) -> None:
+    """geo: a send of a sparse table's gradient that an op made dense (a weight decay's sum):
+    the geo communicator reads its rows, the trainer fails there."""
+    found = dense_at(part.prog)
+    if not found:
+        return
+    j, op, name = found[0]
+    fault = _GEO_DENSE.get(ctx.config.style, "")
+    ctx.add("send", part, 0, j, "%ssend of %s, a table's SelectedRows gradient made dense by "
+            "an op after it (a weight decay's sum): the geo communicator reads the rows of a "
+            "SelectedRows gradient, so the trainer fails here at its first push%s" % (
+                "Paddle fault %s: " % fault if fault else "", name,
+                " (%d more such sends)" % (len(found) - 1) if len(found) > 1 else ""),
+            "the table's SelectedRows gradient", fault=fault)
 
 
 def trainer_misses(prog, feeds) -> list:

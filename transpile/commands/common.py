@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from ..core.errors import UserError
+from ..core.errors import Terminated, UserError
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -79,6 +79,10 @@ def handle_errors(fn):
             ctx.exit(EXIT_USAGE)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except Terminated as e:
+            import signal
+            click.echo("pstranspile: terminated (%s)" % signal.Signals(e.signum).name, err=True)
+            ctx.exit(128 + e.signum)
         except KeyboardInterrupt:
             click.echo("pstranspile: interrupted", err=True)
             ctx.exit(130)

@@ -39,12 +39,16 @@ def _list_passes(ctx, _param, value) -> None:
 @click.option("--cluster", type=click.Path(dir_okay=False), required=True,
               help="The cluster config (YAML).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
-              help="Output folder (created; must be empty unless --force).")
+              help="Output folder, made with any missing parents; must be empty unless "
+                   "--force. A symbolic link is written through (its target gets the split, "
+                   "the link stays); the current folder, or one holding it, is refused.")
 @click.option("--trainer-id", default=None, metavar="N|all",
               help="Which trainer program(s) to write (default: the config's trainer_id).")
 @click.option("--force", is_flag=True,
-              help="Write into a non-empty folder, replacing the split in it (other files "
-                   "kept).")
+              help="Replace the split in --out (a folder holding a split's plan.json): the "
+                   "earlier split's trainer_*/ and pserver_*/ folders, with everything in "
+                   "them, plan.json, report.md and dump/ are removed, other files kept; the "
+                   "summary says what was replaced. A folder holding no split is refused.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True,
               help="text: a summary of what went where; json: the plan (plan.json) on stdout.")
@@ -84,10 +88,12 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
     """
     from ..core import config as config_mod
     from ..core.gcpause import keep_until_exit
-    from ..split import split_to_folder
+    from ..output.target import check_target
+    from ..split import TooLarge, split_to_folder
     from .progress import progress_bar
 
     opts = options()
+    check_target(out_dir, force)            # before the programs are read (checked again)
     cfg = config_mod.load_config(cluster)
     tid = _parse_trainer_id(trainer_id)
     if tid is not None:
@@ -98,15 +104,21 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
         raise UserError(no_startup(startup_tables(main_prog)))
     keep_until_exit(main_prog, startup_prog)
     with progress_bar("split", quiet=opts.is_quiet(quiet)) as update:
-        result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
-                                 title=main_program, progress=update, dump_after=dump_after,
-                                 names=(main_program, startup or "startup program"))
+        try:
+            result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
+                                     title=main_program, progress=update,
+                                     dump_after=dump_after,
+                                     names=(main_program, startup or "startup program"))
+        except TooLarge as e:
+            raise config_mod.ConfigError("%s: %s" % (cluster, e.message)) from None
     if not opts.is_quiet(quiet):
         _print_summary(result, cfg, out_dir, fmt, opts.use_color())
         if startup_prog is None:
             click.echo("warning: " + no_startup(
                 "the startup programs written initialize no parameter, so Paddle cannot "
                 "train the split"), err=True)
+        if result.replaced:
+            click.echo(replaced_line(result.replaced, result.kept), err=fmt == "json")
     if expect:
         _compare_with_golden(out_dir, expect)
 
@@ -121,6 +133,15 @@ def _print_summary(result, cfg, out_dir: str, fmt: str, color: bool) -> None:
     else:
         from ..render.show import print_split_summary
         print_split_summary(result.plan, out_dir, color=color)
+
+
+def replaced_line(replaced: list, kept: list, most: int = 6) -> str:
+    """What --force replaced in the folder and what it kept, for the summary."""
+    def names(items):
+        more = len(items) - most
+        return ", ".join(items[:most]) + (", ... (%d in all)" % len(items) if more > 0 else "")
+    return "  replaced: %s (the earlier split's, with everything in them)%s" % (
+        names(replaced), "; kept: " + names(kept) if kept else "")
 
 
 def _compare_with_golden(out_dir: str, expect: str) -> None:

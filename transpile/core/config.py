@@ -5,12 +5,15 @@ Every error names the file, the key and (where YAML gives one) the line.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Union
 
 from .errors import ConfigError
 from . import styles as style_traits
+from . import yamlread
 from .files import read_bytes
+from .yamlread import NESTED, shown
 
 MODES = ("sync", "async", "half_async", "geo")
 STYLES = tuple(style_traits.STYLES)
@@ -102,56 +105,6 @@ FIELDS = ("pservers", "trainers", "trainer_id", "mode", "style", "slice_var_up",
           "paddle_faults") + PS_FIELDS
 
 
-class _LineLoader:
-    """Builds a SafeLoader that remembers the line of every top-level key."""
-
-    @staticmethod
-    def load(text: str):
-        import yaml
-
-        class Loader(yaml.SafeLoader):
-            pass
-
-        lines: dict = {}
-        nested: dict = {}
-
-        def construct_mapping(loader, node, deep=False):
-            mapping = {}
-            nested[id(mapping)] = own = {}
-            for key_node, value_node in node.value:
-                key = loader.construct_object(key_node, deep=True)
-                try:
-                    hash(key)
-                except TypeError:
-                    raise ConfigError("line %d: a key must be a plain name"
-                                      % (key_node.start_mark.line + 1)) from None
-                if node is root_holder.get("root") and key in mapping:
-                    raise ConfigError("line %d: key %r appears twice"
-                                      % (key_node.start_mark.line + 1, key))
-                mapping[key] = loader.construct_object(value_node, deep=True)
-                own[key] = key_node.start_mark.line + 1
-                if node is root_holder.get("root"):
-                    lines[key] = key_node.start_mark.line + 1
-            return mapping
-
-        root_holder: dict = {}
-        Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-        loader = Loader(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None, lines
-            root_holder["root"] = node
-            data = loader.construct_document(node)
-            lines[NESTED] = nested
-            return data, lines
-        finally:
-            loader.dispose()
-
-
-NESTED = object()      # lines[NESTED]: {id(mapping): {key: line}} of every mapping read
-
-
 def _line(lines, key):
     return " (line %d)" % lines[key] if key in lines else ""
 
@@ -160,7 +113,7 @@ def load_config_text(text: str, source: str = "<config>") -> ClusterConfig:
     """Parse and validate YAML text; errors are ConfigError('<source>: ...')."""
     import yaml
     try:
-        data, lines = _LineLoader.load(text)
+        data, lines = yamlread.load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = " at line %d, column %d" % (mark.line + 1, mark.column + 1) if mark else ""
@@ -191,36 +144,81 @@ def _err(source, key, lines, msg):
     return ConfigError("%s: %s%s: %s" % (source, key, _line(lines, key), msg))
 
 
-def _int(data, key, source, lines, minimum):
+# the ranges of the numbers (docs/cluster-config.md): what Paddle's int32 attrs hold, and what a
+# split can write (MAX_TRAINERS: a sync pserver keeps a copy of each gradient block per
+# trainer; MAX_ALL_TRAINERS: `trainer_id: all` writes a folder per trainer)
+INT32_MAX = 2 ** 31 - 1
+MAX_TRAINERS = 10000
+MAX_ALL_TRAINERS = 256
+MAX_PSERVERS = 10000
+WHY_MAX = {"trainers": " (a sync pserver keeps a copy of every gradient block per trainer)",
+           "min_block_size": " (an int32 attr)", "geo_push_nums": " (an int32 attr)"}
+
+
+def _int(data, key, source, lines, minimum, maximum=INT32_MAX):
     v = data[key]
     if isinstance(v, bool) or not isinstance(v, int):
-        raise _err(source, key, lines, "expected an integer, got %r" % (v,))
+        raise _err(source, key, lines, "expected an integer, got %s%s" % (shown(v), _hint(v)))
     if v < minimum:
         raise _err(source, key, lines, "must be >= %d, got %d" % (minimum, v))
+    if v > maximum:
+        raise _err(source, key, lines, "must be <= %d%s, got %s" % (
+            maximum, WHY_MAX.get(key, ""), shown(v)))
     return v
+
+
+def _hint(v) -> str:
+    """What YAML 1.1 would have made of a text `v` that this reader leaves as text."""
+    if not isinstance(v, str):
+        return ""
+    if re.fullmatch(r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?", v):
+        return " (a base-60 number to YAML 1.1; write the number itself)"
+    if re.fullmatch(r"[-+]?0[0-7_]+", v):
+        return " (an octal number to YAML 1.1; write it without the leading 0)"
+    if v.lower() in ("yes", "no", "on", "off", "y", "n"):
+        return " (a boolean to YAML 1.1; write true or false)"
+    return ""
 
 
 def _choice(data, key, source, lines, choices):
     v = data[key]
     if not isinstance(v, str) or v not in choices:
-        raise _err(source, key, lines, "must be one of %s, got %r" % (", ".join(choices), v))
+        raise _err(source, key, lines, "must be one of %s, got %s" % (", ".join(choices),
+                                                                   shown(v)))
     return v
+
+
+# what a Paddle endpoint's host can be: a name or IPv4 address (letters, digits, '.', '-'), or
+# an IPv6 address in brackets; at most MAX_HOST characters, so that its folder
+# pserver_<host>_<port> is a file name (255 bytes)
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]")
+MAX_HOST = 240
 
 
 def parse_endpoint(ep: Any) -> Optional[str]:
     """The reason an endpoint is malformed, or None when it is a valid host:port."""
     if not isinstance(ep, str):
-        return "expected a \"host:port\" string, got %r" % (ep,)
+        return "expected a \"host:port\" string, got %s" % shown(ep)
     host, sep, port = ep.rpartition(":")
     if not sep or not host:
-        return "%r is not host:port" % ep
-    if any(c.isspace() for c in ep) or "/" in host:
-        return "%r is not host:port" % ep
-    if not port.isdigit():
-        return "%r: the port must be a number" % ep
+        return "%s is not host:port" % shown(ep)
+    if not _HOST.fullmatch(host):
+        return "%s: the host may hold letters, digits, '.' and '-' (or be an IPv6 address " \
+               "in brackets)" % shown(ep)
+    if len(host) > MAX_HOST:
+        return "%s: the host is %d characters long, at most %d" % (shown(ep), len(host),
+                                                                   MAX_HOST)
+    if not re.fullmatch(r"[0-9]{1,5}", port):
+        return "%s: the port must be a number" % shown(ep)
     if not 1 <= int(port) <= 65535:
-        return "%r: the port must be in 1-65535" % ep
+        return "%s: the port must be in 1-65535" % shown(ep)
     return None
+
+
+def endpoint_key(ep: str) -> tuple:
+    """What two endpoints that are the same server share: the host ignoring case, the port."""
+    host, _, port = ep.rpartition(":")
+    return host.lower(), int(port)
 
 
 def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None) -> ClusterConfig:
@@ -237,21 +235,25 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
     if isinstance(eps, str):
         eps = [e.strip() for e in eps.split(",") if e.strip()]
     if not isinstance(eps, list):
-        raise _err(source, "pservers", lines, "expected a list of host:port, got %r" % (eps,))
+        raise _err(source, "pservers", lines, "expected a list of host:port, got %s" % shown(eps))
     if not eps:
         raise _err(source, "pservers", lines, "the list is empty (at least one endpoint)")
+    if len(eps) > MAX_PSERVERS:
+        raise _err(source, "pservers", lines, "%d endpoints, at most %d" % (len(eps),
+                                                                          MAX_PSERVERS))
     for ep in eps:
         why = parse_endpoint(ep)
         if why:
             raise _err(source, "pservers", lines, why)
-    seen = set()
-    for ep in eps:
-        if ep in seen:
-            raise _err(source, "pservers", lines, "%r is listed twice" % ep)
-        seen.add(ep)
+    seen: dict = {}
+    for i, ep in enumerate(eps):
+        first = eps[seen.setdefault(endpoint_key(ep), i)]
+        if seen[endpoint_key(ep)] != i:
+            raise _err(source, "pservers", lines, "%r is listed twice%s" % (
+                ep, "" if first == ep else " (as %r: host names ignore case)" % first))
     kw: dict = {"pservers": tuple(eps)}
     if "trainers" in data:
-        kw["trainers"] = _int(data, "trainers", source, lines, 1)
+        kw["trainers"] = _int(data, "trainers", source, lines, 1, MAX_TRAINERS)
     trainers = kw.get("trainers", 1)
     if "trainer_id" in data:
         tid = data["trainer_id"]
@@ -261,6 +263,8 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
                 raise _err(source, "trainer_id", lines,
                            "%d is out of range: trainers is %d, so ids are 0..%d"
                            % (tid, trainers, trainers - 1))
+        elif trainers > MAX_ALL_TRAINERS:
+            raise _err(source, "trainer_id", lines, _all_too_many(trainers))
         kw["trainer_id"] = tid
     if "mode" in data:
         kw["mode"] = _choice(data, "mode", source, lines, MODES)
@@ -272,8 +276,8 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
             style.name, ", ".join(style.modes), style.modes_note, kw["mode"]))
     if "slice_var_up" in data:
         if not isinstance(data["slice_var_up"], bool):
-            raise _err(source, "slice_var_up", lines,
-                       "expected true or false, got %r" % (data["slice_var_up"],))
+            raise _err(source, "slice_var_up", lines, "expected true or false, got %s%s"
+                       % (shown(data["slice_var_up"]), _hint(data["slice_var_up"])))
         kw["slice_var_up"] = data["slice_var_up"]
     if "min_block_size" in data:
         kw["min_block_size"] = _int(data, "min_block_size", source, lines, 1)
@@ -285,7 +289,7 @@ def from_dict(data: dict, source: str = "<config>", lines: Optional[dict] = None
         v = data["lr_scheduler"]
         if not (isinstance(v, bool) or v == "auto"):
             raise _err(source, "lr_scheduler", lines,
-                       "expected auto, true or false, got %r" % (v,))
+                       "expected auto, true or false, got %s%s" % (shown(v), _hint(v)))
         kw["lr_scheduler"] = v
     if "paddle_faults" in data:
         kw["paddle_faults"] = _choice(data, "paddle_faults", source, lines, PADDLE_FAULTS)
@@ -353,13 +357,20 @@ def load_config_lines(path: str):
     except UnicodeDecodeError as e:
         raise ConfigError("%s: not UTF-8 text (byte %d)" % (path, e.start)) from None
     cfg = load_config_text(text, path)
-    data, lines = _LineLoader.load(text)
+    data, lines = yamlread.load(text)
     return cfg, data, lines
+
+
+def _all_too_many(trainers: int) -> str:
+    return ("all: writes a folder per trainer, at most %d of them (trainers is %d): write "
+            "one with --trainer-id N" % (MAX_ALL_TRAINERS, trainers))
 
 
 def with_trainer_id(cfg: ClusterConfig, trainer_id) -> ClusterConfig:
     """The config with trainer_id replaced (an int or "all"), validated against trainers."""
     from dataclasses import replace
+    if trainer_id == "all" and cfg.trainers > MAX_ALL_TRAINERS:
+        raise ConfigError("--trainer-id " + _all_too_many(cfg.trainers))
     if trainer_id != "all":
         if not 0 <= int(trainer_id) < cfg.trainers:
             raise ConfigError("--trainer-id %s is out of range: trainers is %d, so ids are 0..%d"

@@ -27,3 +27,13 @@ class ConfigError(UserError):
 
 class RefusedError(UserError):
     """An input that Paddle's transpiler refuses too (geo mode without sparse params, ...)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived while a folder was being written (core/signals.py): raised
+    like Ctrl-C's KeyboardInterrupt, so that the same clean-up runs; the CLI then exits
+    128 + the signal's number, as a process the signal killed would."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum

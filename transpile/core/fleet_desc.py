@@ -15,6 +15,7 @@ that the_one_ps reads like a table_parameters entry.
 from __future__ import annotations
 
 from .ps_strategy import Bad, coerce
+from .yamlread import shown
 
 SUPPORTED = (
     "sparse_table_class", "sparse_compress_in_save", "sparse_shard_num",
@@ -74,7 +75,7 @@ class _Table:
         v = self.config.get(key, default)
         if not isinstance(v, list):
             raise self.err("fleet_desc_configs.%s.%s" % (self.name, key),
-                           Bad("expected a list, got %r" % (v,),
+                           Bad("expected a list, got %s" % shown(v),
                                "TypeError: Value must be iterable"))
         return [self.get_value(key, x) for x in v]
 
@@ -165,9 +166,12 @@ def fleet_desc_entries(configs, err) -> list:
     """[(table name, entry)] the fleet_desc_configs setter adds, in the order of `configs`."""
     if not isinstance(configs, dict):
         raise err("fleet_desc_configs", Bad("expected a mapping of table name to sparse_* "
-                                            "keys, got %r" % (configs,), ""))
+                                            "keys, got %s" % shown(configs), ""))
     out = []
-    use_cvm = bool(configs.get("use_cvm", True))
+    use_cvm = configs.get("use_cvm", True)          # the setter: `if not use_cvm`
+    if not isinstance(use_cvm, int) or isinstance(use_cvm, float):
+        raise err("fleet_desc_configs.use_cvm", Bad("expected true or false, got %s"
+                                                    % shown(use_cvm), ""))
     for name, config in configs.items():
         if name in SKIPPED_TABLES or not isinstance(config, dict):
             continue

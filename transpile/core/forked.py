@@ -3,17 +3,23 @@
 The child is a copy of the parent at the fork (the programs already read and planned are shared
 copy-on-write, nothing is pickled on the way in); it runs one function and sends back its
 result, or the error it raised, through a pipe. The parent goes on with its own share of the
-work and collects the child's at the end. Used for the independent pieces of a split (split.py)
+work and collects the child's at the end. The child dies with its parent: the kernel kills it
+when the parent is gone (Linux: PR_SET_PDEATHSIG; elsewhere it stops at its next piece of
+work), and a parent that fails or is interrupted kills it, so that no child goes on writing
+into a folder nobody will publish. Used for the independent pieces of a split (split.py)
 and of a check (check/stream.py): the output is the same bytes however the work is shared.
 """
 from __future__ import annotations
 
 import os
 import pickle
+import signal
+import sys
 import traceback
 from typing import Any, Callable, Optional
 
 from .errors import UserError
+from .signals import default_in_child
 
 # PSTRANSPILE_WORKERS=1 turns the sharing off (the work is then done as one process)
 WORKERS_ENV = "PSTRANSPILE_WORKERS"
@@ -42,16 +48,49 @@ class ChildFailed(RuntimeError):
     """The child raised something other than a UserError (named with its traceback)."""
 
 
+_PRCTL: list = []         # [libc's prctl, or None], looked up once before the first fork
+_PR_SET_PDEATHSIG = 1
+_FORKED_FROM = 0          # in a forked child: its parent's pid
+
+
+def _prctl():
+    if not _PRCTL:
+        fn = None
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+                fn = ctypes.CDLL(None, use_errno=True).prctl
+            except (ImportError, OSError, AttributeError):     # pragma: no cover
+                fn = None
+        _PRCTL.append(fn)
+    return _PRCTL[0]
+
+
+def _die_with(parent: int, prctl) -> None:
+    """In a forked child: be killed when the parent `parent` is gone (or exit now if it is
+    already gone); SIGTERM / SIGHUP kill it outright (the parent cleans up)."""
+    global _FORKED_FROM
+    _FORKED_FROM = parent
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+    default_in_child()
+
+
 class Forked:
     """A function running in a child process; result() waits for it."""
 
     def __init__(self, fn: Callable[[], Any]):
+        prctl = _prctl()
+        parent = os.getpid()
         read_fd, write_fd = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:                       # the child: run, report, never return
             os.close(read_fd)
             code = 0
             try:
+                _die_with(parent, prctl)
                 payload = ("ok", fn())
             except UserError as e:
                 payload = ("user", e.message)
@@ -92,12 +131,17 @@ class Forked:
         raise ChildFailed(value)
 
     def abandon(self) -> None:
-        """The parent failed first: reap the child (its result is not wanted)."""
-        if self._read_fd is not None:
-            try:
-                self.result()
-            except Exception:  # noqa: BLE001 - the parent's error is the one reported
-                pass
+        """The parent failed first: kill the child and reap it (its result is not wanted, and
+        nothing it would still write is)."""
+        if self._read_fd is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(self._read_fd)
+        self._read_fd = None
+        os.waitpid(self.pid, 0)
 
 
 # work on a main program this small, to fewer pservers than MIN_FORKED_PSERVERS, is done by one
@@ -156,6 +200,8 @@ def take_pieces(queue: WorkQueue, do: Callable[[int], Any]) -> dict:
     made = {}
     try:
         for i in queue:
+            if _FORKED_FROM and os.getppid() != _FORKED_FROM:
+                os._exit(1)                 # the parent is gone (where no kernel killed us)
             made[i] = do(i)
     except BaseException:
         queue.drain()
@@ -173,8 +219,9 @@ def share_pieces(n: int, do: Callable[[int], Any], child: Callable[[WorkQueue], 
     after each piece of this process. `order`: the order the pieces are taken in (the
     longest first, so that neither process is left with a long one at the end); by index
     when None. `first()`: work of this process's own, done after the fork and before it
-    takes a piece (the child takes more of them meanwhile). A failure in either process
-    stops the other after its current piece; the first failure seen here is raised."""
+    takes a piece (the child takes more of them meanwhile). A failure of the child stops
+    this process after its current piece; a failure here (or Ctrl-C, SIGTERM) kills the
+    child at once; the first failure seen here is raised."""
     queue = WorkQueue(n, order)
     forked: Optional[Forked] = Forked(lambda: child(queue))
     made: dict = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 
 from .ps_strategy import FS_CLIENT_KEYS, SCHEMA
+from .yamlread import shown
 
 # the classes Paddle 2.6.2's parameter server registers (REGISTER_PSCORE_CLASS)
 SPARSE_TABLE_CLASSES = ("MemorySparseTable", "SSDSparseTable")
@@ -83,6 +84,9 @@ def rule_problems(rule: dict, key: str, written: bool) -> list:
             out.append((key + ".name", NoEffect("missing: Paddle names the rule "
                         "SparseAdamSGDRule, which reads adam:, and ignores %s:" % stray[0])))
         return out
+    if not isinstance(name, str):
+        return [(key + ".name", "expected the name of an SGD rule (%s), got %s"
+                 % (", ".join(SGD_RULES), shown(name)))]
     if name not in SGD_RULES:
         close = difflib.get_close_matches(str(name), SGD_RULES, n=1)
         return [(key + ".name", "%r is no SGD rule of Paddle 2.6.2's server (%s)%s"
@@ -109,8 +113,8 @@ def rule_problems(rule: dict, key: str, written: bool) -> list:
     if bounds is not None:
         if not isinstance(bounds, list) or len(bounds) != 2 or \
                 not all(_is_number(b) for b in bounds):
-            out.append((key + "." + block + ".weight_bounds", "%r: must be two numbers, "
-                        "[min, max]" % (bounds,)))
+            out.append((key + "." + block + ".weight_bounds", "%s: must be two numbers, "
+                        "[min, max]" % shown(bounds)))
         elif bounds[0] > bounds[1]:
             out.append((key + "." + block + ".weight_bounds", "%r: min above max (every "
                         "weight would be clipped)" % (bounds,)))
@@ -164,7 +168,7 @@ def _shape_problems(node, msg: str, key: str, repeated_item: bool = False) -> li
     """Keys of a table_parameters mapping that name no field of `msg`, and values of the
     wrong shape (what the strategy's setter silently skips or cuts)."""
     if not isinstance(node, dict):
-        return [(key, "expected a mapping (the fields of %s), got %r" % (msg, node))]
+        return [(key, "expected a mapping (the fields of %s), got %s" % (msg, shown(node)))]
     fields = {f: (kind, rep) for f, kind, rep in SCHEMA[msg]}
     out = []
     for k, v in node.items():
@@ -186,7 +190,7 @@ def _shape_problems(node, msg: str, key: str, repeated_item: bool = False) -> li
         elif kind in SCHEMA:
             out += _shape_problems(v, kind, sub)
         elif rep and not isinstance(v, list):
-            out.append((sub, "expected a list, got %r" % (v,)))
+            out.append((sub, "expected a list, got %s" % shown(v)))
         elif not rep and isinstance(v, list) and not repeated_item:
             out.append((sub, "one value expected, got a list (Paddle takes its first item)"))
     return out

@@ -27,6 +27,7 @@ import struct
 from typing import Optional
 
 from .errors import ConfigError
+from .yamlread import shown
 
 # distributed_strategy.proto's TableParameter and what it holds, fields in declaration order
 # (the order the setter walks them): (field, kind, repeated); a kind naming a message of
@@ -81,6 +82,7 @@ INT_RANGES = {"uint32": (0, 2 ** 32 - 1), "uint64": (0, 2 ** 64 - 1),
 FS_CLIENT_KEYS = ("uri", "user", "passwd", "hadoop_bin")
 FS_CLIENT_DEFAULTS = {"user": "", "passwd": "", "hadoop_bin": "hadoop"}   # PaddleRec's
 FLOAT32_MAX = 3.4028234663852886e38
+MAX_REPEATED = 100          # entries of a repeated message (`num`) a table's settings may make
 
 
 class Bad(Exception):
@@ -108,7 +110,7 @@ def coerce(kind: str, v):
     if kind == "string":
         if isinstance(v, str):
             return v
-        raise Bad("expected a string, got %r" % (v,),
+        raise Bad("expected a string, got %s" % shown(v),
                   "TypeError: bad argument type for built-in operation")
     if isinstance(v, str) or v is None or isinstance(v, (list, dict)):
         hint = " (YAML reads a number without a dot, like 1e-8, as a string: write " \
@@ -118,19 +120,24 @@ def coerce(kind: str, v):
         paddle = "TypeError: must be real number, not %s" % what \
             if kind in ("float", "double") else \
             "TypeError: '%s' object cannot be interpreted as an integer" % what
-        raise Bad("expected %s, got %r%s" % (need, v, hint), paddle)
+        raise Bad("expected %s, got %s%s" % (need, shown(v), hint), paddle)
     if kind in ("float", "double"):
         x = float(v)
+        if not math.isfinite(x):
+            raise Bad("expected a finite number, got %s" % shown(v), "")
+        if kind == "float" and abs(x) > FLOAT32_MAX:
+            raise Bad("%s is beyond a float's range (%.8g)" % (shown(v), FLOAT32_MAX),
+                      "")
         return float32(x) if kind == "float" else x
     if isinstance(v, float):
-        raise Bad("expected %s, got %r" % ("true or false" if kind == "bool"
-                                           else "an integer", v),
+        raise Bad("expected %s, got %s" % ("true or false" if kind == "bool"
+                                           else "an integer", shown(v)),
                   "TypeError: 'float' object cannot be interpreted as an integer")
     if kind == "bool":
         return bool(v)
     if kind == "TableType":
         if int(v) not in TABLE_TYPES.values():
-            raise Bad("expected PS_SPARSE_TABLE or PS_DENSE_TABLE, got %r" % (v,),
+            raise Bad("expected PS_SPARSE_TABLE or PS_DENSE_TABLE, got %s" % shown(v),
                       "ValueError: invalid enumerator %d" % int(v))
         return int(v)
     lo, hi = INT_RANGES[kind]
@@ -176,9 +183,12 @@ def _set_message(entry: dict, msg: str, prefix: str, configs: dict, index: int, 
                 num = configs[name + ".num"]
                 if isinstance(num, float) or not isinstance(num, int):
                     raise err(name + ".num", Bad(
-                        "expected an integer, got %r" % (num,),
+                        "expected an integer, got %s" % shown(num),
                         "TypeError: '%s' object cannot be interpreted as an integer"
                         % type(num).__name__))
+                if num > MAX_REPEATED:
+                    raise err(name + ".num", Bad("must be <= %d, got %d" % (MAX_REPEATED, num),
+                                                 ""))
                 items = entry.setdefault(field, [])
                 for i in range(num):
                     sub: dict = {}
@@ -196,7 +206,7 @@ def _set_message(entry: dict, msg: str, prefix: str, configs: dict, index: int, 
         try:
             if repeated:
                 if not isinstance(v, list):
-                    raise Bad("expected a list, got %r" % (v,),
+                    raise Bad("expected a list, got %s" % shown(v),
                               "TypeError: Value must be iterable")
                 entry[field] = entry.get(field, []) + [coerce(kind, x) for x in v]
                 continue
@@ -216,7 +226,7 @@ def table_parameter_entries(table_parameters, err, where: Optional[dict] = None)
     where = {} if where is None else where
     if not isinstance(table_parameters, dict):
         raise err("table_parameters", Bad(
-            "expected a mapping of table name to settings, got %r" % (table_parameters,),
+            "expected a mapping of table name to settings, got %s" % shown(table_parameters),
             "IndexError: list index out of range"))
     flat = flatten(table_parameters, "table_parameters", where)
     groups: dict = {}
@@ -234,7 +244,7 @@ def fs_client(param, err) -> Optional[dict]:
     """The strategy's fs_client_param as PaddleRec sets it, or None (no uri: not set)."""
     if not isinstance(param, dict):
         raise err("fs_client_param", Bad("expected a mapping (uri, user, passwd, "
-                                         "hadoop_bin), got %r" % (param,), ""))
+                                         "hadoop_bin), got %s" % shown(param), ""))
     if param.get("uri") is None:
         return None
     out = {}
@@ -250,7 +260,7 @@ def fs_client(param, err) -> Optional[dict]:
 def adam_d2sum(flag, err) -> bool:
     if not isinstance(flag, bool):
         raise err("adam_d2sum", Bad(
-            "expected true or false, got %r" % (flag,),
+            "expected true or false, got %s" % shown(flag),
             "ValueError: The type of `flag` is invalid, expected type is bool, but received "
             "%s" % type(flag)))
     return flag

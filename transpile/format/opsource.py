@@ -50,18 +50,9 @@ class VarSource:
         return self.wire
 
 
-class IncompleteVarSource(VarSource):
-    """A var read without a field framework.proto requires: written as it is, protobuf
-    refuses it (EncodeError), as it always was."""
-    __slots__ = ()
-
-    def raw(self) -> bytes:
-        return VarDescMsg.FromString(self.wire).SerializeToString(deterministic=True)
-
-
 def serialized(msg) -> bytes:
-    """Protobuf's deterministic serialization of `msg`, even when a required field is
-    missing (the writer is the one to refuse it)."""
+    """Protobuf's deterministic serialization of `msg` (the reader has checked its required
+    fields)."""
     return msg.SerializePartialToString(deterministic=True)
 
 
@@ -189,22 +180,6 @@ class OpSource:
             return True
         attrs = op.attrs
         return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
-
-
-class IncompleteOpSource(OpSource):
-    """An op read without a field framework.proto requires (in it or in one of its attrs):
-    written from what was read, protobuf refuses it (EncodeError), as it always was."""
-    __slots__ = ()
-
-    def raw(self) -> bytes:
-        return self._message().SerializeToString(deterministic=True)
-
-    def attr_chunks(self) -> list:
-        return [(a.name, length_delimited(b"\x22", a.SerializeToString(deterministic=True)))
-                for a in self._message().attrs]
-
-    def attrs_bytes(self) -> bytes:
-        return b"".join(raw for _, raw in self.attr_chunks())
 
 
 # OpSource -> its OpDesc message, for the last _PARSED_KEPT OpSource._message parsed

@@ -78,13 +78,17 @@ def save(program: Program, path: str) -> None:
 
 
 def write_atomic(path: str, data: bytes) -> None:
+    """Write `path` through a temporary file renamed into place; an error, Ctrl-C, SIGTERM or
+    SIGHUP removes the temporary file."""
+    from ..core.signals import terminate_as_interrupt
     d = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(d, ".%s.tmp%d" % (os.path.basename(path), os.getpid()))
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with terminate_as_interrupt():
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise

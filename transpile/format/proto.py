@@ -18,7 +18,6 @@ from google.protobuf.message import DecodeError, EncodeError  # noqa: F401 (Enco
 
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, TensorDesc, VarType
-from .wire import first_bad_offset
 
 _PKG = "paddle.framework.proto"
 
@@ -301,9 +300,12 @@ def text_is_utf8(data: bytes) -> bool:
     return True
 
 
-def where_malformed(data: bytes) -> str:
-    found = first_bad_offset(data)
+def where_malformed(data: bytes, text: bool = False) -> str:
+    """": <what>, at byte N of M" of the first field of ProgramDesc bytes that cannot be read
+    or is no field of its message, or with `text` that is not UTF-8 (wirecheck.py), or ""."""
+    from .wirecheck import first_problem
+    found = first_problem(data, ProgramDesc.DESCRIPTOR, text=text)
     if found is None:
         return ""
     off, why = found
-    return ": %s at byte %d of %d" % (why, off, len(data))
+    return ": %s, at byte %d of %d" % (why, off, len(data))

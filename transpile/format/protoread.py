@@ -3,7 +3,9 @@
 The program is read piece by piece from its bytes, never as one message tree (about three times
 the size of the bytes): each op and var keeps its own bytes (opsource.py). Whatever
 that reading does not take, malformed or merely unusual bytes, is read again as one tree, which
-says what is wrong exactly as it always did.
+says what is wrong, and where (wirecheck.py); but an op or var without a field framework.proto
+requires, or an op without a type, is refused where the reading meets it (wireruns.py), as
+Paddle's parser refuses it, before the rest of the program is read.
 """
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ from operator import attrgetter
 from sys import intern as _intern
 
 from ..core.errors import ProgramFormatError
-from .opsource import (ROLE_ATTR, SHAPE_ATTR, IncompleteOpSource, IncompleteVarSource, OpSource,
-                       VarSource, serialized, vartype_key)
+from .opsource import ROLE_ATTR, SHAPE_ATTR, OpSource, VarSource, serialized, vartype_key
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
-                    EncodeError, OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
+                    OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
                     decode_attr, decode_vartype, optional_field, text_is_utf8, where_malformed)
+from .wirecheck import Located, first_incomplete, where_incomplete
+from .wireruns import KEY_BLOCKS, KEY_OPS, KEY_VARS, fields, parse, runs, split_fields
 from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
-from .wire import NotPlain, field_end, read_varint, varint_bytes
+from .wire import NotPlain
 
 
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
@@ -46,9 +49,9 @@ class _Seen:
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
-    """A Var from its VarDesc message `v`; `wire`: the VarDesc bytes the writer copies while
-    the var is unchanged (protobuf's serialization of `v`), or None: `v` is serialized here,
-    and may be missing required fields."""
+    """A Var from its VarDesc message `v` (every required field there: first_incomplete);
+    `wire`: the VarDesc bytes the writer copies while the var is unchanged (protobuf's
+    serialization of `v`), or None: `v` is serialized here."""
     flags = [None, None, None, None]
     attrs = ()
     typed = None
@@ -76,8 +79,7 @@ def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
     if seen.share:                  # a program only read: no var keeps its bytes
         return var
     key = (name, p, c, i, s, attrs, typed[1])
-    var.source = VarSource(wire, key) if wire is not None else \
-        (VarSource if v.IsInitialized() else IncompleteVarSource)(serialized(v), key)
+    var.source = VarSource(wire if wire is not None else serialized(v), key)
     return var
 
 
@@ -136,8 +138,8 @@ def _decoded_attr(a) -> Attr:
 
 def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     """An Op whose attrs stay in its bytes until asked for; `wire`: the OpDesc bytes
-    (protobuf's serialization of `o`), or None: `o` is serialized here, and may be missing
-    required fields.
+    (protobuf's serialization of `o`), or None: `o` is serialized here. Every required
+    field is there (first_incomplete); an op without a type is refused.
 
     The attr wrappers are sliced once (one C call) and read twice (names, types), then
     dropped with the message. An attr named seen.drop is left out (of the op and its bytes)."""
@@ -172,13 +174,11 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
         {SHAPE_ATTR: _attr_by_bytes(attrs[pos], seen.shape_bytes, _decoded_attr)}
     is_target = o.is_target if o.HasField("is_target") else None
     op_type = _intern(o.type)
-    cls = OpSource
-    if wire is None:
-        wire = serialized(o)
-        if not o.IsInitialized():
-            cls = IncompleteOpSource
+    if not op_type:                 # (_decode_tree says where)
+        raise ProgramFormatError("an op without a type")
+    wire = serialized(o) if wire is None else wire
     return Op(op_type, inputs, outputs, None, is_target,
-              source=cls(wire, op_type, inputs if seen.share else
+              source=OpSource(wire, op_type, inputs if seen.share else
                          {k: v[:] for k, v in inputs.items()}, outputs if seen.share else
                          {k: v[:] for k, v in outputs.items()}, is_target, names, positions,
                          block_attrs, role, decoded))
@@ -258,6 +258,8 @@ def decode(data: bytes, read_only: bool = False) -> Program:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
     try:
         prog = _decode_pieces(data, read_only)
+    except Located:
+        raise
     except (NotPlain, ProgramFormatError):
         prog = _decode_tree(data, read_only)
     finally:
@@ -269,48 +271,49 @@ def decode(data: bytes, read_only: bool = False) -> Program:
 # ----------------------------------------------------------------------------------------------
 # reading piece by piece
 
-_KEY_BLOCKS = 0x0A          # ProgramDesc.blocks = 1, length-delimited
-_KEY_VARS = 0x1A            # BlockDesc.vars = 3
-_KEY_OPS = 0x22             # BlockDesc.ops = 4
-_RUN_BYTES = 1 << 20        # vars / ops parsed (and checked) about this many bytes at a time
-
-
 def _decode_pieces(data: bytes, read_only: bool = False) -> Program:
     """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
     the only message trees made are those of one run. Raises NotPlain or ProgramFormatError
     on anything _decode_tree is to look at."""
-    blocks, rest = _split_fields(data, 0, len(data), (_KEY_BLOCKS,))
-    rest_msg = _parse(ProgramDesc, rest)
-    _parse(TextView, rest)
+    blocks, rest = split_fields(data, 0, len(data), (KEY_BLOCKS,))
+    rest_msg = parse(ProgramDesc, rest)
+    parse(TextView, rest)
     if not blocks or _has_unknown_fields(rest_msg):
         raise NotPlain()
     fields = _program_fields(rest_msg)
     seen = _Seen(read_only)
-    return Program([_decode_block_bytes(data, start, end, seen)
-                    for _, _, start, end in blocks], **fields)
+    return Program([_decode_block_bytes(data, start, end, seen, n)
+                    for n, (_, _, start, end) in enumerate(blocks)], **fields)
 
 
-def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen) -> Block:
-    """The Block whose BlockDesc is data[start:end]: its own fields (idx...) parsed alone,
-    its vars and ops by the compiled scanner (_decode_scanned) when it is there and takes
-    them, else run by run (_runs)."""
+def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) -> Block:
+    """The Block whose BlockDesc is data[start:end] (the file's block `n`): its own fields
+    (idx...) parsed alone, its vars and ops by the compiled scanner (_decode_scanned) when it
+    is there and takes them, else run by run (wireruns.py), which says where an item lacks
+    a required field or an op its type (Located)."""
     if wirescan.FAST is not None:
         scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share)
         if scanned is not None:
-            return _decode_scanned(*scanned, seen)
-    items, rest = _split_fields(data, start, end, (_KEY_VARS, _KEY_OPS))
-    head = _parse(BlockDescMsg, rest)
-    idx = head.idx
+            try:
+                return _decode_scanned(*scanned, seen)
+            except ProgramFormatError:
+                pass                    # read again run by run: it says where
+    rest: list = []
     vars_: dict = {}
     ops: list = []
-    for key, run, wires in _runs(data, items):
-        if key == _KEY_VARS:
-            for v, wire in zip(*_run_items(run, wires, "vars")):
-                _add_var(vars_, _decode_var(v, seen, wire), idx)
-        else:
-            ops += [_decode_op(o, False, seen, wire)
-                    for o, wire in zip(*_run_items(run, wires, "ops"))]
-    return Block(idx, head.parent_idx, vars_, ops,
+    for run in runs(data, fields(data, start, end, (KEY_VARS, KEY_OPS), rest)):
+        if run.key == KEY_VARS:     # (an error but Located: _decode_tree says it again)
+            for v, wire in zip(*run.items(data, n, len(vars_))):
+                _add_var(vars_, _decode_var(v, seen, wire), n)
+            continue
+        msgs, wires = run.items(data, n, len(ops))
+        try:
+            ops += [_decode_op(o, False, seen, wire) for o, wire in zip(msgs, wires)]
+        except ProgramFormatError:
+            run.refuse_typeless(data, n, len(ops), msgs)
+            raise
+    head = parse(BlockDescMsg, b"".join(rest))
+    return Block(head.idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
@@ -319,7 +322,7 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     for each var and op (see wirescan_c.c: take_var, take_op), or the item's bytes alone where
     protobuf is to read it (a var with attrs, an op that repeats a name). Every item is
     protobuf's own serialization of itself: its bytes are its wire, as in _run_items."""
-    head = _parse(BlockDescMsg, rest)
+    head = parse(BlockDescMsg, rest)
     idx = head.idx
     types = seen.types
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
@@ -392,91 +395,6 @@ def _attr_from_bytes(raw: bytes, made: dict, decode) -> Attr:
     return attr
 
 
-def _split_fields(data: bytes, start: int, end: int, keys: tuple) -> tuple[list, bytes]:
-    """Walk the fields of the message data[start:end]: ([(key, field start, payload start,
-    payload end)] of its length-delimited fields with one of `keys`, and the bytes of all its
-    other fields, in order (a message of its own)."""
-    found = []
-    rest = []
-    i = start
-    while i < end:
-        at = i
-        key = data[i]
-        i += 1
-        if key & 0x80:
-            key, i = read_varint(data, at, end)
-            if key is None:
-                raise NotPlain()
-        if key in keys:
-            n = data[i] if i < end else 0x80
-            i += 1
-            if n & 0x80:
-                n, i = read_varint(data, i - 1, end)
-                if n is None:
-                    raise NotPlain()
-            j = i + n
-            if j > end:
-                raise NotPlain()
-            found.append((key, at, i, j))
-        else:
-            j = field_end(data, key, i, end)
-            rest.append(data[at:j])
-        i = j
-    return found, b"".join(rest)
-
-
-def _runs(data: bytes, items: list):
-    """(key, bytes of a one-block ProgramDesc holding the run, [the payload of each item])
-    for each run of vars or ops next to each other in the file, of about _RUN_BYTES at most
-    (items from _split_fields). The run is wrapped in a block, so that its items are parsed
-    at the depth they are at in the file."""
-    run: list = []
-    for item in items:
-        if run and (item[0] != run[0][0] or item[1] != run[-1][3]
-                    or item[3] - run[0][1] > _RUN_BYTES):
-            yield _run(data, run)
-            run = []
-        run.append(item)
-    if run:
-        yield _run(data, run)
-
-
-# BlockDesc idx = 0, parent_idx = 0: the required fields of the block a run is wrapped in
-_RUN_HEAD = b"\x08\x00\x10\x00"
-
-
-def _run(data: bytes, run: list) -> tuple:
-    first, last = run[0][1], run[-1][3]
-    wrapped = b"".join((bytes((_KEY_BLOCKS,)), varint_bytes(len(_RUN_HEAD) + last - first),
-                        _RUN_HEAD, memoryview(data)[first:last]))
-    return run[0][0], wrapped, [data[i:j] for _, _, i, j in run]
-
-
-def _run_items(wrapped: bytes, wires: list, field: str) -> tuple:
-    """(the messages of a run, their bytes or None), after checking that their text is
-    UTF-8. The bytes are what the writer copies: the items' own bytes when they are
-    protobuf's deterministic serialization of the items (Paddle writes that, with every
-    required field); else None: _decode_var / _decode_op serialize the item (what an
-    unchanged op or var was always written as) and see what it lacks."""
-    _parse(TextView, wrapped)
-    msg = _parse(ProgramDesc, wrapped)
-    items = getattr(msg.blocks[0], field)
-    if len(items) != len(wires):
-        raise NotPlain()
-    try:
-        same = msg.SerializeToString(deterministic=True) == wrapped
-    except EncodeError:         # a required field is missing
-        same = False
-    return items, wires if same else [None] * len(wires)
-
-
-def _parse(cls, data: bytes):
-    try:
-        return cls.FromString(data)
-    except (DecodeError, RuntimeError, ValueError):
-        raise NotPlain() from None
-
-
 # ----------------------------------------------------------------------------------------------
 # reading as one message tree: what is not read piece by piece
 
@@ -505,14 +423,23 @@ def _decode_tree(data: bytes, read_only: bool = False) -> Program:
         raise ProgramFormatError("not a valid ProgramDesc%s" % where) from None
     if _has_unknown_fields(msg):
         raise ProgramFormatError("not a ProgramDesc: it holds fields that framework.proto "
-                                 "does not define")
+                                 "does not define%s" % where_malformed(data))
     if not msg.blocks:
         raise ProgramFormatError("not a ProgramDesc: it has no blocks")
-    fields = _program_fields(msg)
+    incomplete = first_incomplete(msg)
+    if incomplete is not None:
+        raise ProgramFormatError("not a valid ProgramDesc: %s" % where_incomplete(
+            data, ProgramDesc.DESCRIPTOR, *incomplete))
     # all text is checked by one C parse; field by field only to say where it fails
     check_text = not text_is_utf8(data)
     seen = _Seen(read_only)
-    blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
-    if check_text:
-        raise not_text("a text field")
+    try:
+        fields = _program_fields(msg)
+        blocks = [_decode_block(b, check_text, seen) for b in msg.blocks]
+        if check_text:
+            raise not_text("a text field")
+    except ProgramFormatError as e:
+        if not check_text:
+            raise
+        raise ProgramFormatError(e.message + where_malformed(data, text=True)) from None
     return Program(blocks, **fields)

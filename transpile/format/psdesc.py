@@ -232,10 +232,13 @@ def float32(x: float) -> float:
 
 
 def shortest_float(x: float) -> float:
-    """The shortest decimal (6 significant digits or more) that reads back as float32 x."""
+    """The shortest decimal (6 significant digits or more) that reads back as float32 x (x
+    itself when it is not finite, or no float32: 17 digits read back as any double)."""
+    if not math.isfinite(x):
+        return x
     precision = 6
     rounded = float("{0:.{1}g}".format(x, precision))
-    while float32(rounded) != x:
+    while float32(rounded) != x and precision < 17:
         precision += 1
         rounded = float("{0:.{1}g}".format(x, precision))
     return rounded

@@ -1,5 +1,5 @@
 """Protobuf wire-format primitives the reader and the writer share: varints, field ends,
-length-delimited fields, and finding the first malformed element of a message's bytes.
+length-delimited fields (where a message's bytes go wrong: wirecheck.py).
 
 Plain Python over bytes (no protobuf): a key is `field number << 3 | wire type`.
 """
@@ -72,43 +72,3 @@ def field_end(data: bytes, key, i: int, end: int) -> int:
             raise NotPlain()
         return i
     raise NotPlain()
-
-
-def first_bad_offset(data: bytes, start: int = 0, end: int | None = None, depth: int = 0):
-    """(offset, reason) of the first malformed wire-format element, looking inside nested
-    length-delimited fields where they look like messages; None when the framing is sound."""
-    end = len(data) if end is None else end
-    i = start
-    while i < end:
-        at = i
-        key, i = read_varint(data, i, end)
-        if key is None:
-            return at, "a field key runs past the end (truncated?)"
-        wtype = key & 7
-        if key >> 3 == 0:
-            return at, "field number 0"
-        if wtype == 0:
-            v, i = read_varint(data, i, end)
-            if v is None:
-                return at, "a number runs past the end (truncated?)"
-        elif wtype in (1, 5):
-            i += 8 if wtype == 1 else 4
-            if i > end:
-                return at, "a fixed-size field runs past the end (truncated?)"
-        elif wtype == 2:
-            n, j = read_varint(data, i, end)
-            if n is None or j + n > end:
-                return at, "field %d's length runs past the end (truncated?)" % (key >> 3)
-            if depth < 6 and _looks_nested(data, j, j + n):
-                inner = first_bad_offset(data, j, j + n, depth + 1)
-                if inner is not None:
-                    return inner
-            i = j + n
-        else:
-            return at, "wire type %d is not valid" % wtype
-    return None
-
-
-def _looks_nested(data, j, end):
-    # strings are length-delimited too: only look inside payloads that start like a message
-    return end > j and (data[j] & 7) in (0, 2) and (data[j] >> 3) in range(1, 22)

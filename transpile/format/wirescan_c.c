@@ -10,7 +10,8 @@
  * framework.proto's deterministic serialization (fields in number order, each singular field
  * once, shortest varints, repeated scalars unpacked, required fields present, known enum values,
  * text that is UTF-8, no unknown fields), checked against the schema wirescan.py hands to
- * configure() (built from transpile/format/proto.py's descriptors). On anything else block()
+ * configure() (built from transpile/format/proto.py's descriptors), and each op with a type
+ * (an empty one is refused by protoread.py, which says where). On anything else block()
  * returns None and protoread.py reads the block as it always did, so the program read is the
  * same either way (tests/test_wirescan.py compares both on every corpus program and on
  * mutated bytes). Without a C compiler the module is not built and the pure-Python path runs.
@@ -519,7 +520,7 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
     PyObject *attr_names[MAX_ATTRS];
     int is_block[MAX_ATTRS];
     Py_ssize_t n_attrs = 0, n_blocks = 0, i, j;
-    int number, wt, has_target = 0, plain = 1;
+    int number, wt, has_target = 0, plain = 1, typeless = 0;
     uint64_t v = 0, target = 0;
     const uint8_t *a = NULL, *b = NULL;
 
@@ -529,7 +530,7 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
         goto done;
     if (!share && ((ins2 = PyDict_New()) == NULL || (outs2 = PyDict_New()) == NULL))
         goto done;
-    while (p < end && plain) {
+    while (p < end && plain && !typeless) {
         const uint8_t *field = p;
         p = next_field(p, end, &number, &wt, &a, &b, &v);
         switch (number) {
@@ -545,6 +546,8 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
             Py_XDECREF(type);
             if ((type = interned(a, b)) == NULL)
                 goto done;
+            if (a == b)
+                typeless = 1;                   /* an op without a type: not taken */
             break;
         case 4: {
             /* OpDesc.Attr: name = 1, type = 2 come first (canonical order) */
@@ -602,6 +605,11 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
             target = v;
             break;
         }
+    }
+    if (typeless) {                             /* block() takes no block holding it */
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
     }
     if (!plain) {
         Py_INCREF(wire);
@@ -753,6 +761,11 @@ block(PyObject *self, PyObject *args)
             item = is_op ? take_op(wire, pay, pay_end, drop, share)
                          : take_var(wire, pay, pay_end);
             Py_XDECREF(wire);
+            if (item == Py_None) {              /* an op without a type */
+                Py_DECREF(item);
+                ok = 0;
+                break;
+            }
             if (item == NULL || PyList_Append(is_op ? ops : vars, item) < 0) {
                 Py_XDECREF(item);
                 goto done;

@@ -142,3 +142,33 @@ def feed_names(program: Program) -> list:
                 feeds.append(n)
         written.update(op.output_names())
     return feeds
+
+
+# ops that give a SelectedRows for a SelectedRows input (X), and a sum of SelectedRows only
+ROWS_KEEPING_OPS = ("clip", "clip_by_norm", "scale", "merge_selected_rows", "assign",
+                    "elementwise_mul")
+LOOKUP_GRADS = ("lookup_table_grad", "lookup_table_v2_grad")
+
+
+def dense_at(program: Program, op_types=("send",), wanted=None) -> list:
+    """(op index, op, input name) of block 0's ops of `op_types` (or that `wanted(op)`
+    accepts) reading a var that held a
+    SelectedRows gradient (a sparse lookup's, or what keeps one: ROWS_KEEPING_OPS, a sum of
+    them) and was made dense since (a `sum` with a dense term: a weight decay's)."""
+    rows, densified = set(), set()
+    out = []
+    for i, op in enumerate(program.global_block.ops):
+        if (op.type in op_types if wanted is None else wanted(op)):
+            out.extend((i, op, n) for n in op.input_names() if n in densified)
+        ins = op.input("X")
+        keeps = (op.type in LOOKUP_GRADS and op.attr("is_sparse") is True) or \
+            (op.type == "sum" and bool(ins) and all(n in rows for n in ins)) or \
+            (op.type in ROWS_KEEPING_OPS and ins[:1] != [] and ins[0] in rows)
+        for n in op.output_names():
+            if keeps:
+                rows.add(n)
+                densified.discard(n)
+            elif n in rows:
+                rows.discard(n)
+                densified.add(n)
+    return out

@@ -35,6 +35,13 @@ SLICED_STATE_SLOTS = {
 FLEET_SLICED_STATE_SLOTS = {**SLICED_STATE_SLOTS, "rmsprop": ("Moment", "MeanSquare")}
 
 
+def fleet_sliced_state_slots(op_type: str, table: bool) -> tuple:
+    """The state slots Fleet's pserver pass slices like the parameter block: a remote table's
+    every state (rmsprop's MeanGrad too, as Paddle 2.6.2 writes it), a dense parameter's by
+    Paddle's table (FLEET_SLICED_STATE_SLOTS)."""
+    return (SLICED_STATE_SLOTS if table else FLEET_SLICED_STATE_SLOTS).get(op_type, ())
+
+
 def is_optimizer_update(op: Op) -> bool:
     """An op that updates a parameter (sgd, adam, ...), as opposed to clip / decay helpers: it
     reads a Param and a LearningRate."""

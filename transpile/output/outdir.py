@@ -1,11 +1,13 @@
 """Writing a split's output folder atomically.
 
 Everything is written to a temporary sibling folder first; only when all of it succeeded is it
-moved into place. A failure (or Ctrl-C) leaves the previous folder as it was. The folder gets
-the mode any folder the user makes gets (the umask's), or keeps the mode of the folder it
-replaces. A staging folder left by a process that was killed (SIGKILL, power loss) is named
-after its process and host (`.NAME.tmp-<pid>@<host>.<random>`), so the next split to NAME on
-that host removes it once that process is gone.
+moved into place (with Ctrl-C, SIGTERM and SIGHUP held back while it is). A failure, Ctrl-C,
+SIGTERM or SIGHUP leaves the previous folder as it was. What may be written, and the lock one
+split at a time holds, are target.py's. The folder gets the mode any folder the user makes
+gets (the umask's), or keeps the mode of the folder it replaces. A staging folder left by a
+process that was killed (SIGKILL, power loss) is named after its process and host
+(`.NAME.tmp-<pid>@<host>.<random>`), so the next split to NAME on that host removes it once
+that process is gone.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import stat
 import tempfile
 from typing import Callable, Optional
 
-from ..core.errors import UserError
+from ..core.signals import signals_held, terminate_as_interrupt
+from . import target
 
 # Entries of an output folder that a split owns (and replaces under --force).
 _OWNED = re.compile(r"^(trainer_\d+|pserver_.+|plan\.json|report\.md|dump)$")
@@ -29,15 +32,9 @@ def is_owned(name: str) -> bool:
 
 
 def check_target(out_dir: str, force: bool) -> None:
-    """Refuse an existing non-empty folder without --force, and anything that is not a folder."""
-    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
-        raise UserError("%s: exists and is not a folder" % out_dir)
-    if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
-        raise UserError("%s: folder exists and is not empty (use --force to replace the split in "
-                        "it)" % out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if not os.path.isdir(parent):
-        raise UserError("%s: parent folder %s does not exist" % (out_dir, parent))
+    """Refuse what a split may not write (target.py): an empty name, the current folder, a
+    file, a non-empty folder without --force, a folder holding no split with it."""
+    target.check_target(out_dir, force)
 
 
 def current_umask() -> int:
@@ -105,10 +102,14 @@ def remove_stale_staging(parent: str, base: str) -> list:
 
 
 class Staging:
-    """An output folder being written (see staged): files go to a temporary sibling folder."""
+    """An output folder being written (see staged): files go to a temporary sibling folder.
+    Once it is in place, `replaced` names the entries of an earlier split it replaced and
+    `kept` the other entries of the folder, kept as they were."""
 
     def __init__(self, tmp: str):
         self.root = tmp
+        self.replaced: list = []
+        self.kept: list = []
 
     def write(self, rel: str, data) -> None:
         """Write the file `rel`: `data` is bytes or an iterable of byte strings, written one
@@ -126,47 +127,73 @@ class Staging:
 def staged(out_dir: str, force: bool, before_commit: Callable[[], None] | None = None):
     """Write the folder `out_dir` atomically: yields a Staging to write files into; when the
     body ends without an exception, the staged folder replaces `out_dir` (with force, entries
-    of an existing folder that a split owns are replaced and other entries kept). Any error or
-    Ctrl-C removes what was staged and leaves `out_dir` as it was. Nothing outside `out_dir` is
-    touched except the temporary siblings, which are removed."""
-    check_target(out_dir, force)
-    out_abs = os.path.abspath(out_dir)
-    parent = os.path.dirname(out_abs)
-    base = os.path.basename(out_abs)
-    remove_stale_staging(parent, base)
-    tmp = tempfile.mkdtemp(prefix=staging_prefix(base), dir=parent)
+    of an existing split's folder that a split owns are replaced and other entries kept).
+    Any error, Ctrl-C, SIGTERM or SIGHUP removes what was staged (and the parent folders
+    made for it) and leaves `out_dir` as it was. The folder is checked and locked first
+    (target.py: a second split to it is refused); a symbolic link is written through.
+    Nothing outside `out_dir` is touched except the temporary siblings and the lock,
+    which are removed."""
+    where = target.resolve(out_dir)
+    with terminate_as_interrupt():
+        made = target.make_parents(where)
+        lock = target.FolderLock(where)
+        try:
+            lock.acquire()
+            target.check_contents(where, force)
+            stage = _stage(where)
+            try:
+                yield stage
+                if before_commit:
+                    before_commit()
+                with signals_held():
+                    stage.replaced, stage.kept = _commit(stage.root, where.path)
+                    made = []
+                    lock.release()
+            except BaseException:
+                shutil.rmtree(stage.root, ignore_errors=True)
+                raise
+        finally:
+            lock.release()
+            target.remove_made(made)
+
+
+def _stage(where) -> Staging:
+    """A new staging folder beside the target (stale ones of dead processes removed first),
+    with the mode the folder is to have."""
+    remove_stale_staging(where.parent, where.base)
+    tmp = tempfile.mkdtemp(prefix=staging_prefix(where.base), dir=where.parent)
     try:
         # mkdtemp makes 0700; the folder is the user's output: mode as mkdir would give it
         # (or the replaced folder's)
-        if os.path.isdir(out_abs):
-            os.chmod(tmp, stat.S_IMODE(os.stat(out_abs).st_mode))
+        if os.path.isdir(where.path):
+            os.chmod(tmp, stat.S_IMODE(os.stat(where.path).st_mode))
         else:
             os.chmod(tmp, 0o777 & ~current_umask())
-        yield Staging(tmp)
-        if before_commit:
-            before_commit()
-        _commit(tmp, out_abs)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return Staging(tmp)
 
 
 def write_tree(out_dir: str, files: dict, force: bool,
-               before_commit: Callable[[], None] | None = None) -> None:
+               before_commit: Callable[[], None] | None = None) -> Staging:
     """Write {relative path: bytes} as the folder `out_dir`, atomically (see staged)."""
     with staged(out_dir, force, before_commit) as stage:
         for rel in sorted(files):
             stage.write(rel, files[rel])
+    return stage
 
 
-def _commit(tmp: str, out_abs: str) -> None:
+def _commit(tmp: str, out_abs: str) -> tuple:
+    """Put the staged folder in place: ([entries of the earlier split replaced], [other
+    entries kept]), a folder's name ending with "/"."""
     if not os.path.isdir(out_abs):
         os.rename(tmp, out_abs)
-        return
+        return [], []
     if not os.listdir(out_abs):
         os.rmdir(out_abs)
         os.rename(tmp, out_abs)
-        return
+        return [], []
     parent = os.path.dirname(out_abs)
     old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_abs), dir=parent)
     os.rmdir(old)
@@ -177,10 +204,17 @@ def _commit(tmp: str, out_abs: str) -> None:
         os.rename(old, out_abs)
         raise
     # keep what the user had in the folder that is not part of a split
+    replaced, kept = [], []
     for name in sorted(os.listdir(old)):
-        if not is_owned(name) and not os.path.lexists(os.path.join(out_abs, name)):
-            os.rename(os.path.join(old, name), os.path.join(out_abs, name))
+        path = os.path.join(old, name)
+        shown = name + "/" if os.path.isdir(path) and not os.path.islink(path) else name
+        if is_owned(name):
+            replaced.append(shown)
+        elif not os.path.lexists(os.path.join(out_abs, name)):
+            os.rename(path, os.path.join(out_abs, name))
+            kept.append(shown)
     shutil.rmtree(old, ignore_errors=True)
+    return replaced, kept
 
 
 # One encoder for every compact item: json.dumps would build a new one per call, which costs

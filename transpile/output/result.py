@@ -66,6 +66,9 @@ class SplitResult:
     and not kept in `programs` (the folder writer writes it and lets it go: a split to many
     pservers is larger than its input many times over); each text file to sink.text(path,
     text).
+
+    `replaced` / `kept`: what split_to_folder found in the folder it wrote: the entries of
+    an earlier split it replaced (--force), the other entries it kept.
     """
     programs: dict[str, Program] = field(default_factory=dict)
     runtime: dict[str, dict] = field(default_factory=dict)
@@ -74,6 +77,8 @@ class SplitResult:
     summaries: dict[str, ProgramSummary] = field(default_factory=dict)
     faults: list = field(default_factory=list)      # plan/faults.py Fault: found in the input
     sink: Optional[Sink] = field(default=None, repr=False)
+    replaced: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
 
     def add_text(self, rel: str, text: str) -> None:
         """A text file of the split is made: keep it or hand it to the sink."""

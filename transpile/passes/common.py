@@ -58,3 +58,30 @@ def copy_attr(op: Op, name: str, default: Attr) -> Attr:
     """A copy of `op`'s attr `name`, or `default` when it has none."""
     a = op.find_attr(name)
     return Attr(a.type, a.value) if a is not None else default
+
+
+def send_table_rows(main: Program, tables) -> Program:
+    """Fixing fleet- / ps-geo-dense-table-grad: each geo send of one of `tables`' gradients
+    that an op made dense (a weight decay's sum) sends the table's raw gradient instead,
+    `<table>@GRAD`, the SelectedRows of the rows its lookups touched, whose rows the geo
+    communicator records; it pushes their deltas (the local update, decay included)."""
+    from ..ir.dataflow import dense_at
+    if not tables:
+        return main
+    block = main.global_block
+    update = {op.input("Grad")[0]: op.input("Param")[0] for op in block.ops
+              if op.input("Param") and op.input("Grad")}
+    swap = {}
+    for _, _, name in dense_at(main):
+        table = update.get(name)
+        if table in tables and block.var(table + "@GRAD") is not None:
+            swap[name] = table + "@GRAD"
+    if not swap:
+        return main
+    prog = main.shallow_copy()
+    ops = prog.global_block.ops
+    for i, op in enumerate(ops):
+        if op.type == "send" and set(op.input("X")) & set(swap):
+            ops[i] = op.copy({**op.inputs, "X": [swap.get(x, x) for x in op.input("X")]})
+    return prog
+

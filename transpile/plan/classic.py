@@ -116,6 +116,11 @@ class DistributionPlan:
     def sync(self) -> bool:
         return self.mode == "sync"
 
+    def trainer_copies(self) -> int:
+        """The gradient copies the pservers declare, one per trainer and gradient block (sync
+        mode), or 0."""
+        return self.trainers * sum(len(p.grad_blocks) for p in self.params) if self.sync else 0
+
     @property
     def runtime_split(self) -> bool:
         """async / half_async: the communicator splits and merges; no split_byref / concat."""

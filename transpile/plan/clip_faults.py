@@ -18,7 +18,7 @@ from typing import Optional
 from ..ir import roles
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_TABLE_TYPES, ids_blocker, ids_not_2d, is_remote_prefetch
-from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_SPARSE_CLIP_DROPPED,
+from .faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_GEO_DENSE_TABLE_GRAD, FLEET_SPARSE_CLIP_DROPPED,
                      FLEET_DECAY_WHOLE_PARAM, FLEET_SPARSE_DECAY_WHOLE_TABLE, Fault, fault)
 
 CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
@@ -26,6 +26,9 @@ CLIP_SCOPE = roles.FLEET_CLIP_NAME_SCOPE
 ELEMENTWISE_CLIPS = ("clip",)
 PER_PARAM_CLIPS = ("clip_by_norm",)
 GLOBAL_NORM_OPS = ("squared_l2_norm",)
+# what a geo split whose trainers push only the rows the lookups touched still does differently
+GEO_ROWS_DIFFER = ("geo pushes only the rows the table's lookups touched: the decay of its "
+                   "other rows stays with each trainer, where the original decays every row")
 # what a split whose trainers clip their own gradients still does differently in sync mode
 CLIPPED_PER_TRAINER = ("in sync mode each trainer clips its own gradient before the pservers "
                        "add the trainers' up; the original clips their average")
@@ -212,9 +215,10 @@ def ids_fault(main: Program, config, fault_id: str,
 def fleet_table_faults(main, config, plan) -> list:
     """fleet-sparse-clip-dropped, fleet-sparse-decay-whole-table and fleet-decay-whole-param
     of the fleet plan."""
-    if plan.is_geo:
-        return []
     remote = {p.param for p in plan.sparse_pairs}
+    if plan.is_geo:
+        dense = geo_dense_table_fault(main, config, remote, FLEET_GEO_DENSE_TABLE_GRAD)
+        return [dense] if dense is not None else []
     sliced = {p for p, blocks in plan.param_slices.items() if len(blocks) > 1}
     out = []
     clip = sparse_clip_fault(main, config, remote, FLEET_SPARSE_CLIP_DROPPED)
@@ -233,3 +237,26 @@ def fleet_table_faults(main, config, plan) -> list:
         out.append(fault(FLEET_DECAY_WHOLE_PARAM, "parameter%s %s" % (
             "s" * (len(dense) > 1), ", ".join(dense)), config.fix_faults))
     return out
+
+
+def geo_dense_table_fault(main: Program, config, remote: set, fault_id: str):
+    """fleet- / ps-geo-dense-table-grad: geo, a remote table's update reads a gradient an op
+    made dense (a weight decay over the table), which no geo split can push."""
+    from ..ir.dataflow import dense_at
+    from ..ir.optimizers import is_optimizer_update
+    if config.mode != "geo":
+        return None
+    found = sorted({op.input("Param")[0] for _, op, _ in dense_at(main, wanted=lambda o: (
+        is_optimizer_update(o) and o.input("Param")[:1] != [] and o.input("Param")[0] in remote))})
+    if not found:
+        return None
+    return fault(fault_id, "table%s %s" % ("s" * (len(found) > 1), ", ".join(found)),
+                 config.fix_faults, None, GEO_ROWS_DIFFER)
+
+
+def geo_raw_row_tables(main: Program, config, remote: set, fault_id: str) -> tuple:
+    """The tables whose geo send carries the lookups' raw gradient rows (fixing fleet- /
+    ps-geo-dense-table-grad: passes/common.py send_table_rows)."""
+    f = geo_dense_table_fault(main, config, remote, fault_id)
+    return tuple(f.where.split(" ", 1)[1].split(", ")) if f is not None and f.fixed else ()
+

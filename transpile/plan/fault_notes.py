@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from .faults import (CLASSIC_CLIP_ON_PSERVER, CLASSIC_DIST_TABLE_IDS_NOT_2D,
                      CLASSIC_LOOKUP_IDS_NOT_2D, FLEET_CLIP_BEFORE_MERGE,
+                     FLEET_GEO_DENSE_TABLE_GRAD, PS_GEO_DENSE_TABLE_GRAD,
                      FLEET_LARGE_SCALE_ADAM, FLEET_LOOKUP_IDS_NOT_2D,
                      FLEET_ORPHAN_SPARSE_GRAD_SUM, FLEET_SPARSE_CLIP_DROPPED,
-                     PS_CLIP_BEFORE_MERGE, PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED)
+                     PS_CLIP_BEFORE_MERGE, PS_GEO_NO_SPARSE_TABLE, PS_LOOKUP_IDS_NOT_2D,
+                     PS_SPARSE_CLIP_DROPPED)
 
 # shown by tests/test_sparse_clip.py (widedeep with need_clip=False on its tables)
 _NO_TABLE_CLIP = ("`need_clip=False` in the sparse tables' `paddle.ParamAttr` (the tables "
@@ -21,7 +23,13 @@ _PER_TRAINER = ("in sync mode each trainer clips its own gradient before the pse
                 "the trainers'; the original clips their average (equal in async, half_async "
                 "and geo, where each trainer's step is its own)")
 
+_NO_TABLE_DECAY = ("weight decay on the dense layers only, in their `paddle.ParamAttr("
+                   "regularizer=...)`, not the optimizer's `weight_decay`, which decays the "
+                   "tables too; or mode sync or async")
+
 AVOID = {
+    FLEET_GEO_DENSE_TABLE_GRAD: _NO_TABLE_DECAY,
+    PS_GEO_DENSE_TABLE_GRAD: _NO_TABLE_DECAY,
     PS_SPARSE_CLIP_DROPPED: _NO_TABLE_CLIP,
     FLEET_SPARSE_CLIP_DROPPED: _NO_TABLE_CLIP,
     CLASSIC_LOOKUP_IDS_NOT_2D: _IDS_2D,
@@ -34,6 +42,8 @@ AVOID = {
                              "`static.nn.sparse_embedding`: a sparse table whose row blocks the "
                              "pservers train with the program's adam"),
     PS_CLIP_BEFORE_MERGE: "mode async or geo, where each trainer's step is its own",
+    PS_GEO_NO_SPARSE_TABLE: ("mode sync or async; or a sparse table in the model "
+                             "(`nn.Embedding(sparse=True)`), whose send starts the exchange"),
     FLEET_CLIP_BEFORE_MERGE: ("mode async or half_async; or, in sync, `ClipGradByValue` or "
                               "`ClipGradByNorm` instead of `ClipGradByGlobalNorm`, which `fix` "
                               "moves to the pservers"),
@@ -48,6 +58,7 @@ STILL = {
     FLEET_CLIP_BEFORE_MERGE: "a global-norm clip, or a norm over a sliced parameter: "
                              + _PER_TRAINER,
     PS_CLIP_BEFORE_MERGE: _PER_TRAINER,
+    PS_GEO_NO_SPARSE_TABLE: "the trainers never exchange: each trains alone",
 }
 
 

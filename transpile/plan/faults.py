@@ -37,6 +37,9 @@ CLASSIC_CLIP_ON_PSERVER = "classic-clip-on-pserver"
 FLEET_SPARSE_CLIP_DROPPED = "fleet-sparse-clip-dropped"
 PS_SPARSE_CLIP_DROPPED = "ps-sparse-clip-dropped"
 PS_CLIP_BEFORE_MERGE = "ps-clip-before-merge"
+PS_GEO_NO_SPARSE_TABLE = "ps-geo-no-sparse-table"
+FLEET_GEO_DENSE_TABLE_GRAD = "fleet-geo-dense-table-grad"
+PS_GEO_DENSE_TABLE_GRAD = "ps-geo-dense-table-grad"
 FLEET_SPARSE_DECAY_WHOLE_TABLE = "fleet-sparse-decay-whole-table"
 FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
 CLASSIC_DIST_TABLE_CRASH = "classic-dist-table-crash"
@@ -129,6 +132,13 @@ _IDS_FIX = ("each such lookup reads its ids made 2-D, keeping the batch as their
             "uses (squeeze2 / reshape2) before their first reader; the grads are pushed by ids "
             "of the batch's first dim, so the push scales them as the original's (ids with "
             "more than one unknown dim besides the batch can not be fixed)")
+_GEO_DENSE_PADDLE = ("geo mode, a sparse table whose gradient the trainer makes dense before it "
+                     "sends it (a weight decay over the table: the gradient `sum`med with the "
+                     "decay of the whole table): the geo communicator reads the rows a "
+                     "SelectedRows gradient names, and the trainer fails at the send")
+_GEO_DENSE_FIX = ("the geo send carries the table's raw gradient, the rows its lookups touched, "
+                  "and the trainer pushes the deltas of those rows (the local update, decay "
+                  "included)")
 FAULT_KINDS += (
     FaultKind(CLASSIC_LOOKUP_IDS_NOT_2D, CLASSIC.name, "sync, async, half_async", _IDS_PADDLE,
               _IDS_FIX, refused=True),
@@ -167,6 +177,15 @@ FAULT_KINDS += (
               "the sparse ones, not on the averaged gradient",
               "not fixable in a split: Paddle's brpc tables have no clip, so the trainers "
               "clip what they send"),
+    FaultKind(PS_GEO_NO_SPARSE_TABLE, PS.name, "geo",
+              "geo mode on a program with no sparse table: Paddle's geo trainer program holds "
+              "no send, and the geo communicator starts exchanging only at a sparse table's "
+              "send: after trainer 0's start the trainers never push or pull, each trains "
+              "alone (measured on Paddle 2.6.2's own parameter server: `pstranspile run`)",
+              "not fixable in a split: the communicator needs a sparse table's send to "
+              "exchange anything"),
+    FaultKind(FLEET_GEO_DENSE_TABLE_GRAD, FLEET.name, "geo", _GEO_DENSE_PADDLE, _GEO_DENSE_FIX),
+    FaultKind(PS_GEO_DENSE_TABLE_GRAD, PS.name, "geo", _GEO_DENSE_PADDLE, _GEO_DENSE_FIX),
     FaultKind(FLEET_SPARSE_DECAY_WHOLE_TABLE, FLEET.name, "sync, async, half_async",
               "a weight-decayed remote table sliced over the pservers: each pserver's decay "
               "reads the whole table and its whole gradient (`scale(<table>)`, "

@@ -119,6 +119,8 @@ class FleetPlan(ModeQuestions):
     orphan_sums: tuple = ()                     # tables whose lookup-grad sum outlives them
     trainer_clips: tuple = ()                   # clip_faults.TableClip: the trainer clips the
                                                 # rows it pushes (passes/sparseclip.py)
+    geo_table_rows: tuple = ()                  # geo: tables whose send carries the lookups'
+                                                # raw gradient rows (passes/common.py)
 
     # --- questions the passes ask -----------------------------------------------------------
     def placed_params(self, main: Program) -> list:
@@ -160,6 +162,13 @@ class FleetPlan(ModeQuestions):
         if self.is_sync and self.trainers > 1:
             return trainer_copy_name(merged, trainer_id)
         return merged
+
+    def trainer_copies(self) -> int:
+        """The gradient copies the pservers declare, one per trainer and gradient block (sync
+        mode with several trainers), or 0."""
+        if not (self.is_sync and self.trainers > 1):
+            return 0
+        return self.trainers * sum(len(v) for v in self.grad_slices.values())
 
     def endpoint_of(self, slice_name: str) -> list:
         """Endpoints holding a param or grad slice of that name (Paddle's build_ctx lookup)."""
@@ -261,7 +270,14 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         need_global_step=need_global_step, has_lr_scheduler=lr_scheduler, lr_var=lr_var,
         notes=tuple(notes),
         split_method="balanced" if config.split_method == "balanced" else "round_robin",
-        fixes=frozenset(fixes), orphan_sums=orphans, trainer_clips=trainer_clips)
+        fixes=frozenset(fixes), orphan_sums=orphans, trainer_clips=trainer_clips,
+        geo_table_rows=_geo_table_rows(main, config, [p.param for p in sparse]))
+
+
+def _geo_table_rows(main: Program, config: ClusterConfig, remote: list) -> tuple:
+    from .clip_faults import geo_raw_row_tables
+    from .faults import FLEET_GEO_DENSE_TABLE_GRAD
+    return geo_raw_row_tables(main, config, set(remote), FLEET_GEO_DENSE_TABLE_GRAD)
 
 
 def _trainer_clips(main: Program, config: ClusterConfig, fixes: set, remote: list) -> tuple:

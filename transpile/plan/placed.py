@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS
+from ..ir.optimizers import FLEET_UNSLICED_SLOTS, fleet_sliced_state_slots
 from ..ir.program import DTYPE_BYTES, Program, uid_index
 from .slicing import VarBlock
 
@@ -105,7 +105,7 @@ def fleet_params(plan, main: Program) -> list:
         op = gb.ops[upd] if upd is not None else None
         acc = []
         if op is not None and not geo:
-            sliced = FLEET_SLICED_STATE_SLOTS.get(op.type, ())
+            sliced = fleet_sliced_state_slots(op.type, pair.sparse)
             for slot, args in op.inputs.items():
                 var = gvars.get(args[0]) if args and slot not in FLEET_UNSLICED_SLOTS else None
                 if var:

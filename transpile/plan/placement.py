@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS,
+from ..ir.optimizers import (FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS, fleet_sliced_state_slots,
                              is_optimizer_update, sliced_state_slots)
 from ..ir.program import DTYPE_BYTES, Block, Op, Program, numel
 from .slicing import balanced_dispatch, block_name
@@ -80,6 +80,7 @@ def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slic
     are the preload. Geo keeps the optimizer on the trainers: no accumulators on the pservers.
     """
     gb = main.global_block
+    tables = {p.param for p in sparse}
     update = {}
     for op in optimize_ops:
         if is_optimizer_update(op):
@@ -89,7 +90,7 @@ def fleet_placement(main: Program, dense: Sequence, sparse: Sequence, param_slic
         blocks = param_slices[param]
         op = update.get(param)
         accs = [] if geo or op is None else accumulators(
-            gb, op, FLEET_SLICED_STATE_SLOTS.get(op.type, ()), FLEET_UNSLICED_SLOTS)
+            gb, op, fleet_sliced_state_slots(op.type, param in tables), FLEET_UNSLICED_SLOTS)
         return block_weights([numel(b.shape) for b in blocks], blocks[0].dtype, accs)
 
     n = len(endpoints)

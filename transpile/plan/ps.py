@@ -27,7 +27,8 @@ from ..ir.lr_schedule import SCHEDULER_LR_VAR
 from ..ir.program import Op, Program, numel, uids
 from ..ir.tables import (ids_not_2d, ids_refusal, is_distributed_lookup, is_remote_prefetch,
                          is_sparse_lookup, table_of)
-from .faults import PS_SPARSE_CLIP_DROPPED
+from .clip_faults import geo_raw_row_tables
+from .faults import PS_GEO_DENSE_TABLE_GRAD, PS_SPARSE_CLIP_DROPPED
 from .pairs import Pair
 from .modes import DISTRIBUTED_MODES, ModeQuestions
 from .ps_tables import TableSources, barrier_table, describe_table
@@ -74,6 +75,8 @@ class PsPlan(ModeQuestions):
     fs_client_param: Optional[Mapping] = None   # the descriptors' fs client (the config's)
     trainer_clips: tuple = ()                   # clip_faults.TableClip: the trainer clips the
                                                 # rows it pushes (passes/sparseclip.py)
+    geo_table_rows: tuple = ()                  # geo: tables whose send carries the lookups'
+                                                # raw gradient rows (passes/common.py)
 
     @property
     def dense_ctxs(self) -> tuple:
@@ -215,7 +218,9 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
         lr_ops=uids(roles.lr_sched_ops(main)), table_ids=MappingProxyType(table_ids),
         fake_init_tables=startup_table_names(main), lr_scheduler=lr_scheduler,
         notes=tuple(notes), fs_client_param=config.fs_client(),
-        trainer_clips=_trainer_clips(main, config, [p.param for p in sparse]))
+        trainer_clips=_trainer_clips(main, config, [p.param for p in sparse]),
+        geo_table_rows=geo_raw_row_tables(main, config, {p.param for p in sparse},
+                                          PS_GEO_DENSE_TABLE_GRAD))
 
 
 def _trainer_clips(main: Program, config, remote: list) -> tuple:

@@ -46,6 +46,19 @@ def mean_of(values):
     return values[0]
 
 
+# outputs an op declares that Paddle's CPU kernel never writes: data_norm_grad's statistics
+# (only its GPU kernel updates them in place; kernels/datanorm_ops.py)
+UNWRITTEN_OUTPUTS = {"data_norm_grad": ("BatchSize", "BatchSum", "BatchSquareSum")}
+
+
+def written_names(op) -> list:
+    """The names `op` writes (UNWRITTEN_OUTPUTS left out)."""
+    skip = UNWRITTEN_OUTPUTS.get(op.type)
+    if not skip:
+        return op.output_names()
+    return [n for slot, names in op.outputs.items() if slot not in skip for n in names]
+
+
 class ShardedStep:
     """Runs steps of the original program's global block data-parallel over `trainers`
     shards, on executor `ex` (whose scope holds the parameters)."""
@@ -57,7 +70,7 @@ class ShardedStep:
         self.once = [i for i, op in enumerate(ops) if runs_once_per_step(op)]
         once = set(self.once)
         self.per_shard = [i for i in range(len(ops)) if i not in once]
-        written = {n for i in self.per_shard for n in ops[i].output_names()}
+        written = {n for i in self.per_shard for n in written_names(ops[i])}
         read = {n for i in self.once for n in ops[i].input_names()}
         self.handoff = sorted(written & read)
         block = ex.program.global_block

@@ -253,6 +253,7 @@ class Executor:
         self.lazy_policy: Callable = default_lazy_policy
         self.densified: dict = {}      # LazyTables an op needed whole: name -> op type
         self.free_after: Optional[dict] = None      # op index -> temporaries to drop after it
+        self.after_op: Optional[Callable] = None     # (executor, op): what watches the run
 
     def densify(self, name, table, op_type):
         """A LazyTable materialized whole for an op that reads it as a tensor; the scope
@@ -354,6 +355,8 @@ class Executor:
 
     def run_op(self, block_idx, op_idx, op) -> None:
         self._run_op(block_idx, op_idx, op)
+        if self.after_op is not None:
+            self.after_op(self, op)
         if block_idx == 0 and self.free_after is not None:
             for n in self.free_after.get(op_idx, ()):
                 self.scope.drop(n)

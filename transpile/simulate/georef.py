@@ -28,8 +28,8 @@ class GeoRun(OriginalRun):
             for name, v in self.scope.vars.items():
                 scope.put(name, v if hasattr(v, "rows") else snapshot(v),
                           self.scope.lods.get(name))
-            ex = Executor("original trainer_%d" % t, self.main, scope, float_dtype=self.fdt,
-                          seed=self.seed)
+            ex = self.watch(Executor("original trainer_%d" % t, self.main, scope,
+                                     float_dtype=self.fdt, seed=self.seed))
             ex.free_temporaries()
             self.exs.append(ex)
         params = sorted(p for p in self.trainable if self.scope.get(p) is not None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
+
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
 from .compare import movement, noise, scale_of, trainable_params
@@ -53,6 +55,7 @@ class OriginalRun:
         self.scope = self.ex_startup.scope
         self.trainable = trainable_params(main)
         self.steps_run = 0
+        self.grad_peaks: dict = {}      # param -> the largest |entry| its backward gradient had
 
     def startup(self) -> dict:
         """Run the original startup; the initial values (parameters and the rest)."""
@@ -88,6 +91,35 @@ class OriginalRun:
     def released(self, keep: set) -> None:
         """What a mode keeps besides the scopes, cut to the parameters `keep`."""
 
+    def watch(self, ex) -> Executor:
+        """`ex` (a main program's executor) records each trainable parameter's largest
+        backward gradient (grad_peaks)."""
+        from ..ir import roles
+        grads = {p + "@GRAD": p for p in self.trainable}
+
+        def after(ex, op):
+            if not roles.role(op) & roles.BACKWARD:
+                return
+            for name in op.output_names():
+                p = grads.get(name)
+                v = ex.scope.get(name) if p is not None else None
+                if v is None:
+                    continue
+                v = getattr(v, "value", v)
+                peak = float(np.max(np.abs(v))) if np.size(v) else 0.0
+                self.grad_peaks[p] = max(self.grad_peaks.get(p, 0.0), peak)
+        ex.after_op = after
+        return ex
+
+    def gradient_free(self) -> set:
+        """The trainable parameters whose backward gradient never rose above rounding (1e-10
+        of the largest any parameter had): a bias a batch_norm follows, whose gradient is 0
+        by construction; what moves it (an L1 decay's sign of that noise) proves nothing."""
+        top = max(self.grad_peaks.values(), default=0.0)
+        if top <= 0.0:
+            return set()
+        return {p for p, g in self.grad_peaks.items() if g <= 1e-10 * top}
+
     def unmoved(self, init: dict) -> list:
         """The trainable parameters the run has not moved beyond rounding yet (as compare.py
         judges it: on the pservers, else on trainer 0)."""
@@ -111,8 +143,8 @@ class SyncRun(OriginalRun):
 
     def begin(self):
         from .dataparallel import ShardedStep
-        self.ex = Executor("original main", self.main, self.scope, float_dtype=self.fdt,
-                           seed=self.seed)
+        self.ex = self.watch(Executor("original main", self.main, self.scope,
+                                      float_dtype=self.fdt, seed=self.seed))
         self.ex.free_temporaries()
         self.stepper = ShardedStep(self.ex, self.schedule.trainers)
 

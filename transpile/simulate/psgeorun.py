@@ -16,6 +16,7 @@ from .pscompare import diff_of, table_rows
 from .psgeo import GeoClient, dense_groups, geo_dense_params, updated_params
 from .psref import RefTrainer
 from .pstables.server import PsServer
+from .reference import snapshot
 from .values import LazyTable, SelectedRows, SimError, Unallocated, dense
 
 GEO_TABLE = "MemorySparseGeoTable"
@@ -82,6 +83,14 @@ class PsGeoCluster(PsCluster):
     def __init__(self, sp, descs, config, schedule, **kw):
         super().__init__(sp, descs, config, **kw)
         self.schedule = schedule
+        # a geo trainer that sends nothing (no sparse table) never wakes Paddle's
+        # GeoCommunicator: after trainer 0's start, no push, no pull (ps-geo-no-sparse-table)
+        self.exchanges = any(op.type == "send" for tr in self.trainers
+                             for op in tr.main.global_block.ops)
+        if not self.exchanges:
+            self.note("geo: the trainers send nothing (no sparse table): Paddle's geo "
+                      "communicator never starts exchanging, each trainer trains alone from "
+                      "trainer 0's start (ps-geo-no-sparse-table)")
         self.clients = [self._client(tr) for tr in self.trainers]
 
     def _client(self, tr):
@@ -94,7 +103,7 @@ class PsGeoCluster(PsCluster):
                 dense_ids.append(tid)
         params = [p for p in geo_dense_params(tr.main) if p not in sparse]
         groups = dense_groups(params)
-        if len(groups) != len(dense_ids):
+        if len(groups) != len(dense_ids) and self.exchanges:
             raise SimError("geo: %s/worker_desc.txt has %d dense tables (%s), its program "
                            "updates %d groups of dense params (%s)"
                            % (tr.label, len(dense_ids), dense_ids, len(groups),
@@ -119,6 +128,15 @@ class PsGeoCluster(PsCluster):
     def startup(self):
         for tr in self.trainers:
             tr.ex_startup.run_block(0)
+        if not self.exchanges:
+            # InitParams: every trainer starts from trainer 0's values, and that is all
+            first = self.trainers[0]
+            for tr in self.trainers[1:]:
+                for p in geo_dense_params(first.main):
+                    v = first.scope.get(p)
+                    if v is not None:
+                        tr.scope.put(p, snapshot(v))
+            return
         for c in self.clients:
             c.init_params(self.clients[0])
 
@@ -127,7 +145,7 @@ class PsGeoCluster(PsCluster):
             tr.feed(feed)
             tr.ex.begin_step(step, per, tr.tid * per)
             tr.run_main()
-        if self.schedule.pushes_after(step):
+        if self.schedule.pushes_after(step) and self.exchanges:
             for c in self.clients:
                 c.push_pull()
 

@@ -9,7 +9,9 @@ def _fmt(x: float) -> str:
 
 def _status(p, rtol) -> str:
     s = "ok" if p.ok else "DIFFERS" + (" (%s)" % p.note if p.note else "")
-    if p.ok and p.max_rel > rtol:
+    if p.ok and p.note:
+        s += " (%s)" % p.note
+    elif p.ok and p.max_rel > rtol:
         s += " (within rounding)"
     if p.trainable and p.changed is False:
         s += ", unchanged in the original run: proves nothing"
@@ -38,8 +40,13 @@ def render(result, config, echo) -> None:
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps"
              % (n_bad, len(result.params), result.rtol, result.steps))
     if result.faults and not result.equal:
+        from ..plan.faults import KIND
+        stuck = all(f in KIND and KIND[f].fix.startswith("not fixable")
+                    for f in result.faults)
         echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); %s"
              % ("s" * (len(result.faults) > 1), ", ".join(result.faults),
+                "no split can fix %s" % ("it" if len(result.faults) == 1 else "them")
+                if stuck else
                 "`paddle_faults: fix`, which this split was made with, cannot fix it here"
                 if result.fix_tried else "`paddle_faults: fix` in the cluster config writes "
                 "one that trains like the original where a split can"))

@@ -36,8 +36,8 @@ class TurnRun(OriginalRun):
 
     def begin(self):
         from .dataparallel import ShardedStep
-        self.ex = Executor("original main", self.main, self.scope, float_dtype=self.fdt,
-                           seed=self.seed)
+        self.ex = self.watch(Executor("original main", self.main, self.scope,
+                                      float_dtype=self.fdt, seed=self.seed))
         self.ex.free_temporaries()
         st = ShardedStep(self.ex, self.schedule.trainers)
         self.once, self.per_shard, self.local = st.once, st.per_shard, st.local_state

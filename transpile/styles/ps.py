@@ -13,9 +13,9 @@ from ..output.psdesc import DescWriter
 from ..output.result import endpoint_dir
 from ..passes.idsfix import lookups_2d
 from ..passes.ps import pserver, trainer
-from ..plan.clip_faults import ids_fault, sparse_clip_fault
-from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED,
-                           fault)
+from ..plan.clip_faults import geo_dense_table_fault, ids_fault, sparse_clip_fault
+from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_GEO_DENSE_TABLE_GRAD, PS_GEO_NO_SPARSE_TABLE,
+                           PS_LOOKUP_IDS_NOT_2D, PS_SPARSE_CLIP_DROPPED, fault)
 from ..plan.ps import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -43,6 +43,14 @@ class PsStyle(Style):
         clip = sparse_clip_fault(main, config, {p.param for p in plan.sparse_pairs},
                                  PS_SPARSE_CLIP_DROPPED)
         out = [clip] if clip is not None else []
+        dense = geo_dense_table_fault(main, config, {p.param for p in plan.sparse_pairs},
+                                      PS_GEO_DENSE_TABLE_GRAD)
+        if dense is not None:
+            out.append(dense)
+        if plan.is_geo and not plan.sparse_pairs and plan.dense_pairs and plan.trainers > 1:
+            out.append(fault(PS_GEO_NO_SPARSE_TABLE, "no sparse table", config.fix_faults,
+                             "the geo communicator needs a sparse table's send to exchange "
+                             "anything"))
         if plan.is_sync and plan.trainers > 1 and plan.clip_ops:
             out.append(fault(PS_CLIP_BEFORE_MERGE, "%d clip op(s) on the trainer"
                              % len(plan.clip_ops), config.fix_faults,

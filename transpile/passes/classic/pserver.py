@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ...core.errors import RefusedError
 from ...ir import roles
 from ...ir.optimizers import is_optimizer_update
 from ...ir.program import Attr, Block, Op, Program, Var, VarType, tensor_type
@@ -209,6 +210,8 @@ class PserverBuild:
         def shape_of(name):
             v = self.gb.var(name)
             return None if v is None or v.shape is None else v.shape
+        if op.type == "sum":
+            refuse_unequal_sum(op, shape_of)
         shape = inferred_out_shape(op, shape_of)
         for name in op.output("Out") if shape is not None else ():
             v = self.gb.var(name)
@@ -484,3 +487,23 @@ def _startup_targets(op: Op, gvars: dict, aliases: dict) -> Optional[tuple]:
         if names:
             return slot, names
     return None
+
+
+def refuse_unequal_sum(op: Op, shape_of) -> None:
+    """Paddle's AddN InferShape, run as get_pserver_program appends a cloned `sum`: inputs
+    holding elements must agree in every dim neither declares -1 (a table's clipped gradient,
+    declared with the whole table's shape, summed with its block's L2 decay: Paddle raises)."""
+    first = None
+    for i, name in enumerate(op.input("X")):
+        shape = shape_of(name)
+        if not shape or 0 in shape:
+            continue
+        if first is None:
+            first = tuple(shape)
+        elif len(shape) == len(first) and any(a != b and a != -1 and b != -1
+                                               for a, b in zip(first, shape)):
+            raise RefusedError(
+                "(InvalidArgument) The input tensor X of SumOp must have same shape if not -1.But received "
+                "X[0]'s shape = [%s], X[%d]'s shape = [%s]. (Paddle's get_pserver_program, "
+                "appending %s to the pserver)" % (", ".join(map(str, first)), i,
+                                                  ", ".join(map(str, shape)), op.type))

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ...core.errors import UserError
-from ...ir.optimizers import FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS, is_optimizer_update
+from ...ir.optimizers import (FLEET_SLICED_STATE_SLOTS, FLEET_UNSLICED_SLOTS,
+                              fleet_sliced_state_slots, is_optimizer_update)
 from ...ir.program import Attr, Block, Op, Program, Var, select, tensor_type
 from ...ir.tables import is_distributed_lookup
 from ...plan.faults import (FLEET_CLIP_BEFORE_MERGE, FLEET_SPARSE_CLIP_DROPPED,
@@ -104,8 +105,12 @@ class FleetPserverIndex:
                     raise UserError("optimizer %s is not supported for distributed training"
                                     % op.type)
                 v = s.origin_var(args[0])
-                states.append((slot, v, slot in FLEET_SLICED_STATE_SLOTS[op.type],
-                               v.dtype or "FP32", v.is_persistable))
+                # a remote table's block gets every state sliced, rmsprop's MeanGrad too (as
+                # Paddle 2.6.2's Fleet writes it: tools/gen, an rmsprop table); a dense
+                # parameter's MeanGrad keeps the whole shape (_get_optimizer_input_shape)
+                table = bool(op.input("Param")) and op.input("Param")[0] in s.sparse_params
+                sliced = slot in fleet_sliced_state_slots(op.type, table)
+                states.append((slot, v, sliced, v.dtype or "FP32", v.is_persistable))
             out = self._update_slots[id(op)] = (firsts, states)
         return out
 
@@ -216,7 +221,7 @@ def _clone_non_opt_op(s: ServerBuild, block: Block, op: Op, rename: dict = None)
 _WHOLE = "@shapes"      # rename's entry holding (the table's shape, its block's shape)
 
 
-def _decay_names(s: ServerBuild, target: str, merged) -> dict:
+def _decay_names(s: ServerBuild, target: str, merged, clip=None) -> dict:
     """Fixing fleet-sparse-decay-whole-table / fleet-decay-whole-param for `target` (a sliced
     remote table / dense parameter): {the param: its block here, its grad and the grad the
     update reads (a clip's output, when a clip makes one): the merged grad block (the decay's
@@ -230,9 +235,13 @@ def _decay_names(s: ServerBuild, target: str, merged) -> dict:
     if p is None or len(s.plan.param_slices.get(target, ())) < 2:
         return {}
     whole = tuple(s.origin.global_block.vars[target].shape)
-    # the grad the update reads: <target>@GRAD, or a clip's output (fleet-clip-before-merge)
-    return {target: p.name, target + "@GRAD": merged.name,
-            s.index.origin_name(merged.name): merged.name, _WHOLE: (whole, tuple(p.shape))}
+    # the grad the update reads: <target>@GRAD, or a clip's output (fleet-clip-before-merge);
+    # a clip this pserver runs in place on the merged block (`clip`) wrote it there
+    out = {target: p.name, target + "@GRAD": merged.name,
+           s.index.origin_name(merged.name): merged.name, _WHOLE: (whole, tuple(p.shape))}
+    if clip is not None and clip.output("Out"):
+        out[clip.output("Out")[0]] = merged.name
+    return out
 
 
 def _merge_grad(s: ServerBuild, block: Block, grad_name: str):
@@ -361,7 +370,7 @@ def build_optimize_blocks(s: ServerBuild) -> tuple:
         if clip is not None:
             # the clip the trainer no longer runs, on the averaged gradient
             block.ops.append(clip.copy({"X": [merged.name]}, {"Out": [merged.name]}))
-        decay = _decay_names(s, target, merged)
+        decay = _decay_names(s, target, merged, clip)
         for op in group:
             if is_optimizer_update(op):
                 _append_optimizer_op(s, block, op, merged)

@@ -253,5 +253,12 @@ MAIN = Pipeline("trainer main", tuple(map(named, (
     append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     fake_init_tables, init_from_server, delete_optimizer_state_inits))))
-GEO_MAIN = Pipeline("trainer main", tuple(map(named, (demote_clip_ops, append_sends))))
+def send_table_rows(main: Program, env: PassEnv) -> Program:
+    """Geo, fixing fleet-geo-dense-table-grad: a table's send carries its lookups' raw
+    gradient rows (passes/common.py)."""
+    return common.send_table_rows(main, env.plan.geo_table_rows)
+
+
+GEO_MAIN = Pipeline("trainer main", tuple(map(named, (demote_clip_ops, append_sends,
+                                                      send_table_rows))))
 GEO_STARTUP = Pipeline("trainer startup", ())

@@ -124,5 +124,11 @@ MAIN = Pipeline("trainer main", tuple(map(named, (
     demote_clip_ops, fuse_lookups, clip_pushed_rows, delete_optimizer, append_sends))))
 STARTUP = Pipeline("trainer startup", tuple(map(named, (
     delete_optimizer_state_inits, fake_init_tables))))
-GEO_MAIN = Pipeline("trainer main", (named(append_sends),))
+def send_table_rows(main: Program, env: PassEnv) -> Program:
+    """Geo, fixing ps-geo-dense-table-grad: a table's send carries its lookups' raw gradient
+    rows (passes/common.py)."""
+    return common.send_table_rows(main, env.plan.geo_table_rows)
+
+
+GEO_MAIN = Pipeline("trainer main", tuple(map(named, (append_sends, send_table_rows))))
 GEO_STARTUP = Pipeline("trainer startup", ())
