@@ -222,3 +222,30 @@ def test_the_launcher_stops_the_trainers_when_a_pserver_dies(tmp_path):
     assert time.time() - t0 < 20 and trainer.poll() is not None
     assert run.deaths == {0: 3} and run.exits == {"pserver0": 3, "trainer0": "stopped"}
     assert (tmp_path / "sync" / "abort").is_file()
+
+
+def test_pservers_stopped_at_the_end_are_no_failure(tmp_path):
+    # trainer 0 stops the pservers when it is done; they exit 0 while trainer 1 may still be
+    # ending: nobody is stopped
+    from transpile.runtime.local import _watch
+    (tmp_path / "sync").mkdir()
+    run = LocalRun(Prediction(), str(tmp_path), "sync")
+    server = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    server.wait()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"],
+                               start_new_session=True)
+    _watch(run, [server], [trainer], 1e12)
+    assert run.deaths == {} and run.exits == {"trainer0": 0}
+
+
+def test_a_run_folder_used_again_starts_clean(tmp_path):
+    # an abort token or a trainer's results left by an earlier run in the same --work folder
+    # would stop this run's trainers at once or stand for results they never wrote
+    from transpile.runtime.local import clear_run
+    (tmp_path / "sync").mkdir()
+    for name in ("sync/abort", "sync/turn.3", "trainer0.npz", "trainer1.json", "trace0.npz",
+                 "pserver1.log", "feeds.npz", "mine.txt"):
+        (tmp_path / name).write_text("old")
+    clear_run(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["feeds.npz", "mine.txt", "sync"]
+    assert not os.listdir(tmp_path / "sync")

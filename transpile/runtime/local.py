@@ -93,6 +93,19 @@ def prepare(split_dir, config, opts: LocalOptions, work: str):
     return t_dirs, p_dirs, sp, texts, pred
 
 
+def clear_run(work):
+    """An empty token folder and no results of an earlier run in `work` (a --work folder
+    used again: an old abort token stopped every trainer at once, an old trainer<id>.npz
+    stood for a trainer that wrote none)."""
+    import re
+    import shutil
+    shutil.rmtree(os.path.join(work, "sync"), ignore_errors=True)
+    os.makedirs(os.path.join(work, "sync"))
+    for name in os.listdir(work):
+        if re.fullmatch(r"(trainer|pserver|trace)\d+\.(npz|json|log)", name):
+            os.remove(os.path.join(work, name))
+
+
 def _kw(opts):
     return dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
 
@@ -143,7 +156,7 @@ def split_programs(trainer_dirs):
 def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress=None):
     """Prepare, start every role, wait, collect: a LocalRun."""
     progress = progress or (lambda msg: None)
-    os.makedirs(os.path.join(work, "sync"), exist_ok=True)
+    clear_run(work)
     progress("predicting")
     t_dirs, p_dirs, sp, texts, pred = prepare(split_dir, config, opts, work)
     n_ps = len(config.pservers)
@@ -224,9 +237,9 @@ def _launch(run, paddle, setup, opts):
 
 
 def _watch(run, servers, trainers, deadline):
-    """Wait for the trainers; a pserver that ends before them (it died: nothing stops a
-    pserver but trainer 0 at the end) or the deadline stops the run: the trainers left are
-    told (the abort token), then stopped."""
+    """Wait for the trainers; a pserver that fails before they end (exits other than 0, or
+    is killed: trainer 0 stops them at the end, and they exit 0) or the deadline stops the
+    run: the trainers left are told (the abort token), then stopped."""
     abort = os.path.join(run.work, "sync", "abort")
     left = dict(enumerate(trainers))
     while left:
@@ -234,7 +247,8 @@ def _watch(run, servers, trainers, deadline):
             if p.poll() is not None:
                 run.exits["trainer%d" % t] = p.returncode
                 del left[t]
-        dead = [i for i, p in enumerate(servers) if p.poll() is not None]
+        # a pserver trainer 0 stopped at the end exits 0, maybe before the others are gone
+        dead = [i for i, p in enumerate(servers) if p.poll() not in (None, 0)]
         late = time.time() > deadline
         if left and (dead or late):
             for i in dead:
