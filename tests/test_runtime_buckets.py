@@ -61,3 +61,21 @@ def test_a_push_no_order_explains_leaves_its_difference():
     want = np.full(40, -0.5, np.float32)          # no learning-rate factor moves it that far
     _, worst = buckets.fit_push(t, grad, want)
     assert worst > 0.3
+
+
+def test_a_bucket_that_read_the_two_powers_at_different_steps_is_found():
+    # DAdam reads Beta2Pow, then Beta1Pow: another thread's multiplication can fall between
+    t = _adam()
+    rng = np.random.default_rng(2)
+    grad = rng.normal(size=40).astype(np.float32)
+    before = _state(t)
+    order = [4, 9, 1, 10, (3, 5), 7, 2, 8, 6, 5]
+    buckets.run_push(t, grad, order)
+    want = t.values["Param"].copy()
+    for j in range(1, 11):      # no one number for bucket 4 does that
+        _restore(t, before)
+        buckets.run_push(t, grad, order[:4] + [j] + order[5:])
+        assert not np.array_equal(t.values["Param"], want)
+    _restore(t, before)
+    found, worst = buckets.fit_push(t, grad, want, tol=1e-7)
+    assert found == order and worst == 0.0
