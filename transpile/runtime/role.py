@@ -14,7 +14,8 @@ A trainer:
 - runs its startup program, then (local runs) sets the values of init.npz (trainer 0's values
   in the prediction: Paddle's initializers draw from another generator);
 - start (TheOnePSRuntime._init_worker): trainer 0 pushes the dense params of each dense table
-  its sends name, every trainer pulls them; geo: rolegeo.py's GeoCommunicator start;
+  its sends name, every trainer pulls them (local runs: and all have pulled before trainer 0
+  takes its first step); geo: rolegeo.py's GeoCommunicator start;
 - per step: feeds its shard, runs its main program, flushes its client; async: pulls the dense
   tables; sync: arrives at the barrier table (which pours the dense tables once every trainer
   has), then pulls them. `send_barrier` is removed from the program: Paddle 2.6.2's op calls a
@@ -243,6 +244,8 @@ class RoleTrainer:
             self.w.client_flush()
         all_reach("pushed")
         self.pull()
+        if TURNS:   # trainer 0's first push waits for every trainer's first pull
+            all_reach("ready")
 
     def pull(self):
         for tid, names in sorted(self.dense.items()):
