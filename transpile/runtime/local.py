@@ -35,7 +35,6 @@ class LocalOptions:
     push_every: Optional[int] = None
     base_port: Optional[int] = None
     timeout: float = 300.0
-    geo_pause: float = 0.5
 
 
 @dataclass
@@ -179,7 +178,7 @@ def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress
              "keys": pred.keys, "widths": pred.widths, "barrier_table_id": barrier,
              "wait": opts.timeout, "trace": predict_mod.adam_dense(texts)}
     if pred.geo is not None:
-        setup["geo"] = dict(pred.geo, pause=opts.geo_pause)
+        setup["geo"] = dict(pred.geo, wait=opts.timeout)
     write_json(os.path.join(work, "setup.json"), setup)
     open(os.path.join(work, "sync", "turn.0"), "w").close()
     progress("training on Paddle %s's runtime" % paddle.paddle)
@@ -195,7 +194,9 @@ def _start(paddle, work, kind, i):
     log = open(os.path.join(work, "%s%d.log" % (kind, i)), "w")
     env = paddle.env()
     env.update(GLOG_v="0", FLAGS_call_stack_level="2", CPU_NUM="1", OMP_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
+               # geo: the trainers read their communicator's own lines (rolegeo.py)
+               GLOG_vmodule="communicator=1" if kind == "trainer" else "")
     for k in [k for k in env if k.startswith(("PADDLE_", "TRAINING_ROLE"))]:
         del env[k]
     return subprocess.Popen([paddle.executable, ROLE, os.path.join(work, "setup.json"), kind,
