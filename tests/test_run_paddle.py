@@ -62,8 +62,8 @@ def _run(split, python, *args):
 
 CASES = ["ps/two_tables_sgd_sync", "ps/dist_table_sgd_sync", "ps/ctr_adam_sync",
          "paddlerec-ps/fm_sync", "ps/two_tables_sgd_async", "ps/mlp_sgd_async",
-         "ps/lr_exp_sgd_async", "ps/two_tables_sgd_geo", "ps/lr_exp_sgd_geo",
-         "ps/mlp_sgd_geo"]
+         "ps/lr_exp_sgd_async", "ps/mlp_adam_async", "ps/two_tables_sgd_geo",
+         "ps/lr_exp_sgd_geo", "ps/mlp_sgd_geo", "ps/ctr_momentum_geo"]
 
 
 @pytest.mark.parametrize("case", CASES)
