@@ -66,13 +66,20 @@ CASES = ["ps/two_tables_sgd_sync", "ps/dist_table_sgd_sync", "ps/ctr_adam_sync",
          "ps/lr_exp_sgd_geo", "ps/mlp_sgd_geo", "ps/ctr_momentum_geo"]
 
 
+DENSE_ADAM = {"ps/ctr_adam_sync", "paddlerec-ps/fm_sync", "ps/mlp_adam_async"}
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_a_corpus_split_trains_on_paddles_runtime_as_simulate_predicts(tmp_path, paddle_python,
                                                                        case):
     c = os.path.join(CORPUS, case)
     split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
                    os.path.join(c, "cluster.yaml"))
-    code, res = _run(split, paddle_python, "--steps", "4")
+    # a dense Adam table: run follows its bucket threads' race, not every interleaving of it
+    # (docs/running.md, Figures: ps/ctr_adam_sync 4 of 7 runs equal to 3e-8, others 2.1e-6
+    # and 3.1e-5 apart); its steps are 1e-3
+    extra = ["--rtol", "1e-4"] if case in DENSE_ADAM else []
+    code, res = _run(split, paddle_python, "--steps", "4", *extra)
     assert code == 0, res
     assert res["equal"] and not res["failures"] and res["steps"] == 4
     params = {v["parameter"] for v in res["values"]}
