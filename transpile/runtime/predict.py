@@ -94,6 +94,8 @@ def predict(sp, texts, config, *, steps, batch, seed, push_every, follow=None, f
         cluster = _cluster(sp, texts, config, schedule, options, seed, fdt)
     except (SimError, TableError) as e:
         raise UserError("the split cannot be simulated: %s" % e) from None
+    for tr in cluster.trainers:     # the trainers' sparse kernels as Paddle's run
+        tr.ex.paddle_sparse_kernels = True
     if follow is not None:
         follow.install(cluster)
     for tr in cluster.trainers:

@@ -1,7 +1,8 @@
 """Optimizer update ops. SelectedRows grads are densified where that is what Paddle's sparse
 kernel amounts to (rows absent from the grad see a zero gradient); adam's lazy_mode updates only
-the rows present; momentum and rmsprop apply only the rows their binary search finds
-(rowwise.searched_rows)."""
+the rows present. With the executor's `paddle_sparse_kernels` (run --local's prediction of
+the runtime) they run as Paddle 2.6.2's kernels do: momentum and rmsprop apply only the rows
+their binary search finds (rowwise.searched_rows), adam reads the powers it just advanced."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,7 +36,8 @@ def _param_grad(ctx):
                        % (ctx.op.type, ctx.op.input("Param")[0]))
     p = dense(p)
     g = ctx.x("Grad")
-    if isinstance(g, SelectedRows) and ctx.op.type in rowwise.SEARCHED:
+    if isinstance(g, SelectedRows) and ctx.op.type in rowwise.SEARCHED and \
+            rowwise.paddle_kernels(ctx):
         g = rowwise.searched_rows(g)
     gd = dense(g)
     if np.shape(gd) != p.shape:
@@ -67,7 +69,7 @@ def sgd(ctx):
 @optimizer("momentum")
 def momentum(ctx):
     graw = ctx.x("Grad")
-    if isinstance(graw, SelectedRows) and graw.rows.size == 0:
+    if isinstance(graw, SelectedRows) and graw.rows.size == 0 and rowwise.paddle_kernels(ctx):
         # Paddle's MomentumSparseImpl returns before it updates: nothing moves, nor decays
         ctx.set("ParamOut", dense(ctx.x("Param")))
         ctx.set("VelocityOut", dense(ctx.x("Velocity")))
@@ -157,7 +159,7 @@ def _advanced_powers(ctx) -> bool:
     t + 1 (seen: a first step moves by 0.744 lr, not lr)."""
     op = ctx.op
     inner = getattr(ctx, "ctx", ctx)        # rowwise's RowCtx wraps the op's context
-    return (isinstance(inner.raw("Grad"), SelectedRows)
+    return (rowwise.paddle_kernels(ctx) and isinstance(inner.raw("Grad"), SelectedRows)
             and not ctx.attr("use_global_beta_pow", False)
             and op.input("Beta1Pow") == op.output("Beta1PowOut")
             and op.input("Beta2Pow") == op.output("Beta2PowOut"))
