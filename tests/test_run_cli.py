@@ -169,3 +169,83 @@ def test_the_verdict_names_a_trainer_that_died_with_its_op():
     run = _run([1.0, 2.0], reports={"trainer0": {"step": 3}}, exits={"trainer0": -11})
     assert compare(run, "s", cfg).failures[0].startswith(
         "trainer_0 was killed by signal 11 at step 3")
+
+
+def test_a_value_that_did_not_move_is_said_to_prove_nothing():
+    from transpile.runtime.verdict import render_text
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0])
+    run.prediction.start = {"dense/w": np.array([0.0, 2.0]), "sparse/0": np.array([[0.5]])}
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 0 and v.unmoved == ["trainer_0 emb"] and v.vacuous == ["emb"]
+    lines = []
+    render_text(v, lines.append)
+    assert any(ln.endswith("ok, did not move: proves nothing") and "emb" in ln for ln in lines)
+    assert lines[-1].startswith("vacuous: 1 of 2 values did not move from their initial "
+                                "values (beyond their tolerance): trainer_0 emb;")
+    # --expect-equal fails it, --accept-unchanged accepts it by name
+    strict = compare(run, "s", cfg, expect_equal=True)
+    assert strict.exit_code == 1 and 'type="vacuous"' in render_junit(strict)
+    assert to_json(strict)["vacuous"] == ["emb"]
+    assert compare(run, "s", cfg, expect_equal=True, accepted=["em*"]).exit_code == 0
+    run.prediction.start["sparse/0"] = np.array([[0.0]])
+    assert compare(run, "s", cfg, expect_equal=True).exit_code == 0
+
+
+def test_a_pserver_that_dies_while_the_trainers_train_is_named():
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver1": -6})
+    run.deaths = {1: -6}
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1
+    assert v.failures == ["pserver_1 was killed by signal 6 while the trainers trained "
+                          "(log: /tmp/w/pserver1.log)"]
+    assert to_json(v)["summary"] == "the split does not train on Paddle's runtime (1 pserver " \
+                                    "failed)"
+
+
+def test_the_launcher_stops_the_trainers_when_a_pserver_dies(tmp_path):
+    # a pserver that exits while a trainer still runs: the trainer is told (the abort token)
+    # and stopped, the pserver recorded as dead, nothing waits for the deadline
+    import time
+    from transpile.runtime.local import _watch
+    (tmp_path / "sync").mkdir()
+    run = LocalRun(Prediction(), str(tmp_path), "sync")
+    server = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"],
+                              start_new_session=True)
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                               start_new_session=True)
+    t0 = time.time()
+    _watch(run, [server], [trainer], t0 + 50)
+    assert time.time() - t0 < 20 and trainer.poll() is not None
+    assert run.deaths == {0: 3} and run.exits == {"pserver0": 3, "trainer0": "stopped"}
+    assert (tmp_path / "sync" / "abort").is_file()
+
+
+def test_pservers_stopped_at_the_end_are_no_failure(tmp_path):
+    # trainer 0 stops the pservers when it is done; they exit 0 while trainer 1 may still be
+    # ending: nobody is stopped
+    from transpile.runtime.local import _watch
+    (tmp_path / "sync").mkdir()
+    run = LocalRun(Prediction(), str(tmp_path), "sync")
+    server = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    server.wait()
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"],
+                               start_new_session=True)
+    _watch(run, [server], [trainer], 1e12)
+    assert run.deaths == {} and run.exits == {"trainer0": 0}
+
+
+def test_a_run_folder_used_again_starts_clean(tmp_path):
+    # an abort token or a trainer's results left by an earlier run in the same --work folder
+    # would stop this run's trainers at once or stand for results they never wrote
+    from transpile.runtime.local import clear_run
+    (tmp_path / "sync").mkdir()
+    for name in ("sync/abort", "sync/turn.3", "trainer0.npz", "trainer1.json", "trace0.npz",
+                 "pserver1.log", "feeds.npz", "mine.txt"):
+        (tmp_path / name).write_text("old")
+    clear_run(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["feeds.npz", "mine.txt", "sync"]
+    assert not os.listdir(tmp_path / "sync")

@@ -24,8 +24,9 @@ from .common import options
 @click.option("--cluster", type=click.Path(dir_okay=False), default=None,
               help="The cluster config the split was made for [default: its plan.json's].")
 @click.option("--steps", type=int, default=5, show_default=True, help="Training steps.")
-@click.option("--batch", type=int, default=8, show_default=True,
-              help="Global batch of the synthetic feeds (divided among the trainers).")
+@click.option("--batch", type=int, default=None,
+              help="Global batch of the synthetic feeds, divided among the trainers "
+                   "[default: 8, or the next multiple of the trainers: 9 for 3].")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the synthetic feeds and initial values.")
 @click.option("--push-every", type=int, default=None,
@@ -34,6 +35,12 @@ from .common import options
 @click.option("--rtol", type=float, default=1e-6, show_default=True,
               help="--local: largest accepted difference, times max(1, the largest predicted "
                    "value), on top of the prediction's own spread.")
+@click.option("--expect-equal", is_flag=True,
+              help="--local: also fail (exit 1) when a compared value did not move from its "
+                   "initial value: its equality would prove nothing.")
+@click.option("--accept-unchanged", "accept_unchanged", multiple=True, metavar="NAME",
+              help="With --expect-equal: accept this parameter (a glob pattern) not moving "
+                   "(repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "junit"]), default="text",
               show_default=True, help="--local: text, json, or JUnit XML for CI.")
 @click.option("--paddle-python", type=click.Path(dir_okay=False), default=None,
@@ -59,8 +66,9 @@ from .common import options
 @click.option("--save", type=click.Path(file_okay=False), default=None,
               help="A trainer writes what it trained to DIR/trainer_<id>/: NAME.npy per dense "
                    "parameter, table_<id>.npz (keys, rows) per sparse table.")
-def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, fmt, paddle_python,
-        port_base, timeout, work, role, trainer_id, pservers, endpoint, feeds, save):
+def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, expect_equal,
+        accept_unchanged, fmt, paddle_python, port_base, timeout, work, role, trainer_id,
+        pservers, endpoint, feeds, save):
     """Train SPLIT_DIR (style ps) on Paddle 2.6.2's own brpc parameter server.
 
     \b
@@ -84,9 +92,11 @@ def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, fmt, pa
     from ..runtime.interpreter import find_paddle_python
     from ..runtime.rundir import load_run_config
     for opt, v in (("--steps", steps), ("--batch", batch)):
-        if v < 1:
+        if v is not None and v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
     config = load_run_config(split_dir, cluster)
+    if batch is None:
+        batch = -(-8 // config.trainers) * config.trainers
     if batch % config.trainers:
         raise UserError("--batch %d is no multiple of the %d trainers" % (batch, config.trainers))
     paddle = find_paddle_python(paddle_python)
@@ -99,13 +109,15 @@ def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, fmt, pa
             feeds=feeds, save=save, work=work)))
     if feeds or save or role:
         raise UserError("--feeds, --save and --role are for one role of a cluster, not --local")
-    ctx.exit(_run_local(split_dir, config, paddle, steps, batch, seed, push_every, rtol, fmt,
-                        port_base, timeout, work))
+    from ..runtime.local import LocalOptions
+    ctx.exit(_run_local(split_dir, config, paddle, LocalOptions(
+        steps=steps, batch=batch, seed=seed, push_every=push_every, base_port=port_base,
+        timeout=timeout), fmt, work, dict(rtol=rtol, expect_equal=expect_equal,
+                                          accepted=accept_unchanged)))
 
 
-def _run_local(split_dir, config, paddle, steps, batch, seed, push_every, rtol, fmt,
-               port_base, timeout, work) -> int:
-    from ..runtime.local import LocalOptions, run_local
+def _run_local(split_dir, config, paddle, opts, fmt, work, judge) -> int:
+    from ..runtime.local import run_local
     from ..runtime.verdict import compare, render_junit, render_text, to_json
     quiet = options().is_quiet()
     keep = work is not None
@@ -113,10 +125,8 @@ def _run_local(split_dir, config, paddle, steps, batch, seed, push_every, rtol, 
     os.makedirs(work, exist_ok=True)
     say = (lambda msg: None) if quiet or fmt != "text" else \
         (lambda msg: click.echo("run: %s" % msg, err=True))
-    result = run_local(split_dir, config, paddle, LocalOptions(
-        steps=steps, batch=batch, seed=seed, push_every=push_every, base_port=port_base,
-        timeout=timeout), work, progress=say)
-    verdict = compare(result, split_dir, config, rtol)
+    result = run_local(split_dir, config, paddle, opts, work, progress=say)
+    verdict = compare(result, split_dir, config, **judge)
     if fmt == "json":
         import json
         click.echo(json.dumps(to_json(verdict), indent=1))

@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 
 from ..core.errors import UserError
-from . import predict as predict_mod
+from . import buckets, predict as predict_mod
 from .rundir import barrier_table_id, copy_split, read_texts, role_dirs, write_json
 
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "role.py")
@@ -35,7 +35,6 @@ class LocalOptions:
     push_every: Optional[int] = None
     base_port: Optional[int] = None
     timeout: float = 300.0
-    geo_pause: float = 0.5
 
 
 @dataclass
@@ -47,6 +46,8 @@ class LocalRun:
     reports: dict = field(default_factory=dict)     # "trainer0" -> role.py's report
     values: dict = field(default_factory=dict)      # "trainer_0" -> {"dense/x": array}
     exits: dict = field(default_factory=dict)       # "trainer0" -> exit code
+    deaths: dict = field(default_factory=dict)      # pserver index -> its exit code, when it
+    #                                                 ended before the trainers did
     seconds: float = 0.0
     notes: list = field(default_factory=list)
 
@@ -82,21 +83,63 @@ def prepare(split_dir, config, opts: LocalOptions, work: str):
     t_dirs, p_dirs = copy_split(trainers, pservers, os.path.join(work, "split"), True)
     texts = read_texts(t_dirs, p_dirs, config)
     sp = split_programs(t_dirs)
-    kw = dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
-    pred = predict_mod.predict(sp, texts, config, **kw)
+    pred = predict_mod.predict(sp, texts, config, **_kw(opts))
     pred.notes[:0] = notes
-    if pred.error is None:
-        # the prediction's own spread: the trainers' ops in float64 (an adaptive optimizer
-        # turns rounding noise into steps of its learning rate), a dense Adam table's buckets
-        # each first and each last (its threads race for the beta powers)
-        others = [predict_mod.predict(sp, texts, config, fdt=np.float64, **kw)]
-        if predict_mod.adam_dense(texts):
-            others += [predict_mod.predict(sp, texts, config, bucket_order=order, **kw)
-                       for order in ("first", "last")]
-        pred.spread = predict_mod.spread(pred, [o for o in others if o.error is None])
+    if pred.error is None and not predict_mod.adam_dense(texts):
+        pred.spread = _spread(sp, texts, config, opts, pred)
     np.savez(os.path.join(work, "feeds.npz"), **pred.feeds)
     np.savez(os.path.join(work, "init.npz"), **pred.init)
-    return t_dirs, p_dirs, texts, pred
+    return t_dirs, p_dirs, sp, texts, pred
+
+
+def clear_run(work):
+    """An empty token folder and no results of an earlier run in `work` (a --work folder
+    used again: an old abort token stopped every trainer at once, an old trainer<id>.npz
+    stood for a trainer that wrote none)."""
+    import re
+    import shutil
+    shutil.rmtree(os.path.join(work, "sync"), ignore_errors=True)
+    os.makedirs(os.path.join(work, "sync"))
+    for name in os.listdir(work):
+        if re.fullmatch(r"(trainer|pserver|trace)\d+\.(npz|json|log)", name):
+            os.remove(os.path.join(work, name))
+
+
+def _kw(opts):
+    return dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
+
+
+def _spread(sp, texts, config, opts, pred, replay=None):
+    """The prediction's own spread: its trainers' ops in float64 (an adaptive optimizer turns
+    rounding noise into steps of its learning rate), the dense Adam tables' bucket orders
+    replayed (`replay`)."""
+    follow = buckets.Follower(replay=replay) if replay is not None else None
+    other = predict_mod.predict(sp, texts, config, fdt=np.float64, follow=follow, **_kw(opts))
+    return predict_mod.spread(pred, [other] if other.error is None else [])
+
+
+def follow_runtime(run, sp, texts, config, opts):
+    """A split with a dense Adam table: the prediction again, its buckets in the orders the
+    runtime's threads took (buckets.py), read off the trainers' pulls (trace<t>.npz)."""
+    trace = {}
+    for t in range(config.trainers):
+        f = os.path.join(run.work, "trace%d.npz" % t)
+        if not os.path.isfile(f):
+            return
+        with np.load(f) as z:
+            pulls: dict = {}
+            for k in z.files:
+                j, tid = k.split("/")
+                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
+        trace[t] = [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)]
+    follow = buckets.Follower(trace=trace)
+    pred = predict_mod.predict(sp, texts, config, follow=follow, **_kw(opts))
+    if pred.error is not None:
+        return
+    base = run.prediction
+    pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + follow.notes()
+    pred.spread = _spread(sp, texts, config, opts, pred, replay=follow.orders)
+    run.prediction = pred
 
 
 def split_programs(trainer_dirs):
@@ -112,9 +155,9 @@ def split_programs(trainer_dirs):
 def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress=None):
     """Prepare, start every role, wait, collect: a LocalRun."""
     progress = progress or (lambda msg: None)
-    os.makedirs(os.path.join(work, "sync"), exist_ok=True)
+    clear_run(work)
     progress("predicting")
-    t_dirs, p_dirs, texts, pred = prepare(split_dir, config, opts, work)
+    t_dirs, p_dirs, sp, texts, pred = prepare(split_dir, config, opts, work)
     n_ps = len(config.pservers)
     ports = [opts.base_port + i if opts.base_port else free_port() for i in range(n_ps)]
     for p in ports:
@@ -133,14 +176,17 @@ def run_local(split_dir, config, paddle, opts: LocalOptions, work: str, progress
              "schedule": "turns", "feeds": os.path.join(work, "feeds.npz"),
              "feeds_per_trainer": True, "init": os.path.join(work, "init.npz"),
              "keys": pred.keys, "widths": pred.widths, "barrier_table_id": barrier,
-             "wait": opts.timeout}
+             "wait": opts.timeout, "trace": predict_mod.adam_dense(texts)}
     if pred.geo is not None:
-        setup["geo"] = dict(pred.geo, pause=opts.geo_pause)
+        setup["geo"] = dict(pred.geo, wait=opts.timeout)
     write_json(os.path.join(work, "setup.json"), setup)
     open(os.path.join(work, "sync", "turn.0"), "w").close()
     progress("training on Paddle %s's runtime" % paddle.paddle)
     _launch(run, paddle, setup, opts)
     _collect(run, config)
+    if setup["trace"] and pred.error is None:
+        progress("following the dense Adam tables' bucket orders")
+        follow_runtime(run, sp, texts, config, opts)
     return run
 
 
@@ -148,7 +194,9 @@ def _start(paddle, work, kind, i):
     log = open(os.path.join(work, "%s%d.log" % (kind, i)), "w")
     env = paddle.env()
     env.update(GLOG_v="0", FLAGS_call_stack_level="2", CPU_NUM="1", OMP_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+               PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
+               # geo: the trainers read their communicator's own lines (rolegeo.py)
+               GLOG_vmodule="communicator=1" if kind == "trainer" else "")
     for k in [k for k in env if k.startswith(("PADDLE_", "TRAINING_ROLE"))]:
         del env[k]
     return subprocess.Popen([paddle.executable, ROLE, os.path.join(work, "setup.json"), kind,
@@ -173,15 +221,10 @@ def _launch(run, paddle, setup, opts):
     try:
         _wait_listening(servers, ports, t0 + 60)
         trainers = [_start(paddle, run.work, "trainer", t) for t in range(setup["trainers"])]
-        for t, p in enumerate(trainers):
-            try:
-                run.exits["trainer%d" % t] = p.wait(timeout=max(1.0, opts.timeout -
-                                                                (time.time() - t0)))
-            except subprocess.TimeoutExpired:
-                run.exits["trainer%d" % t] = "timeout"
-                open(os.path.join(run.work, "sync", "abort"), "w").close()
-                _kill(p)
+        _watch(run, servers, trainers, t0 + opts.timeout)
         for i, p in enumerate(servers):
+            if "pserver%d" % i in run.exits:
+                continue
             try:
                 run.exits["pserver%d" % i] = p.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -192,6 +235,35 @@ def _launch(run, paddle, setup, opts):
             if p.poll() is None:
                 _kill(p)
     run.seconds = round(time.time() - t0, 1)
+
+
+def _watch(run, servers, trainers, deadline):
+    """Wait for the trainers; a pserver that fails before they end (exits other than 0, or
+    is killed: trainer 0 stops them at the end, and they exit 0) or the deadline stops the
+    run: the trainers left are told (the abort token), then stopped."""
+    abort = os.path.join(run.work, "sync", "abort")
+    left = dict(enumerate(trainers))
+    while left:
+        for t, p in list(left.items()):
+            if p.poll() is not None:
+                run.exits["trainer%d" % t] = p.returncode
+                del left[t]
+        # a pserver trainer 0 stopped at the end exits 0, maybe before the others are gone
+        dead = [i for i, p in enumerate(servers) if p.poll() not in (None, 0)]
+        late = time.time() > deadline
+        if left and (dead or late):
+            for i in dead:
+                run.exits["pserver%d" % i] = run.deaths[i] = servers[i].returncode
+            open(abort, "w").close()
+            end = time.time() + (0 if late else 3)
+            for t, p in left.items():
+                try:
+                    run.exits["trainer%d" % t] = p.wait(timeout=max(0.1, end - time.time()))
+                except subprocess.TimeoutExpired:
+                    _kill(p)
+                    run.exits["trainer%d" % t] = "timeout" if late else "stopped"
+            return
+        time.sleep(0.05)
 
 
 def _kill(p):

@@ -22,7 +22,6 @@ from ..simulate.values import SimError, Unallocated
 
 F32 = np.float32
 SPARSE = ("MemorySparseTable", "SSDSparseTable")
-BUCKETS = 10        # MemoryDenseTable's task_pool_size_ in 2.6.2
 
 
 @dataclass
@@ -35,6 +34,7 @@ class Prediction:
     widths: dict = field(default_factory=dict)      # table id (str) -> width of a pulled row
     names: dict = field(default_factory=dict)       # table id (str) -> its parameter's name
     spread: dict = field(default_factory=dict)      # value key -> the prediction's own spread
+    start: dict = field(default_factory=dict)       # value key -> its initial value
     geo: Optional[dict] = None                      # the communicator's tables (rolegeo.py)
     error: Optional[str] = None                     # the prediction failed to execute
     notes: list = field(default_factory=list)
@@ -79,10 +79,10 @@ def _init_of(trainer) -> dict:
     return init
 
 
-def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=None,
-            fdt=F32):
+def predict(sp, texts, config, *, steps, batch, seed, push_every, follow=None, fdt=F32):
     """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`; the trainers
-    compute in `fdt` (the tables keep float32 whatever it is)."""
+    compute in `fdt` (the tables keep float32 whatever it is); `follow` (a buckets.Follower)
+    gives the dense Adam tables the bucket orders the runtime took."""
     from ..simulate.schedule import make_schedule
     pred = Prediction()
     schedule = make_schedule(config, push_every)
@@ -94,8 +94,10 @@ def predict(sp, texts, config, *, steps, batch, seed, push_every, bucket_order=N
         cluster = _cluster(sp, texts, config, schedule, options, seed, fdt)
     except (SimError, TableError) as e:
         raise UserError("the split cannot be simulated: %s" % e) from None
-    if bucket_order is not None:
-        _set_bucket_order(cluster, bucket_order)
+    for tr in cluster.trainers:     # the trainers' sparse kernels as Paddle's run
+        tr.ex.paddle_sparse_kernels = True
+    if follow is not None:
+        follow.install(cluster)
     for tr in cluster.trainers:
         tr.ex_startup.run_block(0)
     pred.init = _init_of(cluster.trainers[0])
@@ -116,27 +118,6 @@ def _cluster(sp, texts, config, schedule, options, seed, fdt=F32):
                             options=options)
     from ..simulate.pscluster import PsCluster
     return PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, options=options)
-
-
-def _set_bucket_order(cluster, order):
-    """Every dense Adam table's beta powers at the bounds of the race of Paddle's 10 bucket
-    threads (docs/ps-runtime.md, section 6), which multiply them unguarded: "first", each push
-    advances them once (the other threads' multiplications lost), "last", ten times, each
-    bucket updating after all ten."""
-    for server in cluster.servers:
-        for table in server.tables.values():
-            if getattr(table, "rule_name", None) == "adam":
-                table.apply = _extreme_apply(table, order == "first")
-
-
-def _extreme_apply(table, first):
-    def apply(grad):
-        grad = np.asarray(grad, dtype=F32)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(0 if first else BUCKETS - 1):
-                table.rule.update(grad, 0, 0)       # an empty bucket: the powers advance
-            table.rule.update(grad, 0, table.param_dim)
-    return apply
 
 
 def _train(cluster, pred, schedule, steps, per):
@@ -199,6 +180,8 @@ def _values(cluster, pred):
             names = [p for ps in tr.dense.values() for p in ps]
         for name in names:
             vals["dense/" + name] = np.asarray(tr.scope.get(name), dtype=np.float64)
+            if name in pred.init:
+                pred.start["dense/" + name] = pred.init[name]
         pred.values["trainer_%d" % tr.tid] = vals
     if geo:
         return _geo_rows(cluster, pred)
@@ -214,6 +197,7 @@ def _values(cluster, pred):
         if keys:
             rows = np.concatenate([_pull(cluster, tid, param, [k]) for k in keys])
             pred.values["trainer_0"]["sparse/" + key] = rows.astype(np.float64)
+            pred.start["sparse/" + key] = np.zeros(rows.shape)    # initial_range 0
 
 
 def _geo_rows(cluster, pred):
@@ -224,6 +208,8 @@ def _geo_rows(cluster, pred):
         if not keys:
             continue
         ids = np.asarray(keys, dtype=np.int64)
+        if s["param"] in pred.init:
+            pred.start["local/" + key] = np.asarray(pred.init[s["param"]])[ids]
         for tr in cluster.trainers:
             table = tr.scope.get(s["param"])
             rows = table.get(ids) if hasattr(table, "to_dense") else np.asarray(table)[ids]

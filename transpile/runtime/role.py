@@ -14,7 +14,8 @@ A trainer:
 - runs its startup program, then (local runs) sets the values of init.npz (trainer 0's values
   in the prediction: Paddle's initializers draw from another generator);
 - start (TheOnePSRuntime._init_worker): trainer 0 pushes the dense params of each dense table
-  its sends name, every trainer pulls them; geo: rolegeo.py's GeoCommunicator start;
+  its sends name, every trainer pulls them (local runs: and all have pulled before trainer 0
+  takes its first step); geo: rolegeo.py's GeoCommunicator start;
 - per step: feeds its shard, runs its main program, flushes its client; async: pulls the dense
   tables; sync: arrives at the barrier table (which pours the dense tables once every trainer
   has), then pulls them. `send_barrier` is removed from the program: Paddle 2.6.2's op calls a
@@ -24,6 +25,8 @@ A trainer:
   token passed on, as simulate schedules them; a cluster's trainers run free;
 - at the end writes trainer<ID>.npz (its dense params, the rows of the sparse keys asked,
   geo: its own copy of each sparse table on those keys) and trainer<ID>.json (what it did);
+  with `trace` (a dense Adam table) trace<ID>.npz, what each of its pulls read
+  (`<pull>/<table id>`: the table's params concatenated in send order; buckets.py);
   a step that raises writes the op and Paddle's message there and exits 1.
 """
 import json
@@ -218,6 +221,7 @@ class RoleTrainer:
         self.dense = dense_tables(self.main)
         self.ids = lookup_ids(self.main)
         self.touched = {}
+        self.trace = []
         self.comm = None
 
     def start(self):
@@ -240,10 +244,17 @@ class RoleTrainer:
             self.w.client_flush()
         all_reach("pushed")
         self.pull()
+        if TURNS:   # trainer 0's first push waits for every trainer's first pull
+            all_reach("ready")
 
     def pull(self):
         for tid, names in sorted(self.dense.items()):
             self.w.pull_dense_params(self.scope, tid, names)
+        if SETUP.get("trace"):      # what each pull read: the prediction follows it (buckets.py)
+            j = len(self.trace)
+            self.trace.append({"%d/%d" % (j, tid): np.concatenate(
+                [np.array(self.scope.find_var(nm).get_tensor()).reshape(-1) for nm in names])
+                for tid, names in sorted(self.dense.items())})
 
     def step(self, s, feed):
         REPORT["step"] = s
@@ -298,6 +309,9 @@ class RoleTrainer:
         elif keys:
             out.update(self.sparse_rows(keys))
         np.savez(os.path.join(RUN, TAG + ".npz"), **out)
+        if self.trace:
+            np.savez(os.path.join(RUN, "trace%d.npz" % INDEX),
+                     **{k: v for pull in self.trace for k, v in pull.items()})
         REPORT["step"] = "done"
         write_report()
         if SETUP.get("save"):

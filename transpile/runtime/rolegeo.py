@@ -11,12 +11,17 @@ flags that hold it to a schedule in a local run (docs/running.md, "geo"):
 - `communicator_thread_pool_size` large enough for every task of a turn of the loop at once;
 - before the first step, K sends of empty gradients start the loop (its first turn waits for a
   first send): two turns of zero deltas, so that the first real exchange is at step K;
-- after each K-th step the trainer pauses (`geo_pause` seconds) while its communicator
-  exchanges, before passing the turn on.
+- after the warm-up and after each K-th step the trainer waits for its communicator to finish
+  the exchange before it passes the turn on: the launcher logs the communicator's own lines
+  (`GLOG_vmodule=communicator=1`: "Finish Recv Sparse" per sparse table and pserver, "Finish
+  Recv Dense" per dense table), and the trainer reads its log until the exchange's lines are
+  there (a fixed pause of 0.5 s was not enough on a busy machine: an exchange that ended after
+  the next trainer's push pulled that push too).
 With no geo sparse table the trainer program has no `send` op, and the communicator's loop
 never begins (it waits for a first send): the trainers train alone.
 Imported by role.py only (its folder is first on sys.path).
 """
+import os
 import time
 
 import numpy as np
@@ -30,7 +35,8 @@ class GeoStart:
         self.log, self.all_reach, self.mark = log, all_reach, mark
         geo = setup["geo"]
         self.k = int(geo["push_every"])
-        self.pause = float(geo.get("pause", 0.5))
+        self.wait = float(geo.get("wait", 120))
+        self.exchanges = 0
         self.sparse = geo["sparse"]         # [{param, grad, table_id, shape}]
         self.dense = geo["dense"]           # [{table_id, params, datanorm}]
         self.turns = setup.get("schedule") == "turns"
@@ -86,7 +92,7 @@ class GeoStart:
         if self.turns and self.sparse:
             for _ in range(self.k):     # the loop's first turn waits for a first send
                 self.empty_send()
-            time.sleep(self.pause)
+            self.exchanged("the warm-up")
         self.all_reach("warm")
         self.log("geo communicator started (push every %d steps, %d sparse, %d dense tables)"
                  % (self.k, len(self.sparse), len(self.dense)))
@@ -112,7 +118,29 @@ class GeoStart:
         if not self.turns:
             return
         if self.sparse and (step + 1) % self.k == 0:
-            time.sleep(self.pause)
+            self.exchanges += 1
+            self.exchanged("step %d" % step)
+
+    def exchanged(self, after):
+        """Wait until the communicator's log shows the exchange done: the warm-up's first
+        turn of the loop (a pull of each sparse table from each pserver, the dense tables'
+        push and pull) and the dense part of the second; each exchange then one more of each."""
+        want = (len(self.sparse) * len(self.hosts) * (1 + self.exchanges),
+                len(self.dense) * (2 + self.exchanges))
+        path = os.path.join(self.setup["run_dir"], "trainer%d.log" % self.index)
+        t0 = time.time()
+        while True:
+            with open(path, errors="replace") as f:
+                text = f.read()
+            have = (text.count("Finish Recv Sparse "), text.count("Finish Recv Dense "))
+            if have[0] >= want[0] and have[1] >= want[1]:
+                return
+            if time.time() - t0 > self.wait:
+                raise RuntimeError("geo: the communicator did not finish its exchange after %s "
+                                   "in %d s (its log shows %d sparse and %d dense pulls of %d "
+                                   "and %d)" % (after, self.wait, have[0], have[1], want[0],
+                                                want[1]))
+            time.sleep(0.005)
 
     def local_rows(self, keys):
         """The trainer's own copy of each geo sparse table on `keys` (table id -> keys)."""

@@ -27,10 +27,17 @@ class ValueDiff:
     max_abs: float
     tol: float
     detail: str = ""
+    moved: Optional[float] = None   # the runtime's largest change from the initial value
 
     @property
     def ok(self) -> bool:
         return not self.detail and self.max_abs <= self.tol
+
+    @property
+    def unmoved(self) -> bool:
+        """The runtime left it within its tolerance of where it started: equal or not, the
+        comparison cannot tell a value that trained from one that did not."""
+        return self.moved is not None and self.moved <= self.tol
 
 
 @dataclass
@@ -45,6 +52,21 @@ class RunVerdict:
     failures: list = field(default_factory=list)    # "trainer_0 died at step 0 in op sum: ..."
     notes: list = field(default_factory=list)
     prediction_error: Optional[str] = None
+    expect_equal: bool = False      # fail when a value did not move (proves nothing)
+    accepted: tuple = ()            # parameter names (fnmatch patterns) accepted unmoved
+
+    @property
+    def unmoved(self) -> list:
+        """"trainer parameter" of each compared value the runtime did not move."""
+        return ["%s %s" % (d.trainer, d.name) for d in self.diffs if d.unmoved]
+
+    @property
+    def vacuous(self) -> list:
+        """The parameters with a value that did not move, not accepted by name, each once."""
+        import fnmatch
+        return list(dict.fromkeys(
+            d.name for d in self.diffs if d.unmoved
+            and not any(fnmatch.fnmatchcase(d.name, pat) for pat in self.accepted)))
 
     @property
     def differing(self) -> list:
@@ -58,7 +80,9 @@ class RunVerdict:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.equal else 1
+        if not self.equal:
+            return 1
+        return 1 if self.expect_equal and self.vacuous else 0
 
 
 def _name(key, names):
@@ -66,12 +90,14 @@ def _name(key, names):
     return rest if kind == "dense" else names.get(rest, "table " + rest)
 
 
-def compare(run, split_dir, config, rtol: float = RTOL) -> RunVerdict:
+def compare(run, split_dir, config, rtol: float = RTOL, expect_equal: bool = False,
+            accepted=()) -> RunVerdict:
     """A RunVerdict of a local.LocalRun."""
     pred = run.prediction
     v = RunVerdict(split_dir, config.mode, config.trainers, len(config.pservers),
                    _steps(pred), run.seconds, notes=list(pred.notes) + list(run.notes),
-                   prediction_error=pred.error)
+                   prediction_error=pred.error, expect_equal=bool(expect_equal),
+                   accepted=tuple(accepted or ()))
     v.failures = failures(run, config)
     for trainer, vals in sorted(pred.values.items()):
         got = run.values.get(trainer)
@@ -93,7 +119,11 @@ def compare(run, split_dir, config, rtol: float = RTOL) -> RunVerdict:
             d = float(np.max(np.abs(have - want))) if want.size else 0.0
             scale = float(np.max(np.abs(want))) if want.size else 0.0
             tol = rtol * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
-            v.diffs.append(ValueDiff(trainer, key, name, want.shape, d, tol))
+            start = pred.start.get(key)
+            moved = None if start is None or np.size(start) != have.size else \
+                float(np.max(np.abs(have - np.asarray(start, np.float64).reshape(have.shape)),
+                             initial=0.0))
+            v.diffs.append(ValueDiff(trainer, key, name, want.shape, d, tol, moved=moved))
     return v
 
 
@@ -102,8 +132,14 @@ def _steps(pred) -> int:
 
 
 def failures(run, config) -> list:
-    """One line per trainer that did not finish: the step, the op and Paddle's message."""
+    """One line per pserver that ended while the trainers trained, and per trainer that did
+    not finish: the step, the op and Paddle's message."""
     out = []
+    for i, rc in sorted(run.deaths.items()):
+        how = "was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0 else \
+            "exited %s" % rc
+        out.append("pserver_%d %s while the trainers trained (log: %s/pserver%d.log)"
+                   % (i, how, run.work, i))
     for t in range(config.trainers):
         tag = "trainer%d" % t
         rc = run.exits.get(tag)
@@ -116,7 +152,7 @@ def failures(run, config) -> list:
         elif isinstance(rc, int) and rc < 0:
             out.append("trainer_%d was killed by signal %d %s (log: %s/%s.log)"
                        % (t, -rc, where, run.work, tag))
-        elif rc == 4:
+        elif rc in (4, "stopped"):
             continue        # stopped because another role failed
         elif rep.get("error"):
             op = " in op %s" % rep["op"] if rep.get("op") else ""
@@ -147,18 +183,41 @@ def render_text(v: RunVerdict, echo) -> None:
         for d in v.diffs:
             rows.append((d.trainer, "%s %s" % (KIND[d.key.split("/")[0]], d.name),
                          str(list(d.shape)), "%.3e" % d.max_abs, "%.1e" % d.tol,
-                         "ok" if d.ok else ("DIFFERENT" + (": " + d.detail if d.detail else ""))))
+                         _status(d)))
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "  " + r[5]
                  if r[5] else "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     echo("result: " + summary(v))
+    for line in vacuity(v):
+        echo(line)
+
+
+def _status(d) -> str:
+    if not d.ok:
+        return "DIFFERENT" + (": " + d.detail if d.detail else "")
+    return "ok, did not move: proves nothing" if d.unmoved else "ok"
+
+
+def vacuity(v: RunVerdict) -> list:
+    """The lines saying which compared values did not move (and --expect-equal's failure)."""
+    if v.failures or v.prediction_error or not v.unmoved:
+        return []
+    out = ["vacuous: %d of %d values did not move from their initial values (beyond their "
+           "tolerance): %s; their equality proves nothing about the split"
+           % (len(v.unmoved), len(v.diffs), ", ".join(v.unmoved))]
+    if v.expect_equal and v.vacuous:
+        out.append("fails --expect-equal: %s did not move (--accept-unchanged NAME accepts "
+                   "one)" % ", ".join(v.vacuous))
+    return out
 
 
 def summary(v: RunVerdict) -> str:
     if v.failures:
-        return "the split does not train on Paddle's runtime (%d trainer%s failed)" % (
-            len(v.failures), "s" if len(v.failures) != 1 else "")
+        kinds = [(sum(1 for f in v.failures if f.startswith(k)), k) for k in ("pserver",
+                                                                              "trainer")]
+        return "the split does not train on Paddle's runtime (%s failed)" % " and ".join(
+            "%d %s%s" % (n, k, "s" if n != 1 else "") for n, k in kinds if n)
     if v.prediction_error:
         return "the runtime trained; simulate's prediction fails, nothing compared"
     if v.differing:
@@ -174,9 +233,11 @@ def to_json(v: RunVerdict) -> dict:
             "pservers": v.pservers, "steps": v.steps, "equal": v.equal,
             "exit_code": v.exit_code, "failures": v.failures,
             "prediction_error": v.prediction_error, "differing": v.differing,
+            "unmoved": v.unmoved, "expect_equal": v.expect_equal, "vacuous": v.vacuous,
             "values": [{"trainer": d.trainer, "value": d.key, "parameter": d.name,
                         "shape": list(d.shape), "max_abs": _num(d.max_abs), "tol": d.tol,
-                        "ok": d.ok, "detail": d.detail} for d in v.diffs],
+                        "moved": d.moved, "ok": d.ok, "unmoved": d.unmoved,
+                        "detail": d.detail} for d in v.diffs],
             "notes": v.notes, "summary": summary(v)}
 
 
@@ -192,16 +253,24 @@ def render_junit(v: RunVerdict) -> str:
         cases.append('  <testcase classname="pstranspile.run" name=%s>\n    <failure '
                      'message=%s type="runtime">%s</failure>\n  </testcase>'
                      % (quoteattr(f.split(" ", 1)[0]), quoteattr(f), escape(f)))
+    vacuous = set(v.vacuous) if v.expect_equal else set()
     for d in v.diffs:
         name = quoteattr("%s %s" % (d.trainer, d.key))
-        if d.ok:
+        if d.ok and d.unmoved and d.name in vacuous:
+            msg = "%s did not move (by %.3e, within %.1e): its equality proves nothing" % (
+                d.name, d.moved, d.tol)
+            cases.append('  <testcase classname="pstranspile.run" name=%s>\n    <failure '
+                         'message=%s type="vacuous">%s</failure>\n  </testcase>'
+                         % (name, quoteattr(msg), escape(msg)))
+        elif d.ok:
             cases.append('  <testcase classname="pstranspile.run" name=%s/>' % name)
         else:
             msg = "%s: max |a-b| %.3e > %.1e %s" % (d.name, d.max_abs, d.tol, d.detail)
             cases.append('  <testcase classname="pstranspile.run" name=%s>\n    <failure '
                          'message=%s type="different">%s</failure>\n  </testcase>'
                          % (name, quoteattr(msg), escape(msg)))
-    failed = len(v.failures) + sum(1 for d in v.diffs if not d.ok)
+    failed = len(v.failures) + sum(1 for d in v.diffs if not d.ok or (
+        d.unmoved and d.name in vacuous))
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            '<testsuite name=%s tests="%d" failures="%d" errors="0" skipped="0">'
            % (quoteattr("pstranspile run " + v.split_dir), len(cases), failed)]

@@ -272,6 +272,9 @@ class Executor:
         self.densified: dict = {}      # LazyTables an op needed whole: name -> op type
         self.free_after: Optional[dict] = None      # op index -> temporaries to drop after it
         self.after_op: Optional[Callable] = None     # (executor, op): what watches the run
+        # Paddle 2.6.2's sparse optimizer kernels as they run, row misses and all
+        # (kernels/optim_ops.py): run --local's prediction of the runtime sets it
+        self.paddle_sparse_kernels = False
 
     def densify(self, name, table, op_type):
         """A LazyTable materialized whole for an op that reads it as a tensor; the scope

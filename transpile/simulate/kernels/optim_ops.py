@@ -1,6 +1,8 @@
 """Optimizer update ops. SelectedRows grads are densified where that is what Paddle's sparse
 kernel amounts to (rows absent from the grad see a zero gradient); adam's lazy_mode updates only
-the rows present."""
+the rows present. With the executor's `paddle_sparse_kernels` (run --local's prediction of
+the runtime) they run as Paddle 2.6.2's kernels do: momentum and rmsprop apply only the rows
+their binary search finds (rowwise.searched_rows), adam reads the powers it just advanced."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +36,9 @@ def _param_grad(ctx):
                        % (ctx.op.type, ctx.op.input("Param")[0]))
     p = dense(p)
     g = ctx.x("Grad")
+    if isinstance(g, SelectedRows) and ctx.op.type in rowwise.SEARCHED and \
+            rowwise.paddle_kernels(ctx):
+        g = rowwise.searched_rows(g)
     gd = dense(g)
     if np.shape(gd) != p.shape:
         raise SimError("%s: Grad %s has shape %s but Param %s has %s"
@@ -90,6 +95,12 @@ def sgd(ctx):
 
 @optimizer("momentum")
 def momentum(ctx):
+    graw = ctx.x("Grad")
+    if isinstance(graw, SelectedRows) and graw.rows.size == 0 and rowwise.paddle_kernels(ctx):
+        # Paddle's MomentumSparseImpl returns before it updates: nothing moves, nor decays
+        ctx.set("ParamOut", dense(ctx.x("Param")))
+        ctx.set("VelocityOut", dense(ctx.x("Velocity")))
+        return
     p, _, g = _param_grad(ctx)
     v = _same(ctx, "Velocity", p)
     mu = ctx.attr("mu", 0.9)
@@ -183,6 +194,8 @@ def adam(ctx):
         ctx.set("Beta2PowOut", b2p)
         return
     b1pv, b2pv = b1p.reshape(-1)[0], b2p.reshape(-1)[0]
+    if _advanced_powers(ctx):
+        b1pv, b2pv = (b1p * b1).reshape(-1)[0], (b2p * b2).reshape(-1)[0]
     lr = _lr(ctx) * np.sqrt(1 - b2pv) / (1 - b1pv)
     lazy = isinstance(graw, SelectedRows) and ctx.attr("lazy_mode", False)
     # (lazy_mode reads the old values after the update: never in place)
@@ -200,6 +213,19 @@ def adam(ctx):
     if not ctx.attr("use_global_beta_pow", False):
         ctx.set("Beta1PowOut", b1p * b1)
         ctx.set("Beta2PowOut", b2p * b2)
+
+
+def _advanced_powers(ctx) -> bool:
+    """Paddle 2.6.2's CPU adam over a SelectedRows gradient (lazy_mode or not) writes
+    Beta1PowOut / Beta2PowOut before its update reads Beta1Pow / Beta2Pow: where they are one
+    var (as every optimizer makes them), step t is bias-corrected with the powers of step
+    t + 1 (seen: a first step moves by 0.744 lr, not lr)."""
+    op = ctx.op
+    inner = getattr(ctx, "ctx", ctx)        # rowwise's RowCtx wraps the op's context
+    return (rowwise.paddle_kernels(ctx) and isinstance(inner.raw("Grad"), SelectedRows)
+            and not ctx.attr("use_global_beta_pow", False)
+            and op.input("Beta1Pow") == op.output("Beta1PowOut")
+            and op.input("Beta2Pow") == op.output("Beta2PowOut"))
 
 
 @optimizer("adamax")

@@ -19,6 +19,9 @@ from ..values import LazyTable, SelectedRows
 ROW_LOCAL = frozenset({"sgd", "adam", "momentum", "adagrad", "decayed_adagrad", "rmsprop"})
 # Optimizers that touch only the gradient's rows (adam only in lazy_mode).
 GRAD_ROWS_ONLY = frozenset({"sgd"})
+# Optimizers whose sparse kernel looks each parameter row up in the merged gradient's rows by
+# binary search (Paddle 2.6.2's SparseMomentumFunctor, SparseRmspropGradFunctor).
+SEARCHED = frozenset({"momentum", "rmsprop"})
 # Inputs that are never per-row state.
 _SCALARS = ("LearningRate", "Beta1Pow", "Beta2Pow", "Beta1Tensor", "Beta2Tensor",
             "EpsilonTensor", "SkipUpdate", "MasterParam")
@@ -76,6 +79,41 @@ class RowCtx:
         return self.ctx.set(slot, new, **kw)
 
 
+def paddle_kernels(ctx) -> bool:
+    """Whether the executor runs Paddle 2.6.2's sparse kernels as they run (row misses and
+    all: run --local's prediction of the runtime) rather than what they mean."""
+    return bool(getattr(getattr(ctx, "ctx", ctx).ex, "paddle_sparse_kernels", False))
+
+
+def searched_rows(g: SelectedRows) -> SelectedRows:
+    """The rows of a SelectedRows gradient a binary-searching sparse kernel applies. Paddle's
+    MergeAdd (CPU) keeps the rows in their own order when none repeats, and sorts them when
+    some do; the kernel then looks each parameter row up by binary search, which, in rows not
+    sorted, can miss one: that row gets no gradient (its velocity or moment still decays).
+    Seen on Paddle 2.6.2: momentum over ids [5539, 8846, 7950, 9867] leaves row 7950."""
+    rows = g.rows
+    if len(np.unique(rows)) != len(rows):
+        return g.merged()
+    found = [i for i, r in enumerate(rows.tolist()) if _search(rows, r)]
+    if len(found) == len(rows):
+        return g
+    return SelectedRows(rows[found], g.value[found], g.height)
+
+
+def _search(rows, value) -> bool:
+    """phi::funcs::BinarySearch: whether it finds `value` in `rows` (sorted or not)."""
+    lo, hi = 0, len(rows) - 1
+    while lo <= hi:
+        mid = (lo + hi) >> 1
+        if rows[mid] == value:
+            return True
+        if rows[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return False
+
+
 def _state_rows(ctx, height):
     """Rows of the op's per-row state (moments, velocities...) that may be nonzero."""
     out = []
@@ -108,13 +146,19 @@ def run(ctx, fn):
     grad = ctx.raw("Grad")
     exact = (t in ROW_LOCAL and isinstance(grad, SelectedRows)
              and not (t == "momentum" and ctx.attr("regularization_method", "")))
+    faithful = paddle_kernels(ctx)
+    if exact and faithful and t == "momentum" and grad.rows.size == 0:
+        # Paddle's MomentumSparseImpl returns before it updates (optim_ops.momentum)
+        ctx.set("ParamOut", ctx.raw("Param"))
+        ctx.set("VelocityOut", ctx.raw("Velocity"))
+        return None
     if not exact:
         for slot in slots:
             name = ctx.op.input(slot)[0]
             ctx.ex.densify(name, ctx.ex.scope.get(name), t)
         return fn(ctx)
     height = ctx.shape("Param")[0]
-    g = grad.merged()
+    g = searched_rows(grad).merged() if faithful and t in SEARCHED else grad.merged()
     rows = [g.rows]
     if t not in GRAD_ROWS_ONLY and not (t == "adam" and ctx.attr("lazy_mode", False)):
         rows += _state_rows(ctx, height)
