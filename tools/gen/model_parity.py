@@ -5,6 +5,7 @@ scheduler, tables initialized from values (Assign), sparse gradient blocks of ta
 through reshapes that paddle.shape drives, distributed tables looked up with LoD inputs."""
 import numpy as np
 
+from model_suite import fluid_embedding
 from models import register
 
 PARITY = 'parity'
@@ -13,19 +14,6 @@ PARITY = 'parity'
 BASE_LR = 0.2
 EMB_LR = BASE_LR * 3
 DICT_DIM, EMB_DIM, HID_DIM, MARGIN = 1500, 16, 16, 0.1
-
-
-def _fluid_lookup(paddle, ids, size, attr, is_distributed):
-    """A lookup_table (v1) op as fluid's layers.embedding made it (is_sparse)."""
-    from paddle.base.layer_helper import LayerHelper
-    helper = LayerHelper('embedding', param_attr=attr)
-    w = helper.create_parameter(attr=helper.param_attr, shape=size, dtype='float32',
-                                is_bias=False)
-    out = helper.create_variable_for_type_inference('float32')
-    helper.append_op(type='lookup_table', inputs={'Ids': ids, 'W': w}, outputs={'Out': out},
-                     attrs={'is_sparse': True, 'is_distributed': is_distributed,
-                            'remote_prefetch': False, 'padding_idx': -1})
-    return out
 
 
 def _bow_side(paddle, feed, lookup, fc_name, fc_bias):
@@ -81,7 +69,8 @@ def _dist_lookup(paddle):
 def _fluid_dist_lookup(paddle):
     """fluid's layers.embedding(is_distributed=True) on __emb__ (lookup_table v1)."""
     def lookup(ids):
-        return _fluid_lookup(paddle, ids, [DICT_DIM, EMB_DIM], _emb_attr(paddle), True)
+        return fluid_embedding(paddle, ids, [DICT_DIM, EMB_DIM], None, True,
+                               attr=_emb_attr(paddle))
     return lookup
 
 

@@ -129,11 +129,12 @@ def decayed_adagrad(paddle):
     return _basic_net(paddle), _decayed_adagrad(paddle, 0.1)
 
 
-def _fluid_embedding(paddle, ids, size, name, is_distributed=False, remote_prefetch=False,
-                     initializer=None):
-    """A lookup_table (v1) op as fluid 1.x's layers.embedding made it (is_sparse)."""
+def fluid_embedding(paddle, ids, size, name, is_distributed=False, remote_prefetch=False,
+                    initializer=None, attr=None):
+    """A lookup_table (v1) op as fluid 1.x's layers.embedding made it (is_sparse); `attr`: a
+    ParamAttr of the caller's (else one named `name` with `initializer`)."""
     from paddle.base.layer_helper import LayerHelper
-    attr = paddle.ParamAttr(name=name, initializer=initializer)
+    attr = attr or paddle.ParamAttr(name=name, initializer=initializer)
     helper = LayerHelper('embedding', param_attr=attr)
     w = helper.create_parameter(attr=helper.param_attr, shape=size, dtype='float32',
                                 is_bias=False)
@@ -154,7 +155,7 @@ def _lookup_net(paddle, is_distributed, remote_prefetch, profile=False):
     pooled = []
     for feed, table in slots:
         ids = paddle.static.data(name=feed, shape=[-1, 1], dtype='int64', lod_level=1)
-        emb = _fluid_embedding(paddle, ids, [1000, 64], table, is_distributed, remote_prefetch)
+        emb = fluid_embedding(paddle, ids, [1000, 64], table, is_distributed, remote_prefetch)
         pooled.append(paddle.static.nn.sequence_pool(emb, pool_type='average'))
     label = paddle.static.data(name='label', shape=[-1, 1], dtype='int64')
     predict = paddle.static.nn.fc(paddle.concat(pooled, axis=1), size=2,
@@ -194,7 +195,7 @@ def fake_init(paddle):
     init = paddle.nn.initializer
 
     def emb(ids, size, name, initializer=None):
-        return _fluid_embedding(paddle, ids, size, name, remote_prefetch=True,
+        return fluid_embedding(paddle, ids, size, name, remote_prefetch=True,
                                 initializer=initializer)
     input_emb = emb(word, [dict_size, dim], 'emb', init.Uniform(-0.5 / dim, 0.5 / dim))
     true_emb_w = emb(true_word, [dict_size, dim], 'emb_w', init.Constant(0.0))
