@@ -90,6 +90,7 @@ MAIN = {mode: Pipeline("pserver main", (_NEW,) + passes, state=FleetServerState)
                named(drop_table_param_slices, reads=_SERVER))),
     ("geo", (named(add_geo_blocks, reads=_SERVER),)))}
 MAIN["half_async"] = MAIN["async"]
-# (geo writes no metas: the startup reads the state's default, no large-scale table)
-STARTUP = Pipeline("pserver startup", (named(build_pserver_startup, reads=_SERVER),),
-                   state=FleetServerState, given=_SERVER)
+# (metas is given whatever the mode: geo writes none, and its default says no large-scale table)
+STARTUP = Pipeline("pserver startup",
+                   (named(build_pserver_startup, reads=("server", "metas")),),
+                   state=FleetServerState, given=("server", "metas"))
