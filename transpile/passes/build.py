@@ -174,6 +174,26 @@ def add_n_shape(shapes, kinds=None) -> tuple:
     return ()
 
 
+def refuse_unequal_sum(op: Op, shape_of) -> None:
+    """Paddle's AddN InferShape, run as get_pserver_program appends a cloned `sum`: inputs
+    holding elements must agree in every dim neither declares -1 (a table's clipped gradient,
+    declared with the whole table's shape, summed with its block's L2 decay: Paddle raises)."""
+    first = None
+    for i, name in enumerate(op.input("X")):
+        shape = shape_of(name)
+        if not shape or 0 in shape:
+            continue
+        if first is None:
+            first = tuple(shape)
+        elif len(shape) == len(first) and any(a != b and a != -1 and b != -1
+                                               for a, b in zip(first, shape)):
+            raise RefusedError(
+                "(InvalidArgument) The input tensor X of SumOp must have same shape if not "
+                "-1.But received X[0]'s shape = [%s], X[%d]'s shape = [%s]. (Paddle's "
+                "get_pserver_program, appending sum to the pserver)"
+                % (", ".join(map(str, first)), i, ", ".join(map(str, shape))))
+
+
 # assign_value's attrs holding the values it assigns, row-major (one is set, by dtype)
 ASSIGN_VALUE_ATTRS = ("fp32_values", "fp64_values", "int32_values", "int64_values",
                       "bool_values", "values")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...core.errors import RefusedError
 from ...ir import roles
 from ...ir.initializers import INITIALIZER_ATTRS
 from ...ir.optimizers import is_optimizer_update
@@ -22,7 +21,8 @@ from ...ir.tables import LOOKUP_TABLE_TYPES
 from ...plan.classic import DistributionPlan, ParamPlan, VarBlock
 from ...plan.slicing import trainer_copy_name
 from ..build import (RPC_THREADS, TRAINER_STARTUP_OPS, OpTemplate, assigned_block, clone_var,
-                     inferred_out_shape, make_op, new_block, require_held_inputs, tensor_like)
+                     inferred_out_shape, make_op, new_block, refuse_unequal_sum,
+                     require_held_inputs, tensor_like)
 
 
 # What append_update does with each input slot of an optimizer update (ClassicPserverIndex.slots).
@@ -487,23 +487,3 @@ def _startup_targets(op: Op, gvars: dict, aliases: dict) -> Optional[tuple]:
         if names:
             return slot, names
     return None
-
-
-def refuse_unequal_sum(op: Op, shape_of) -> None:
-    """Paddle's AddN InferShape, run as get_pserver_program appends a cloned `sum`: inputs
-    holding elements must agree in every dim neither declares -1 (a table's clipped gradient,
-    declared with the whole table's shape, summed with its block's L2 decay: Paddle raises)."""
-    first = None
-    for i, name in enumerate(op.input("X")):
-        shape = shape_of(name)
-        if not shape or 0 in shape:
-            continue
-        if first is None:
-            first = tuple(shape)
-        elif len(shape) == len(first) and any(a != b and a != -1 and b != -1
-                                               for a, b in zip(first, shape)):
-            raise RefusedError(
-                "(InvalidArgument) The input tensor X of SumOp must have same shape if not -1.But received "
-                "X[0]'s shape = [%s], X[%d]'s shape = [%s]. (Paddle's get_pserver_program, "
-                "appending %s to the pserver)" % (", ".join(map(str, first)), i,
-                                                  ", ".join(map(str, shape)), op.type))
