@@ -36,10 +36,13 @@ ops and vars, ops.py. Findings are data (findings.py); render.py only formats th
 from __future__ import annotations
 
 import itertools
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from ..core.config import ClusterConfig
 from ..core import forked
+from ..core.styles import CLASSIC, FLEET, PS
+from ..core.stylehooks import CHECK
 from ..core.forked import workers_available, worth_forking
 from ..core.gcpause import keep_until_exit, paused_gc
 from ..ir.program import Program
@@ -49,7 +52,7 @@ from .coverage import check_coverage
 from .faults import check_faults
 from .findings import CHECKS, CheckReport, Finding
 from .golden import golden_findings
-from .inputs import check_inputs
+from .inputs import check_inputs, check_trainer_inputs
 from .loading import Part, Split, load_program_raw, load_split
 from .blocks import block_refs, reachable_blocks
 from .programs import check_structure
@@ -76,6 +79,30 @@ CHECK_ORDER = (check_structure, check_listen, check_optimize, check_coverage, ch
 CHECK_STEPS = len(CHECK_ORDER)
 
 
+@dataclass(frozen=True)
+class CheckWay:
+    """How a style's splits are checked (its CHECK hook, core/stylehooks.py): `order()` the
+    checks in the order their findings are reported; `streamed`: its pservers are read one at
+    a time while the checks run (classic and fleet pservers each have programs about the
+    original's size), else all at once."""
+    order: Callable[[], tuple]
+    streamed: bool
+
+
+def _listen_and_serv_checks() -> tuple:
+    return CHECK_ORDER
+
+
+def _the_one_ps_checks() -> tuple:
+    # the tables of the descriptors, after the programs' structure; no pserver program to read
+    return (check_structure,) + ps_checks() + (check_trainer_inputs, check_reads, check_faults)
+
+
+for _traits in (CLASSIC, FLEET):
+    CHECK.register(_traits.name, CheckWay(_listen_and_serv_checks, streamed=True))
+CHECK.register(PS.name, CheckWay(_the_one_ps_checks, streamed=False))
+
+
 def check_split(main: Program, startup: Optional[Program], config: ClusterConfig,
                 split: Split, step=None, workers: int = 1) -> CheckReport:
     """Run every check on a loaded split; findings and warnings in a report.
@@ -86,8 +113,7 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
         ctx = streamed_context(main, startup, config, split, workers)
     else:
         ctx = CheckContext(main, startup, config, split)
-    order = (check_structure,) + ps_checks() + (check_inputs, check_reads, check_faults) \
-        if config.traits.descriptors else CHECK_ORDER
+    order = CHECK.of(config.style).order()
     aside = _trainers_aside(ctx, workers) if check_trainers in order else None
     # with half of the trainer checks aside, this process runs the other half and the checks
     # after them, collected apart to follow the trainers' findings
@@ -144,7 +170,7 @@ def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,
     with paused_gc():       # reading a split allocates millions of objects and frees none
         # classic and fleet pservers each have programs about the original's size: those
         # are read, checked and let go one pserver at a time (stream.py)
-        split = load_split(split_dir, config, read, lazy=not config.traits.descriptors)
+        split = load_split(split_dir, config, read, lazy=CHECK.of(config.style).streamed)
         keep_until_exit(split)
         checked = itertools.count(folders[0] + 1)
         report = check_split(main, startup, config, split,

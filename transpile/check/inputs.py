@@ -60,21 +60,26 @@ def _table(op) -> str:
 
 
 def check_inputs(ctx) -> None:
-    """Run the checks above."""
+    """Run the checks above: the trainers' (check_trainer_inputs), then what each pserver's
+    programs read (a style whose pservers are listen_and_serv programs)."""
+    check_trainer_inputs(ctx)
+    for ep in ctx.config.pservers:
+        p = ctx.split.pservers.get(ep)
+        if p:
+            misses = ctx.recorded.get(("reads", ep))
+            if misses is None:
+                misses = pserver_reads(ctx, p)
+            _add_misses(ctx, misses)
+
+
+def check_trainer_inputs(ctx) -> None:
+    """The trainers' lookup ids and table numbers."""
     fault = _IDS_FAULT.get(ctx.config.style, "")
     for tid in sorted(ctx.split.trainers):
         t = ctx.split.trainers[tid]
         _ids(ctx, t["main"], fault)
         if t.get("runtime") is not None and not ctx.geo:
             _table_numbers(ctx, t["main"], t["runtime"], tid)
-    if not ctx.config.traits.descriptors:
-        for ep in ctx.config.pservers:
-            p = ctx.split.pservers.get(ep)
-            if p:
-                misses = ctx.recorded.get(("reads", ep))
-                if misses is None:
-                    misses = pserver_reads(ctx, p)
-                _add_misses(ctx, misses)
 
 
 def _ids(ctx, part, fault: str) -> None:

@@ -166,9 +166,10 @@ def _trainer_sends(ctx: CheckContext, tid: int) -> list:
 def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
     """Trainer `tid`'s recvs (`recvs`: their edges) and barriers."""
     main = ctx.split.trainers[tid]["main"]
-    fleet = ctx.config.traits.runtime_json
-    _check_recvs(ctx, tid, main, recvs, fleet)
-    _check_barriers(ctx, main, fleet)
+    # trainers with runtime.json receive by its recv_ctx (the communicator's), not by recv ops
+    by_ctx = ctx.config.traits.runtime_json
+    _check_recvs(ctx, tid, main, recvs, by_ctx)
+    _check_barriers(ctx, main, by_ctx)
 
 
 def _runtime_name(main: Part) -> str:
@@ -350,7 +351,7 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, frozenset]:
     return targets, frozenset(received)
 
 
-def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
+def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
     cfg = ctx.config
     held: dict = {}
     for ep in cfg.pservers:
@@ -386,7 +387,7 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
             continue
         check_transfer_shape(ctx, "recv", e, pb)
     # every dense parameter block must come back to the trainer's main program
-    main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or fleet}
+    main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or by_ctx}
     looked_up = _looked_up_params(main.prog)
     for ep in cfg.pservers:
         for pb in ctx.param_blocks.get(ep, ()):
@@ -398,7 +399,7 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, fleet: bool) -> None:
             if (ep, pb.param) not in main_got:
                 ctx.add("recv", main, None, None,
                         "trainer %d never receives %s from %s" % (tid, pb.param, ep),
-                        "a %s of %s from %s" % ("recv_ctx entry" if fleet else "recv",
+                        "a %s of %s from %s" % ("recv_ctx entry" if by_ctx else "recv",
                                                 pb.param, ep))
 
 
@@ -412,7 +413,7 @@ def _looked_up_params(prog: Program) -> set:
     return out
 
 
-def _check_barriers(ctx, part: Part, fleet: bool) -> None:
+def _check_barriers(ctx, part: Part, by_ctx: bool) -> None:
     if not ctx.config.sync_mode:
         return
     ops = part.prog.global_block.ops
@@ -424,7 +425,7 @@ def _check_barriers(ctx, part: Part, fleet: bool) -> None:
             ctx.add("trainer", part, 0, sends[-1],
                     "sync mode, but no send_barrier after the last send",
                     "a send_barrier after op %d" % sends[-1])
-    if recvs and not fleet:
+    if recvs and not by_ctx:
         barriers = [j for j, op in enumerate(ops) if op.type == "fetch_barrier"]
         if not barriers or barriers[-1] < recvs[-1]:
             ctx.add("trainer", part, 0, recvs[-1],

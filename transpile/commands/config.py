@@ -86,7 +86,7 @@ def _check_file(file: str, main, strict: bool) -> str:
     from ..core.config import ConfigError, key_line, load_config_lines
     from ..core.ps_lint import NoEffect, config_problems
     cfg, data, lines = load_config_lines(file)
-    ps = cfg.traits.descriptors
+    ps = cfg.traits.strategy_settings
     problems = config_problems(cfg) if ps else []
     if main is not None and ps:
         problems += program_problems(cfg, main)

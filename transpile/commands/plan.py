@@ -7,6 +7,8 @@ import json
 import click
 
 from ..core.errors import UserError
+from ..core.styles import CLASSIC, FLEET, PS
+from ..core.stylehooks import PLAN
 from .common import no_startup, options, startup_tables
 
 
@@ -40,9 +42,6 @@ def register(main_group, handle_errors):
           pstranspile plan main.pb --startup startup.pb --cluster cluster.yaml
         """
         from ..format import programio
-        from ..styles.compare import compare, comparison, faults_of
-        from ..render.placement import comparison_lines, fault_lines
-        from ..render.show import emit
         from ..core.config import load_config
         from ..ir.validate import validate_for_split
         cfg = load_config(cluster)
@@ -54,19 +53,37 @@ def register(main_group, handle_errors):
             validate_for_split(start, startup)
         elif startup_tables(main):
             raise UserError(no_startup(startup_tables(main)))
-        color = options().use_color()
-        if cfg.traits.descriptors:
-            from ..output.planjson_ps import ps_plan_json
-            from ..render.psreport import plan_lines
-            d = ps_plan_json(main, start, cfg)
-            if fmt == "json":
-                click.echo(json.dumps(d, indent=1, sort_keys=True))
-            else:
-                emit(plan_lines(d, main_program), color)
-            return
-        if fmt == "json":
-            click.echo(json.dumps(comparison(main, start, cfg), indent=1, sort_keys=True))
-            return
-        emit(comparison_lines(compare(main, start, cfg), cfg, main_program), color)
-        emit(fault_lines([f.to_dict() for f in faults_of(main, start, cfg)]), color)
+        PLAN.of(cfg.style)(main, start, cfg, main_program, fmt, options().use_color())
     return plan
+
+
+def _split_methods(main, start, cfg, source: str, fmt: str, color: bool) -> None:
+    """`plan` of a style with split methods (classic, fleet): each method's placement side by
+    side, then the Paddle faults a split meets."""
+    from ..render.placement import comparison_lines, fault_lines
+    from ..render.show import emit
+    from ..styles.compare import compare, comparison, faults_of
+    if fmt == "json":
+        click.echo(json.dumps(comparison(main, start, cfg), indent=1, sort_keys=True))
+        return
+    emit(comparison_lines(compare(main, start, cfg), cfg, source), color)
+    emit(fault_lines([f.to_dict() for f in faults_of(main, start, cfg)]), color)
+
+
+def _tables(main, start, cfg, source: str, fmt: str, color: bool) -> None:
+    """`plan` of style ps: the tables, the dense shards, what each trainer exchanges
+    (plan.json without the programs)."""
+    from ..output.planjson_ps import ps_plan_json
+    from ..render.psreport import plan_lines
+    from ..render.show import emit
+    d = ps_plan_json(main, start, cfg)
+    if fmt == "json":
+        click.echo(json.dumps(d, indent=1, sort_keys=True))
+    else:
+        emit(plan_lines(d, source), color)
+
+
+# `plan`'s behaviour per style (its PLAN hook, core/stylehooks.py)
+for _traits in (CLASSIC, FLEET):
+    PLAN.register(_traits.name, _split_methods)
+PLAN.register(PS.name, _tables)

@@ -172,8 +172,10 @@ def _inputs(main_program, startup, cluster, split_dir) -> tuple:
     SplitResult when the split is made here)."""
     from ..core import config as config_mod
     from ..format import programio
+    from ..core.stylehooks import SIMULATE
+    from .. import simulate as _registers_its_styles  # noqa: F401 (SIMULATE's behaviours)
     cfg = config_mod.load_config(cluster)
-    if not cfg.traits.simulated:
+    if not SIMULATE.has(cfg.style):
         raise UserError("simulate does not support the %s style (its tables live in Paddle's "
                         "brpc servers, which the simulator does not model); check the split "
                         "with `pstranspile check`" % cfg.style)

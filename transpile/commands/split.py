@@ -132,12 +132,10 @@ def _print_summary(result, cfg, out_dir: str, fmt: str, color: bool) -> None:
     if fmt == "json":
         from ..output.outdir import json_bytes
         click.echo(json_bytes(result.plan).decode("utf-8"), nl=False)
-    elif cfg.traits.descriptors:
-        from ..render.psreport import print_summary
-        print_summary(result.plan, out_dir, color=color)
     else:
-        from ..render.show import print_split_summary
-        print_split_summary(result.plan, out_dir, color=color)
+        from ..core.stylehooks import SUMMARY
+        from ..render import styled  # noqa: F401 (registers SUMMARY's behaviours)
+        SUMMARY.of(cfg.style)(result.plan, out_dir, color=color)
 
 
 def replaced_line(replaced: list, kept: list, most: int = 6) -> str:

@@ -304,7 +304,7 @@ def _ps_settings(data: dict, source: str, lines: dict, style: str) -> dict:
     from .fleet_desc import fleet_desc_entries
     kw: dict = {}
     present = [k for k in PS_FIELDS if k in data]
-    if present and not style_traits.traits(style).descriptors:
+    if present and not style_traits.traits(style).strategy_settings:
         raise _err(source, present[0], lines, "a setting of style ps (Paddle 2.1+'s "
                    "DistributedStrategy); this config's style is %s" % style)
     where: dict = {}

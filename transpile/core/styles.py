@@ -18,11 +18,12 @@ class StyleTraits:
     modes: tuple                # the modes Paddle builds in this style
     runtime_json: bool          # trainers carry runtime.json (the communicator's contexts)
     descriptors: bool           # worker_desc.txt / server_desc.txt (the brpc tables)
+    strategy_settings: bool     # the config's DistributedStrategy settings (PS_FIELDS:
+                                # tables, accessors...) apply, linted by ps_lint.py
     optimize_blocks: bool       # pservers optimize in listen_and_serv's optimize blocks
     sparse_table_ids: bool      # sparse tables are numbered (distributed_lookup_table table_id)
     sync_mode_from_flag: bool   # listen_and_serv's distributed_mode is 0 sync / 1 otherwise
     sliced_by_config: bool      # slice_var_up / min_block_size / split_method are honoured
-    simulated: bool             # `simulate` runs its splits
     runs_on: str = ""           # the Paddle versions whose runtime trains its splits
     runnable: bool = False      # `run` trains its splits on Paddle 2.6.2's runtime
     modes_note: str = ""        # why a mode is missing, for the config error
@@ -31,8 +32,9 @@ class StyleTraits:
 CLASSIC = StyleTraits(
     name="classic", paddle="the fluid DistributeTranspiler",
     modes=("sync", "async", "half_async"), runtime_json=False, descriptors=False,
+    strategy_settings=False,
     optimize_blocks=True, sparse_table_ids=False, sync_mode_from_flag=True,
-    sliced_by_config=True, simulated=True,
+    sliced_by_config=True,
     runs_on="Paddle 1.x and 2.0 (fluid's listen_and_serv pservers and RPC ops: Paddle "
             "2.6.2 has no recv, split_byref or prefetch)",
     modes_note="the classic DistributeTranspiler has no geo mode (Paddle's GeoSgdTranspiler "
@@ -40,15 +42,17 @@ CLASSIC = StyleTraits(
 FLEET = StyleTraits(
     name="fleet", paddle="Paddle 2.0 Fleet's parameter_server/ir passes",
     modes=("sync", "async", "half_async", "geo"), runtime_json=True, descriptors=False,
+    strategy_settings=False,
     optimize_blocks=True, sparse_table_ids=True, sync_mode_from_flag=False,
-    sliced_by_config=False, simulated=True,
+    sliced_by_config=False,
     runs_on="Paddle 2.0 (its Fleet communicator and listen_and_serv pservers; from 2.1 on "
             "Paddle runs style ps)")
 PS = StyleTraits(
     name="ps", paddle="Paddle 2.1+'s PsProgramBuilder passes and TheOnePSRuntime",
     modes=("sync", "async", "geo"), runtime_json=False, descriptors=True,
+    strategy_settings=True,
     optimize_blocks=False, sparse_table_ids=True, sync_mode_from_flag=False,
-    sliced_by_config=False, simulated=True,
+    sliced_by_config=False,
     runs_on="Paddle 2.1 to 2.6 (the_one_ps brpc parameter server)", runnable=True,
     modes_note="Paddle 2.1+ has no CPU half_async")
 

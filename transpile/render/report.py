@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from operator import attrgetter
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-from ..core.styles import traits
+from ..core.styles import CLASSIC, FLEET, PS
+from ..core.stylehooks import REPORT
 from ..ir import roles
 from ..ir.program import Op, Program
 from ..plan.faults import KIND
@@ -382,37 +384,56 @@ def report_head(plan: dict, title: str = "split", config=None) -> list:
             inline if block else "%d pserver(s): %s." % (len(config.pservers), inline)))
         out.append("")
         out += block
-    if plan and traits(plan["style"]).descriptors:
-        from .psreport import table_lines
-        out.append("Contents: who sends what to whom; the tables of the descriptors and what "
-                   "each trainer exchanges with them; each trainer program against the "
-                   "original; each pserver program.")
-        out.append("")
-        out += diagram_lines(plan)
-        out += table_lines(plan)
-        out += _faults(plan.get("faults") or [])
+    if plan:
+        out += REPORT.of(plan["style"]).head(plan)
     else:
-        out.append("Contents: who sends what to whom; placement; each trainer program against "
-                   "the original; each pserver program block by block.")
-        out.append("")
-        if plan:
-            out += diagram_lines(plan)
-            out += _placement(plan)
-            out += _faults(plan.get("faults") or [])
+        out += _PLACEMENT_CONTENTS
     return out
 
 
-# the plan.json entries the head of a style with descriptors (ps) reads nothing of: its head
-# is made from the entries the plan alone decides, while the programs are built (a classic or
-# fleet head draws the grads' pserver blocks, which the built programs decide)
-_DESCRIPTOR_HEAD_IGNORES = frozenset({"programs"})
+_PLACEMENT_CONTENTS = [
+    "Contents: who sends what to whom; placement; each trainer program against the original; "
+    "each pserver program block by block.", ""]
+
+
+@dataclass(frozen=True)
+class ReportWay:
+    """report.md's head in a style (its REPORT hook, core/stylehooks.py): `head(plan)` its
+    lines after the cluster's; `early_ignores`: the plan.json entries the head reads nothing
+    of, so that it is made from the entries the plan alone decides while the programs are
+    built (None: it reads what the built programs decide)."""
+    head: Callable[[dict], list]
+    early_ignores: Optional[frozenset] = None
+
+
+def _tables_head(plan: dict) -> list:
+    """Who sends what to whom, the tables of the descriptors, the faults (style ps)."""
+    from .psreport import table_lines
+    return ["Contents: who sends what to whom; the tables of the descriptors and what each "
+            "trainer exchanges with them; each trainer program against the original; each "
+            "pserver program.", ""] + \
+        diagram_lines(plan) + table_lines(plan) + _faults(plan.get("faults") or [])
+
+
+def _placement_head(plan: dict) -> list:
+    """Who sends what to whom, the placement, the faults (classic and fleet)."""
+    return _PLACEMENT_CONTENTS + diagram_lines(plan) + _placement(plan) + \
+        _faults(plan.get("faults") or [])
+
+
+for _traits in (CLASSIC, FLEET):
+    REPORT.register(_traits.name, ReportWay(_placement_head))
+# a ps head draws nothing of the grads' pserver blocks, which the built programs decide
+REPORT.register(PS.name, ReportWay(_tables_head, early_ignores=frozenset({"programs"})))
 
 
 def early_report_head(early: dict, late, title: str = "split", config=None) -> Optional[list]:
     """report_head made from plan.json's `early` entries (planjson.PlanParts), when the head
     reads none of the `late` ones (the rest of the dict); else None."""
-    if not early or not traits(early["style"]).descriptors or \
-            not set(late) <= _DESCRIPTOR_HEAD_IGNORES:
+    if not early:
+        return None
+    ignores = REPORT.of(early["style"]).early_ignores
+    if ignores is None or not set(late) <= ignores:
         return None
     return report_head(early, title, config)
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from ..core.errors import UserError
+from ..core.styles import CLASSIC, FLEET, PS
+from ..core.stylehooks import SIMULATE
 from ..ir.program import Program
 from .compare import ParamDiff, compare_params
 from .reference import Reference
@@ -202,17 +204,46 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
 
     # (b) the split
     sp = split_programs_from(split_programs, runtime or {}, config)
-    if config.traits.descriptors:   # style ps: the ps reference and the split (psrun.py)
-        from .psrun import run_ps
-        return run_ps(res, main, startup, config, sp, ref, run.scope, feeder, res.steps, batch,
-                      seed, fdt, progress, run=run, **(ps_options or {}))
-    return _run_split(res, main, config, sp, ref, run, feeder, schedule,
-                      fdt=fdt, seed=seed, rtol=rtol, progress=progress)
+    return SIMULATE.of(config.style)(SplitRun(
+        res, main, startup, config, sp, ref, run, feeder, schedule, fdt=fdt, seed=seed,
+        rtol=rtol, progress=progress, options=ps_options or {}))
 
 
-def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, rtol, progress):
+@dataclass
+class SplitRun:
+    """What a style's SIMULATE hook (core/stylehooks.py) runs the split with, once the original
+    has trained: `res` to fill, the original (`main`, `startup`) and its run (`run`, `ref`),
+    the split's programs (`sp`), the feeds and the schedule; `options`: the style's own
+    (style ps: its descriptor texts, program_init, why)."""
+    res: SimResult
+    main: Program
+    startup: Program
+    config: object
+    sp: "SplitPrograms"
+    ref: Reference
+    run: object
+    feeder: object
+    schedule: object
+    fdt: object = None
+    seed: int = 0
+    rtol: float = RTOL_FLOAT64
+    progress: object = None
+    options: dict = field(default_factory=dict)
+
+
+def _run_the_one_ps(r: SplitRun) -> SimResult:
+    """(b) in style ps: the ps reference and the split on its descriptors (psrun.py)."""
+    from .psrun import run_ps
+    return run_ps(r.res, r.main, r.startup, r.config, r.sp, r.ref, r.run.scope, r.feeder,
+                  r.res.steps, r.res.batch, r.seed, r.fdt, r.progress, run=r.run, **r.options)
+
+
+def _run_split(r: SplitRun) -> SimResult:
     """(b): the split's programs run under the schedule; `res` filled with the comparison."""
     from .cluster import Cluster
+    res, main, config, sp, ref, run, feeder = r.res, r.main, r.config, r.sp, r.ref, r.run, \
+        r.feeder
+    fdt, seed, rtol, progress, schedule = r.fdt, r.seed, r.rtol, r.progress, r.schedule
     batch = res.batch
     res.notes.extend(sp.notes)
     ref.build_slices([p["main"] for p in sp.pservers.values()]
@@ -245,6 +276,11 @@ def _run_split(res, main, config, sp, ref, run, feeder, schedule, *, fdt, seed, 
     res.params = compare_params(main, run, cluster, ref, rtol)
     res.notes.extend(_memory_notes(main, run, [run.executors(), cluster.executors()]))
     return res
+
+
+for _traits in (CLASSIC, FLEET):
+    SIMULATE.register(_traits.name, _run_split)
+SIMULATE.register(PS.name, _run_the_one_ps)
 
 
 def _whole_init_needed(cluster) -> set:

@@ -26,6 +26,19 @@ def behaviour(name: str) -> Style:
     return style
 
 
+def register(style: Style) -> Style:
+    """Make `style` the behaviour of the style called `style.traits.name` (a style made outside
+    this package: its traits must be in core/styles.py's STYLES, and its behaviour on the floors
+    above in core/stylehooks.py's slots)."""
+    _MADE[style.traits.name] = style
+    return style
+
+
+def unregister(name: str) -> None:
+    """Forget a style `register` made (one of BEHAVIOURS is made again when next asked)."""
+    _MADE.pop(name, None)
+
+
 def style_of(config) -> Style:
     """The behaviour of the config's style."""
     return behaviour(config.style)
