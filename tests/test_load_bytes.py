@@ -190,7 +190,7 @@ def test_attrs_bytes_are_the_attr_entries_one_after_the_other():
     a2 = proto.OpDescMsg()
     a2.attrs.add(name="b", type=proto.ATTR_TYPE_NUM["INT"], i=2)
     wire = a1.SerializeToString() + b"\x28\x01" + a2.SerializePartialToString()
-    src = opsource.OpSource(wire, "t", {}, {}, True, ("a", "b"), {"a": 0, "b": 1}, (), None,
+    src = opsource.OpSource(wire, "t", ({}, {}), True, (("a", "b"), {"a": 0, "b": 1}), (), None,
                             None)
     assert src.attrs_bytes() == b"".join(raw for _, raw in src.attr_chunks())
     assert src.attrs_bytes() == a1.SerializeToString()[3:] + a2.SerializePartialToString()

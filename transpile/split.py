@@ -14,6 +14,7 @@ transpiler did not). `split --list-passes` prints each style's pipelines.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 from .core.config import ClusterConfig
@@ -30,24 +31,35 @@ from .styles.base import Runner
 from .styles.registry import style_of
 
 
-def split(main: Program, startup: Optional[Program], config: ClusterConfig,
-          trainer_ids: Optional[list[int]] = None, *,
-          progress: Optional[Callable[[int, int], None]] = None,
-          sink: Optional[Sink] = None, after: Optional[AfterHook] = None,
-          names: tuple = ("main program", "startup program"),
-          workers: int = 1) -> SplitResult:
-    """Split a training program for a parameter-server cluster.
+INPUT_NAMES = ("main program", "startup program")
 
-    `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
-    (`names`: how errors name them) and not modified. `progress(done, total)` is called as the
-    pieces of work (Style.units) are done. With a `sink`, each program and text file is handed
-    to it when built instead of being kept in the result (SplitResult.add). `after(pass, key,
-    program)` sees every program after every pass (`split --dump-after`). `workers`: with 2
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How split() builds: `names`, how its errors name the inputs; `after(pass, key,
+    program)` sees every program after every pass (`split --dump-after`); `workers`: with 2
     and a sink that can be shared (split_to_folder's), a forked child and the parent share the
     pieces of work (Style.units: a trainer's programs and files, each pserver), each taking
     the next piece from one queue when it is free (the same bytes, gathered in the pieces'
-    order). Raises UserError (RefusedError) for programs that cannot be split.
+    order)."""
+    names: tuple = INPUT_NAMES
+    after: Optional[AfterHook] = None
+    workers: int = 1
+
+
+def split(main: Program, startup: Optional[Program], config: ClusterConfig,
+          trainer_ids: Optional[list[int]] = None, *,
+          progress: Optional[Callable[[int, int], None]] = None,
+          sink: Optional[Sink] = None, how: BuildOptions = BuildOptions()) -> SplitResult:
+    """Split a training program for a parameter-server cluster.
+
+    `trainer_ids` defaults to the config's trainer_id ("all" = every id). Inputs are validated
+    (`how.names`: how errors name them) and not modified. `progress(done, total)` is called as
+    the pieces of work (Style.units) are done. With a `sink`, each program and text file is
+    handed to it when built instead of being kept in the result (SplitResult.add). `how`:
+    BuildOptions. Raises UserError (RefusedError) for programs that cannot be split.
     """
+    names, after, workers = how.names, how.after, how.workers
     if startup is None:
         startup = Program.empty()
     validate_for_split(main, names[0])
@@ -247,42 +259,50 @@ class _FolderSink:
         self._write(folder + "/runtime.json", runtime_bytes(runtime))
 
 
+@dataclass(frozen=True)
+class WriteOptions:
+    """How split_to_folder writes: `force`, replacing the split in the folder (output/target.py);
+    `title` heads report.md; `names`, how errors name the inputs; `dump_after`: a pass name,
+    the program after that pass is written too, as JSON text under dump/ (every program whose
+    pipeline runs it); `verify_each_pass`: the structure checks a split's input passes
+    (ir/validate.py) run on every program after every pass, a pass that leaves one broken is
+    named (PassFailed, exit 3)."""
+    force: bool = False
+    title: str = "split"
+    names: tuple = INPUT_NAMES
+    dump_after: Optional[str] = None
+    verify_each_pass: bool = False
+
+
 def split_to_folder(main: Program, startup: Optional[Program], config: ClusterConfig,
-                    out_dir: str, *, force: bool = False, title: str = "split",
-                    names: tuple = ("main program", "startup program"),
-                    progress: Optional[Callable[[int, int], None]] = None,
-                    dump_after: Optional[str] = None,
-                    verify_each_pass: bool = False) -> SplitResult:
+                    out_dir: str, how: WriteOptions = WriteOptions(), *,
+                    progress: Optional[Callable[[int, int], None]] = None) -> SplitResult:
     """Split and write the split folder `out_dir` atomically: every program (.pb), runtime.json
-    or the descriptors, plan.json and report.md (`title` heads it). Nothing is written when
-    anything fails. `dump_after`: a pass name; the program after that pass is written too, as
-    JSON text under dump/ (every program whose pipeline runs it). `verify_each_pass`: the
-    structure checks a split's input passes (ir/validate.py) run on every program after every
-    pass; a pass that leaves one broken is named (PassFailed, exit 3)."""
+    or the descriptors, plan.json and report.md. Nothing is written when anything fails.
+    `how`: WriteOptions."""
     from .format import textform
     from .output import outdir
     from .render.report import report_chunks
     workers = workers_available()
     dumped = []
     try:
-        with outdir.staged(out_dir, force) as stage:
-            sink = _FolderSink(stage, main, out_dir, title, config)
+        with outdir.staged(out_dir, how.force) as stage:
+            sink = _FolderSink(stage, main, out_dir, how.title, config)
 
             def after(pass_name, key, prog):
-                if verify_each_pass:
+                if how.verify_each_pass:
                     verify_after_pass(pass_name, key, prog)
-                if pass_name == dump_after:
+                if pass_name == how.dump_after:
                     dumped.append(key)
                     stage.write("dump/%s.%s.json" % (key, pass_name),
                                 textform.dumps(prog).encode("utf-8"))
 
+            watched = how.dump_after or how.verify_each_pass
             result = split(main, startup, config, progress=progress, sink=sink,
-                           after=after if dump_after or verify_each_pass else None,
-                           names=names,
-                           workers=workers)
-            if dump_after and not dumped:
+                           how=BuildOptions(how.names, after if watched else None, workers))
+            if how.dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
-                                "that name (split --list-passes lists them)" % dump_after)
+                                "that name (split --list-passes lists them)" % how.dump_after)
 
             def write_json():
                 try:            # (each runtime.json was written as it was made: _FolderSink)
@@ -300,7 +320,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                 for rel, text in result.texts.items():
                     stage.write(rel, text.encode("utf-8"))
                 stage.write("report.md", (piece.encode("utf-8") for piece in report_chunks(
-                    main, {}, result.plan, title=title, config=config,
+                    main, {}, result.plan, title=how.title, config=config,
                     sections=sink.sections, head=sink.report_head)))
             except BaseException:
                 if writer is not None:

@@ -193,7 +193,7 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
         for c in expect.ctxs:
             if c.table_id < len(tables):
                 _check_table_fields(ctx, expect, fields, part, role, c, tables[c.table_id],
-                                    raw[c.table_id], sync)
+                                    raw[c.table_id])
         if len(tables) == want:
             b = tables[-1]
             if (b.table_class, b.common.table_name) != ("BarrierTable", "barrier_table"):
@@ -207,12 +207,14 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                 fields.check(part, role, want - 1, b, "the barrier table %d" % (want - 1))
 
 
-def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, raw, sync) -> None:
+def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, raw) -> None:
     """_check_table, then, when `t` is the table of `c`, every field of it and (sparse) its
     settings. What they find depends on the table's bytes `raw` and, for a dense table only,
     the role (its shard), never on which descriptor holds it (but for the part they name):
     so it is found once per distinct table and replayed, as a split's descriptors repeat
     their tables (every server desc lists every sparse table)."""
+    sync = ctx.config.mode == "sync"
+
     def make():
         with ctx.collecting() as got:
             ok = _check_table(ctx, expect, part, role, c, t, sync)

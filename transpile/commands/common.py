@@ -35,6 +35,18 @@ class CliOptions:
         return bool(self.quiet or local)
 
 
+def gathered(cls):
+    """Decorate a click callback to take its command's parameters as one `cls` (a dataclass
+    whose fields are the parameters' names) after the positional ones click gives it
+    (`pass_obj`'s obj): `fn(obj, args)` rather than a parameter per option."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def callback(*given, **params):
+            return fn(*given, cls(**params))
+        return callback
+    return decorate
+
+
 def options() -> CliOptions:
     """The root group's options (defaults when a command runs on its own)."""
     ctx = click.get_current_context(silent=True)

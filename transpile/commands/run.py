@@ -12,8 +12,37 @@ import tempfile
 
 import click
 
+from dataclasses import dataclass
+from typing import Optional
+
 from ..core.errors import UserError
-from .common import options
+from .common import gathered, options
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """`run`'s arguments and options, as click parses them."""
+    split_dir: str
+    local: bool
+    cluster: Optional[str]
+    steps: int
+    batch: Optional[int]
+    seed: int
+    push_every: Optional[int]
+    rtol: float
+    expect_equal: bool
+    accept_unchanged: tuple
+    fmt: str
+    paddle_python: Optional[str]
+    port_base: Optional[int]
+    timeout: float
+    work: Optional[str]
+    role: Optional[str]
+    trainer_id: Optional[int]
+    pservers: Optional[str]
+    endpoint: Optional[str]
+    feeds: Optional[str]
+    save: Optional[str]
 
 
 @click.command("run")
@@ -66,9 +95,8 @@ from .common import options
 @click.option("--save", type=click.Path(file_okay=False), default=None,
               help="A trainer writes what it trained to DIR/trainer_<id>/: NAME.npy per dense "
                    "parameter, table_<id>.npz (keys, rows) per sparse table.")
-def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, expect_equal,
-        accept_unchanged, fmt, paddle_python, port_base, timeout, work, role, trainer_id,
-        pservers, endpoint, feeds, save):
+@gathered(RunArgs)
+def run(a: RunArgs):
     """Train SPLIT_DIR (style ps) on Paddle 2.6.2's own brpc parameter server.
 
     \b
@@ -91,29 +119,30 @@ def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, expect_
     """
     from ..runtime.interpreter import find_paddle_python
     from ..runtime.rundir import load_run_config
-    for opt, v in (("--steps", steps), ("--batch", batch)):
+    for opt, v in (("--steps", a.steps), ("--batch", a.batch)):
         if v is not None and v < 1:
             raise UserError("%s must be at least 1, got %d" % (opt, v))
-    config = load_run_config(split_dir, cluster)
+    config = load_run_config(a.split_dir, a.cluster)
+    batch = a.batch
     if batch is None:
         batch = -(-8 // config.trainers) * config.trainers
     if batch % config.trainers:
         raise UserError("--batch %d is no multiple of the %d trainers" % (batch, config.trainers))
-    paddle = find_paddle_python(paddle_python)
+    paddle = find_paddle_python(a.paddle_python)
     ctx = click.get_current_context()
-    if not local:
+    if not a.local:
         from ..runtime.cluster import RoleOptions, run_role
-        ctx.exit(run_role(split_dir, config, paddle, RoleOptions(
-            role=role.upper() if role else None, trainer_id=trainer_id, pservers=pservers,
-            endpoint=endpoint, steps=steps, batch=batch, seed=seed, push_every=push_every,
-            feeds=feeds, save=save, work=work)))
-    if feeds or save or role:
+        ctx.exit(run_role(a.split_dir, config, paddle, RoleOptions(
+            role=a.role.upper() if a.role else None, trainer_id=a.trainer_id,
+            pservers=a.pservers, endpoint=a.endpoint, steps=a.steps, batch=batch, seed=a.seed,
+            push_every=a.push_every, feeds=a.feeds, save=a.save, work=a.work)))
+    if a.feeds or a.save or a.role:
         raise UserError("--feeds, --save and --role are for one role of a cluster, not --local")
     from ..runtime.local import LocalOptions
-    ctx.exit(_run_local(split_dir, config, paddle, LocalOptions(
-        steps=steps, batch=batch, seed=seed, push_every=push_every, base_port=port_base,
-        timeout=timeout), fmt, work, dict(rtol=rtol, expect_equal=expect_equal,
-                                          accepted=accept_unchanged)))
+    ctx.exit(_run_local(a.split_dir, config, paddle, LocalOptions(
+        steps=a.steps, batch=batch, seed=a.seed, push_every=a.push_every,
+        base_port=a.port_base, timeout=a.timeout), a.fmt, a.work,
+        dict(rtol=a.rtol, expect_equal=a.expect_equal, accepted=a.accept_unchanged)))
 
 
 def _run_local(split_dir, config, paddle, opts, fmt, work, judge) -> int:

@@ -6,11 +6,35 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 import click
 
 from ..core.errors import UserError
-from .common import no_startup, options
+from .common import gathered, no_startup, options
+
+
+@dataclass(frozen=True)
+class SimulateArgs:
+    """`simulate`'s arguments and options, as click parses them."""
+    main_program: str
+    split_dir: Optional[str]
+    startup: Optional[str]
+    cluster: str
+    steps: int
+    batch: Optional[int]
+    seed: int
+    lod: Optional[str]
+    rtol: Optional[float]
+    expect_equal: bool
+    accept_unchanged: tuple
+    push_every: Optional[int]
+    float32: bool
+    program_init: bool
+    no_why: bool
+    max_memory: Optional[float]
+    fmt: str
 
 @click.command("simulate")
 @click.argument("main_program", metavar="MAIN", type=click.Path(dir_okay=False))
@@ -54,9 +78,8 @@ from .common import no_startup, options
                    "address space, instead of swapping.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: the result as one JSON object on stdout.")
-def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, lod, rtol,
-             expect_equal, accept_unchanged, push_every, float32, program_init, no_why,
-             max_memory, fmt):
+@gathered(SimulateArgs)
+def simulate(a: SimulateArgs):
     """Train MAIN and its split with numpy for a few steps; compare the parameters.
 
     \b
@@ -94,30 +117,32 @@ def simulate(main_program, split_dir, startup, cluster, steps, batch, seed, lod,
     from ..simulate import SimError, simulate as run
     ctx = click.get_current_context()
     quiet = options().is_quiet()
-    lod = _check_options(steps, batch, rtol, lod, max_memory)
-    cfg, main, start, programs, runtime, texts, result = _inputs(main_program, startup, cluster,
-                                                                 split_dir)
+    lod = _check_options(a.steps, a.batch, a.rtol, a.lod, a.max_memory)
+    cfg, main, start, programs, runtime, texts, result = _inputs(a.main_program, a.startup,
+                                                                 a.cluster, a.split_dir)
+    batch = a.batch
     if batch is not None:
         batch = _whole_shards(batch, cfg.trainers, quiet)
     from .progress import progress_bar
     try:
-        with memory_cap(max_memory), progress_bar("simulate", quiet=quiet) as update:
-            res = run(main, start, cfg, programs, runtime, steps=steps, batch=batch, seed=seed,
-                      rtol=rtol, float32=float32, expect_equal=expect_equal,
-                      accept_unchanged=accept_unchanged, push_every=push_every,
-                      progress=update, ps_options=dict(texts=texts, program_init=program_init,
-                                                       why=not no_why), lod=lod)
+        with memory_cap(a.max_memory), progress_bar("simulate", quiet=quiet) as update:
+            res = run(main, start, cfg, programs, runtime, steps=a.steps, batch=batch,
+                      seed=a.seed, rtol=a.rtol, float32=a.float32,
+                      expect_equal=a.expect_equal, accept_unchanged=a.accept_unchanged,
+                      push_every=a.push_every, progress=update,
+                      ps_options=dict(texts=texts, program_init=a.program_init,
+                                      why=not a.no_why), lod=lod)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:
-        res.faults = _reproduced_faults(main, start, cfg, split_dir, result)
+        res.faults = _reproduced_faults(main, start, cfg, a.split_dir, result)
         res.fix_tried = cfg.fix_faults
-    if fmt == "json":
+    if a.fmt == "json":
         import json
         from ..simulate.render import to_json
         click.echo(json.dumps(to_json(res, cfg), indent=1))
         ctx.exit(res.exit_code)
-    _print_text(res, cfg, seed, float32, quiet)
+    _print_text(res, cfg, a.seed, a.float32, quiet)
     ctx.exit(res.exit_code)
 
 
@@ -189,9 +214,9 @@ def _inputs(main_program, startup, cluster, split_dir) -> tuple:
         _need_startup(start)
         return cfg, main, start, programs, runtime, descs, None
     _need_startup(start)
-    from ..split import split as do_split
+    from ..split import BuildOptions, split as do_split
     result = do_split(main, start, cfg, trainer_ids=list(range(cfg.trainers)),
-                      names=(main_program, startup or "startup program"))
+                      how=BuildOptions(names=(main_program, startup or "startup program")))
     return cfg, main, start, result.programs, result.runtime, result.texts, result
 
 

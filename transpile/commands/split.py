@@ -2,10 +2,29 @@
 plan.json and report.md, and print what went where."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import click
 
 from ..core.errors import UserError
-from .common import load_program, no_startup, options, startup_tables
+from .common import gathered, load_program, no_startup, options, startup_tables
+
+
+@dataclass(frozen=True)
+class SplitArgs:
+    """`split`'s arguments and options, as click parses them."""
+    main_program: str
+    startup: Optional[str]
+    cluster: str
+    out_dir: str
+    trainer_id: Optional[str]
+    force: bool
+    fmt: str
+    quiet: bool
+    expect: Optional[str]
+    dump_after: Optional[str]
+    verify_each_pass: bool
 
 
 def _parse_trainer_id(value):
@@ -66,8 +85,8 @@ def _list_passes(ctx, _param, value) -> None:
 @click.option("--list-passes", is_flag=True, is_eager=True, expose_value=False,
               callback=_list_passes,
               help="Print the passes each style runs to make each program, and exit.")
-def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet, expect,
-          dump_after, verify_each_pass):
+@gathered(SplitArgs)
+def split(a: SplitArgs):
     """Split MAIN into trainer and pserver programs.
 
     \b
@@ -93,39 +112,39 @@ def split(main_program, startup, cluster, out_dir, trainer_id, force, fmt, quiet
     from ..core import config as config_mod
     from ..core.gcpause import keep_until_exit
     from ..output.target import check_target
-    from ..split import TooLarge, split_to_folder
+    from ..split import TooLarge, WriteOptions, split_to_folder
     from .progress import progress_bar
 
     opts = options()
-    check_target(out_dir, force)            # before the programs are read (checked again)
-    cfg = config_mod.load_config(cluster)
-    tid = _parse_trainer_id(trainer_id)
+    check_target(a.out_dir, a.force)        # before the programs are read (checked again)
+    cfg = config_mod.load_config(a.cluster)
+    tid = _parse_trainer_id(a.trainer_id)
     if tid is not None:
         cfg = config_mod.with_trainer_id(cfg, tid)
-    main_prog = load_program(main_program)
-    startup_prog = load_program(startup) if startup else None
+    main_prog = load_program(a.main_program)
+    startup_prog = load_program(a.startup) if a.startup else None
     if startup_prog is None and startup_tables(main_prog):
         raise UserError(no_startup(startup_tables(main_prog)))
     keep_until_exit(main_prog, startup_prog)
-    with progress_bar("split", quiet=opts.is_quiet(quiet)) as update:
+    how = WriteOptions(force=a.force, title=a.main_program, dump_after=a.dump_after,
+                       verify_each_pass=a.verify_each_pass,
+                       names=(a.main_program, a.startup or "startup program"))
+    with progress_bar("split", quiet=opts.is_quiet(a.quiet)) as update:
         try:
-            result = split_to_folder(main_prog, startup_prog, cfg, out_dir, force=force,
-                                     title=main_program, progress=update,
-                                     dump_after=dump_after,
-                                     verify_each_pass=verify_each_pass,
-                                     names=(main_program, startup or "startup program"))
+            result = split_to_folder(main_prog, startup_prog, cfg, a.out_dir, how,
+                                     progress=update)
         except TooLarge as e:
-            raise config_mod.ConfigError("%s: %s" % (cluster, e.message)) from None
-    if not opts.is_quiet(quiet):
-        _print_summary(result, cfg, out_dir, fmt, opts.use_color())
+            raise config_mod.ConfigError("%s: %s" % (a.cluster, e.message)) from None
+    if not opts.is_quiet(a.quiet):
+        _print_summary(result, cfg, a.out_dir, a.fmt, opts.use_color())
         if startup_prog is None:
             click.echo("warning: " + no_startup(
                 "the startup programs written initialize no parameter, so Paddle cannot "
                 "train the split"), err=True)
         if result.replaced:
-            click.echo(replaced_line(result.replaced, result.kept), err=fmt == "json")
-    if expect:
-        _compare_with_golden(out_dir, expect)
+            click.echo(replaced_line(result.replaced, result.kept), err=a.fmt == "json")
+    if a.expect:
+        _compare_with_golden(a.out_dir, a.expect)
 
 
 def _print_summary(result, cfg, out_dir: str, fmt: str, color: bool) -> None:

@@ -70,16 +70,16 @@ class OpSource:
                  "block_attrs", "_role", "_index", "_decoded", "_spans", "_attrs_raw",
                  "patched")
 
-    def __init__(self, wire: bytes, op_type: str, inputs: dict, outputs: dict, is_target,
-                 names: tuple, positions: dict, block_attrs: tuple, role: Attr | None,
-                 decoded: dict | None):
+    def __init__(self, wire: bytes, op_type: str, slots: tuple, is_target, layout: tuple,
+                 block_attrs: tuple, role: Attr | None, decoded: dict | None):
         self.wire = wire
         self.type = op_type             # the Op's own string (msg.type would make another)
-        self.inputs = inputs            # the slots as read: dicts and lists no Op shares
-        self.outputs = outputs
+        # the slots as read, (inputs, outputs): dicts and lists no Op shares
+        self.inputs, self.outputs = slots
         self.is_target = is_target
-        self.names = names              # the attr names in file order (no name twice)
-        self._positions = positions     # attr name -> its position in the OpDesc's attrs
+        # (the attr names in file order (no name twice), attr name -> its position in the
+        # OpDesc's attrs): a pair shared by the ops with the same names
+        self.names, self._positions = layout
         self.block_attrs = block_attrs  # names of the BLOCK / BLOCKS attrs
         self._role = role               # the op_role Attr (shared), None when absent
         self._index = None

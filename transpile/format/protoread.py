@@ -156,7 +156,8 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
     types = list(map(_type_of, attrs))
     if check_text:
         check_op_text(o, attrs, types)
-    names, positions = _shared_names(tuple(map(_name_of, attrs)), seen.names)
+    layout = _shared_names(tuple(map(_name_of, attrs)), seen.names)
+    names, positions = layout
     block_attrs = ()
     if not _KNOWN_ATTR_TYPES.issuperset(types):
         for a, t in zip(attrs, types):
@@ -178,10 +179,10 @@ def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
         raise ProgramFormatError("an op without a type")
     wire = serialized(o) if wire is None else wire
     return Op(op_type, inputs, outputs, None, is_target,
-              source=OpSource(wire, op_type, inputs if seen.share else
-                         {k: v[:] for k, v in inputs.items()}, outputs if seen.share else
-                         {k: v[:] for k, v in outputs.items()}, is_target, names, positions,
-                         block_attrs, role, decoded))
+              source=OpSource(wire, op_type, (inputs, outputs) if seen.share else
+                              ({k: v[:] for k, v in inputs.items()},
+                               {k: v[:] for k, v in outputs.items()}),
+                              is_target, layout, block_attrs, role, decoded))
 
 
 def _dropped(o, name: str) -> bool:
@@ -356,8 +357,8 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
             shape = {SHAPE_ATTR: attr if attr is not None
                      else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
         add(Op(op_type, inputs, outputs, None, is_target,
-               source=OpSource(wire, op_type, read_inputs, read_outputs, is_target, found[0],
-                               found[1], block_attrs, role, shape)))
+               source=OpSource(wire, op_type, (read_inputs, read_outputs), is_target, found,
+                               block_attrs, role, shape)))
     return Block(idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 

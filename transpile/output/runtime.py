@@ -5,6 +5,8 @@ recv_ctx); this module computes those arguments from the plan, as plain JSON val
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..ir.program import Program
 from ..ir.initializers import INITIALIZER_ATTRS, initializer_signature
 from ..plan.fleet import STEP_COUNTER, FleetPlan, delta_name
@@ -42,16 +44,25 @@ def envs(plan: FleetPlan, geo_push_nums: int) -> dict:
     return dict(_SYNC_ENVS)
 
 
+@dataclass(frozen=True)
+class ContextKind:
+    """What a communicator context is besides its slices: a sparse (and distributed) table's,
+    or a tensor table's (`table_id` its number)."""
+    is_sparse: bool = False
+    is_distributed: bool = False
+    table_id: int = -1
+    is_tensor_table: bool = False
+
+
 def comm_context(name: str, names: list, endpoints: list, sections: list, origin: list,
-                 trainer_id: int, *, is_sparse: bool = False, is_distributed: bool = False,
-                 table_id: int = -1, is_tensor_table: bool = False) -> dict:
+                 trainer_id: int, kind: ContextKind = ContextKind()) -> dict:
     """One communicator context (Paddle's CommContext), field for field."""
     return {"var_name": name, "split_varnames": list(names), "split_endpoints": list(endpoints),
             "sections": list(sections), "origin_varnames": list(origin),
-            "trainer_id": trainer_id, "aggregate": True, "is_sparse": is_sparse,
-            "is_distributed": is_distributed, "table_id": table_id,
-            "is_tensor_table": is_tensor_table, "is_datanorm_table": False, "program_id": -1,
-            "remote_sparse_ids": []}
+            "trainer_id": trainer_id, "aggregate": True, "is_sparse": kind.is_sparse,
+            "is_distributed": kind.is_distributed, "table_id": kind.table_id,
+            "is_tensor_table": kind.is_tensor_table, "is_datanorm_table": False,
+            "program_id": -1, "remote_sparse_ids": []}
 
 
 def _ctx(plan: FleetPlan, name: str, slices: tuple, trainer_id: int, *, is_grad: bool,
@@ -66,15 +77,16 @@ def _ctx(plan: FleetPlan, name: str, slices: tuple, trainer_id: int, *, is_grad:
             names.append(s.name)
         sections.append(s.rows)
         eps.extend(plan.endpoint_of(s.name))
-    return comm_context(name, names, eps, sections, [name], trainer_id, is_sparse=is_sparse,
-                        is_distributed=is_distributed)
+    return comm_context(name, names, eps, sections, [name], trainer_id,
+                        ContextKind(is_sparse=is_sparse, is_distributed=is_distributed))
 
 
 def step_context(plan: FleetPlan, trainer_id: int, table_id: int) -> dict:
     """The global-step queue: one counter on every pserver, a tensor table."""
     n = len(plan.endpoints)
     return comm_context(STEP_COUNTER, [STEP_COUNTER] * n, list(plan.endpoints), [1] * n,
-                        [STEP_COUNTER], trainer_id, table_id=table_id, is_tensor_table=True)
+                        [STEP_COUNTER], trainer_id,
+                        ContextKind(table_id=table_id, is_tensor_table=True))
 
 
 def send_contexts(plan: FleetPlan, trainer_id: int) -> dict:

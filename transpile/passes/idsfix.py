@@ -58,10 +58,10 @@ def _insert(block, op: Op, after=None, before=None) -> None:
     ops.insert(at, op)
 
 
-def _reshaped(block, src: str, name: str, to: list, dtype, after=None, before=None,
-              kind="reshape2", attrs=None) -> str:
-    """Declare `name` (of reshape2's `to`: a 0 copies the input's dim, declared -1) and
-    insert the op making it from `src`."""
+def _reshaped(block, src: str, name: str, to: list, kind="reshape2", attrs=None) -> str:
+    """Declare `name` (of reshape2's `to`: a 0 copies the input's dim, declared -1; `src`'s
+    dtype) and insert the op making it from `src` right after `src`'s producer."""
+    dtype = block.vars[src].dtype
     block.add_var(new_tensor(name, tuple(d if d != 0 else -1 for d in to), dtype,
                              lod_level=0))
     src_shape = block.vars[src].shape or ()
@@ -69,28 +69,27 @@ def _reshaped(block, src: str, name: str, to: list, dtype, after=None, before=No
                              lod_level=0))
     attrs = attrs if attrs is not None else {"shape": Attr("INTS", list(to))}
     _insert(block, make_op(kind, {"X": [src]}, {"Out": [name], "XShape": [name + "@XSHAPE"]},
-                           {**attrs, **role_attrs(FORWARD)}), after=after, before=before)
+                           {**attrs, **role_attrs(FORWARD)}), after=src)
     return name
 
 
 def _ids_2d(block, ids: str, shape: list, op_type: str) -> tuple:
     """(the ids the fused lookup reads, the ids its grads and push name), made right after
     the ids' producer."""
-    dtype = block.vars[ids].dtype
     rest = [int(d) for d in shape[1:]]
     if op_type == "lookup_table":
-        lookup = _reshaped(block, ids, ids + "@2D", [-1, 1], dtype, after=ids)
+        lookup = _reshaped(block, ids, ids + "@2D", [-1, 1])
         if len(rest) == 2:
-            push = _reshaped(block, ids, ids + "@ROWS", [-1, rest[0]], dtype, after=ids,
+            push = _reshaped(block, ids, ids + "@ROWS", [-1, rest[0]],
                              kind="squeeze2", attrs={"axes": Attr("INTS", [len(shape) - 1])})
         else:
-            push = _reshaped(block, ids, ids + "@ROWS", [0, -1], dtype, after=ids)
+            push = _reshaped(block, ids, ids + "@ROWS", [0, -1])
         return lookup, push
     if not rest:
-        two = _reshaped(block, ids, ids + "@2D", [-1, 1], dtype, after=ids, kind="unsqueeze2",
+        two = _reshaped(block, ids, ids + "@2D", [-1, 1], kind="unsqueeze2",
                         attrs={"axes": Attr("INTS", [1])})
     else:
-        two = _reshaped(block, ids, ids + "@2D", [0, -1], dtype, after=ids)
+        two = _reshaped(block, ids, ids + "@2D", [0, -1])
     return two, two
 
 

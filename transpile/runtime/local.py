@@ -106,7 +106,8 @@ def clear_run(work):
 
 
 def _kw(opts):
-    return dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
+    return dict(training=predict_mod.Training(opts.steps, opts.batch, opts.seed,
+                                              opts.push_every))
 
 
 def _spread(sp, texts, config, opts, pred, replay=None):

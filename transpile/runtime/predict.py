@@ -79,11 +79,25 @@ def _init_of(trainer) -> dict:
     return init
 
 
-def predict(sp, texts, config, *, steps, batch, seed, push_every, follow=None, fdt=F32):
-    """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`; the trainers
-    compute in `fdt` (the tables keep float32 whatever it is); `follow` (a buckets.Follower)
-    gives the dense Adam tables the bucket orders the runtime took."""
+@dataclass(frozen=True)
+class Training:
+    """What a prediction trains: `steps` steps of a global `batch`, the feeds and initial
+    values from `seed`; geo: the communicator pushes every `push_every` steps (None: the
+    default)."""
+    steps: int
+    batch: int
+    seed: int = 0
+    push_every: Optional[int] = None
+
+
+def predict(sp, texts, config, *, training: Training, follow=None, fdt=F32):
+    """The Prediction of split `sp` (SplitPrograms) with descriptor `texts`, trained as
+    `training` says; the trainers compute in `fdt` (the tables keep float32 whatever it is);
+    `follow` (a buckets.Follower) gives the dense Adam tables the bucket orders the runtime
+    took."""
     from ..simulate.schedule import make_schedule
+    steps, batch, seed, push_every = training.steps, training.batch, training.seed, \
+        training.push_every
     pred = Prediction()
     schedule = make_schedule(config, push_every)
     options = TableOptions(seed=seed, lenient_initializers=True)
