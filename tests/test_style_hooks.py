@@ -12,12 +12,15 @@ import dataclasses
 import os
 
 import pytest
+from click.testing import CliRunner
 
 import transpile.check as check_mod
 import transpile.commands.plan  # noqa: F401  (registers PLAN)
 import transpile.render.report  # noqa: F401  (registers REPORT)
 import transpile.render.styled  # noqa: F401  (registers SUMMARY)
 import transpile.simulate as simulate_mod
+from cli import main as cli_main
+from transpile.core import config as config_mod
 from transpile.core import styles as core_styles
 from transpile.core.config import load_config
 from transpile.core.stylehooks import CHECK, PLAN, REPORT, SIMULATE, SLOTS, SUMMARY
@@ -123,9 +126,19 @@ def test_a_toy_style_is_simulated(toy):
     assert TOY_NOTE in got.notes                                    # simulate asked the hook
 
 
-def test_a_style_without_a_behaviour_is_named(monkeypatch):
+def test_a_style_without_a_behaviour_is_named(monkeypatch, tmp_path):
     bare = dataclasses.replace(core_styles.PS, name="bare")
     monkeypatch.setitem(core_styles.STYLES, bare.name, bare)
+    monkeypatch.setattr(config_mod, "STYLES", config_mod.STYLES + (bare.name,))
     assert not SIMULATE.has(bare.name)
     with pytest.raises(LookupError, match="style bare has no check behaviour"):
         CHECK.of(bare.name)
+    # `simulate` refuses a style with no SIMULATE behaviour, in one line
+    cluster = tmp_path / "cluster.yaml"
+    with open(os.path.join(CASE, "cluster.yaml"), encoding="utf-8") as f:
+        cluster.write_text(f.read().replace("style: ps", "style: bare"))
+    r = CliRunner().invoke(cli_main, ["simulate", os.path.join(CASE, "main.pb"), "--startup",
+                                      os.path.join(CASE, "startup.pb"), "--cluster",
+                                      str(cluster)])
+    assert r.exit_code == 2, r.output
+    assert "simulate does not support the bare style" in r.output

@@ -257,7 +257,7 @@ def settings_notes(config, entries: list, sparse_tables: list, tables: list) -> 
     (core/ps_lint.py's problems, and the table names no sparse table has)."""
     from ..core.ps_lint import config_problems
     notes = ["%s: %s" % kp for kp in config_problems(config)] \
-        if config.traits.descriptors else []
+        if config.traits.strategy_settings else []
     if config.mode != "geo":
         seen: set = set()
         for kind, name, entry in entries:
