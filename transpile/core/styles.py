@@ -1,9 +1,10 @@
 """The styles a split can be made in, as data: what each one is and what its split holds.
 
 This is the one place that names the styles (and the config's allowed values of `style:`).
-Code elsewhere asks a style's traits (`traits(config.style).descriptors`, ...) and never
-compares its name; the behaviour of each style (its plan, passes and outputs) is registered
-in transpile/styles/.
+Code elsewhere asks a style's traits what its split is made of (`traits(config.style)
+.descriptors`, ...) and never compares its name; the behaviour of each style is registered
+once: for `split` (its plan, passes and outputs) in transpile/styles/, for each floor above
+(check, simulate, render, the commands) in that floor's slot of stylehooks.py.
 """
 from __future__ import annotations
 
