@@ -69,9 +69,9 @@ def main(argv=None):
     info = {"kind": "mlp", "ops_requested": 8 * a.layers, "ops_main": ops, "optimizer": "sgd",
             "lr_decay": False, "seed": a.seed, "width": a.width, "layers": a.layers,
             "made_by": "Paddle %s (bench/gen_paddle.py)" % paddle.__version__,
-            "op_callstack": "kept", "bytes_main": sizes["main"],
-            "bytes_startup": sizes["startup"],
-            "build_seconds": round(time.perf_counter() - t0, 2)}
+            "op_callstack": "kept", "params": len(main_prog.all_parameters()),
+            "bytes_main": sizes["main"], "bytes_startup": sizes["startup"],
+            "generate_seconds": round(time.perf_counter() - t0, 2)}
     with open(os.path.join(a.out, "info.json"), "w") as f:
         json.dump(info, f, indent=1)
     print("%s: %d ops, main %d bytes, startup %d bytes" % (a.out, ops, sizes["main"],
