@@ -110,3 +110,30 @@ def test_block_frames_each_item_and_refuses_what_is_not_bytes():
     with pytest.raises(TypeError):
         FAST.block(b"", ["v"], [], b"")
     assert FAST.plain_var("ü", b"V", b"T") == b"\x0a\x02" + "ü".encode() + b"VT"
+
+
+@pytest.mark.parametrize("idx,parent", [(0, -1), (1, 0), (127, 128), (300, 2 ** 31 - 1),
+                                        (2 ** 31 - 1, -(2 ** 31)), (5, -7)])
+def test_block_heads_written_directly_are_protobufs(idx, parent):
+    from transpile.format.proto import BlockDescMsg
+    want = BlockDescMsg(idx=idx, parent_idx=parent).SerializePartialToString(deterministic=True)
+    assert protowrite._block_head(idx, parent) == want
+
+
+@pytest.mark.parametrize("idx,parent", [(2 ** 31, 0), (0, -(2 ** 31) - 1)])
+def test_a_block_index_out_of_int32_is_refused(idx, parent):
+    prog = Program([Block(0, -1), Block(idx, parent)])
+    with pytest.raises(ProgramFormatError, match="cannot encode program"):
+        protowrite.encode(prog)
+
+
+@needs_fast
+def test_a_var_written_again_takes_the_same_bytes():
+    # the second var of a VarType takes the short path (its VarType's bytes kept)
+    a, b = Var.tensor("a", "FP32", (3, 4), persistable=True), Var.tensor("b", "FP32", (3, 4))
+    b.type = a.type
+    first = [protowrite.var_bytes(v) for v in (a, b)]
+    again = [protowrite.var_bytes(v) for v in (a, b)]
+    assert first == again
+    assert first[1] == protowrite._SLOT_NAMES["b"] + a.type.encoded + \
+        protowrite._FLAG_BYTES[(None, None, None, None)]

@@ -229,6 +229,14 @@ def var_bytes(v: Var) -> bytes:
     if src is not None and src.key == var_key(v):
         return src.raw()
     vt = v.type
+    vtype = vt.encoded
+    if vtype is not None and not v.attrs and FAST is not None:
+        # a plain var whose VarType was written before (most new vars of a split): the
+        # flags' bytes looked up, the rest in C, as _plain_var_bytes does
+        tail = _FLAG_BYTES.get((v.persistable, v.need_check_feed, v.is_parameter,
+                                v.stop_gradient))
+        if tail is not None:
+            return FAST.plain_var(v.name, vtype, tail)
     if not v.attrs and vt.reader is None and vt.tuple_types is None and len(vt.descs) == 1:
         return _plain_var_bytes(v)
     m = VarDescMsg()
@@ -293,10 +301,22 @@ _VAR_HEADS = _Made(lambda n: _KEY_VAR + varint_bytes(n))
 _OP_HEADS = _Made(lambda n: _KEY_OP + varint_bytes(n))
 
 
+def _block_head(idx, parent_idx) -> bytes:
+    """BlockDesc fields 1-2 (idx, parent_idx: int32, both required), written directly; any
+    other value goes through protobuf (which refuses what is not an int32)."""
+    if idx.__class__ is int and parent_idx.__class__ is int and \
+            _INT32_MIN <= idx <= _INT32_MAX and _INT32_MIN <= parent_idx <= _INT32_MAX:
+        return b"\x08" + varint_bytes(idx) + b"\x10" + varint_bytes(parent_idx)
+    return BlockDescMsg(idx=idx, parent_idx=parent_idx).SerializePartialToString(
+        deterministic=True)
+
+
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def _block_bytes(b: Block) -> bytes:
     """The BlockDesc of `b`: its head, then each var and op as a field of it."""
-    head = BlockDescMsg(idx=b.idx, parent_idx=b.parent_idx).SerializePartialToString(
-        deterministic=True)
+    head = _block_head(b.idx, b.parent_idx)
     tail = b"" if b.forward_block_idx is None else BlockDescMsg(
         forward_block_idx=b.forward_block_idx).SerializePartialToString()
     if FAST is not None:

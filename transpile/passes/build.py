@@ -56,19 +56,25 @@ def make_op(type_: str, inputs: dict, outputs: dict, attrs: dict) -> Op:
 class OpTemplate:
     """Ops of one type and one set of attrs, made many times with different slots (the sum and
     scale merging each grad block: a pair per block on every pserver). make_op's typing of
-    the attrs is done once; each op still gets its own Attr objects (and lists), as from
-    make_op, since an op's attrs may be edited once it is copied."""
+    the attrs is done once. Each op gets its own attrs dict and its own copy of each list
+    value (an op's attrs may be edited once it is made); the Attrs of other values are shared
+    by the ops of one template, as an Attr is never changed in place (set_attr and
+    replace_attr store a new one)."""
 
     def __init__(self, type_: str, attrs: dict):
         self.type = type_
-        self._attrs = tuple((name, a.type, a.value, a.extra, type(a.value) is list)
-                            for name, a in make_op(type_, {}, {}, attrs).attrs.items())
+        made = make_op(type_, {}, {}, attrs).attrs
+        self._shared = {name: Attr(a.type, list(a.value) if type(a.value) is list else a.value,
+                                   a.extra) for name, a in made.items()}
+        self._lists = tuple((name, a.type, a.value, a.extra) for name, a in made.items()
+                            if type(a.value) is list)
 
     def make(self, inputs: dict, outputs: dict) -> Op:
         """The op with these slots, taken as they are (the op owns them)."""
-        return Op(self.type, inputs, outputs,
-                  {name: Attr(t, list(v) if is_list else v, extra)
-                   for name, t, v, extra, is_list in self._attrs})
+        attrs = self._shared.copy()
+        for name, t, v, extra in self._lists:
+            attrs[name] = Attr(t, list(v), extra)
+        return Op(self.type, inputs, outputs, attrs)
 
 
 def role_attrs(role: int) -> dict:

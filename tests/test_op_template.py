@@ -1,0 +1,42 @@
+"""passes/build.py's OpTemplate: the ops it makes equal make_op's, each op's attrs its own to
+edit, the Attrs of scalar values shared between them (a split to many pservers makes a sum and
+a scale per grad block: tens of thousands of ops from two templates)."""
+from transpile.ir import roles
+from transpile.passes.build import OpTemplate, make_op, role_attrs
+from transpile.ir.program import Attr
+from transpile.format.protowrite import op_bytes
+
+ATTRS = {"scale": 0.5, "bias_after_scale": True, **role_attrs(roles.FORWARD),
+         "use_mkldnn": Attr("BOOLEAN", False)}
+
+
+def _two():
+    t = OpTemplate("scale", ATTRS)
+    return (t.make({"X": ["a"]}, {"Out": ["b"]}), t.make({"X": ["c"]}, {"Out": ["d"]}))
+
+
+def test_a_template_op_is_make_ops():
+    a, _ = _two()
+    want = make_op("scale", {"X": ["a"]}, {"Out": ["b"]}, ATTRS)
+    assert a == want
+    assert list(a.attrs) == list(want.attrs)
+    assert op_bytes(a) == op_bytes(want)
+
+
+def test_scalar_attrs_are_shared_lists_are_not():
+    a, b = _two()
+    assert a.attrs["scale"] is b.attrs["scale"]
+    assert a.attrs[roles.ROLE_ATTR] is b.attrs[roles.ROLE_ATTR]
+    assert a.attrs[roles.ROLE_VAR_ATTR] is not b.attrs[roles.ROLE_VAR_ATTR]
+    assert a.attrs[roles.ROLE_VAR_ATTR].value is not b.attrs[roles.ROLE_VAR_ATTR].value
+    assert a.attrs is not b.attrs
+
+
+def test_editing_one_op_leaves_the_others():
+    a, b = _two()
+    a.set_attr("scale", 0.25)
+    a.attr(roles.ROLE_VAR_ATTR).append("x")
+    a.set_attr("new", 3)
+    assert b.attr("scale") == 0.5 and b.attr(roles.ROLE_VAR_ATTR) == [] and not b.has_attr("new")
+    c = OpTemplate("scale", ATTRS).make({"X": ["e"]}, {"Out": ["f"]})
+    assert c.attr("scale") == 0.5 and c.attr(roles.ROLE_VAR_ATTR) == []
