@@ -7,9 +7,11 @@ INPUTS holds one folder per model with main.pb and startup.pb (PaddleRec's zoo i
 tools/gen's paddlerec input builder: tools/gen/README_inputs.md). STYLE_MODE is e.g. classic_sync,
 fleet_geo, ps_async: the split of 2 trainers and 2 pservers with `paddle_faults: fix` that
 `simulate` makes itself, `--steps 3 --expect-equal`. Each run is one process, timed with
-time.perf_counter, its peak RSS read with os.wait4 for exactly that child; a run over
---timeout seconds is killed (`timeout`), one over --limit-gb of address space fails (`memory`).
-Prints a markdown table: model, style, mode, exit status, seconds, peak MiB.
+time.perf_counter, its CPU seconds (user + system) and peak RSS read with os.wait4 for exactly
+that child (on a shared machine the CPU seconds are the figure to read: the wall clock there
+counts the other processes' turns); a run over --timeout seconds is killed (`timeout`), one
+over --limit-gb of address space fails (`memory`).
+Prints a markdown table: model, style, mode, exit status, seconds, CPU seconds, peak MiB.
 """
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def run_one(pst, model_dir, style, mode, steps, timeout, limit):
             outcome = "memory"
         else:
             outcome = "exit %d" % code
-        return outcome, seconds, ru.ru_maxrss / 1024.0, last
+        return outcome, seconds, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0, last
 
 
 def main(argv=None):
@@ -78,15 +80,15 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--limit-gb", type=float, default=12)
     a = ap.parse_args(argv)
-    print("| model | style | mode | outcome | s | peak MiB |")
-    print("|---|---|---|---|---|---|")
+    print("| model | style | mode | outcome | s | cpu s | peak MiB |")
+    print("|---|---|---|---|---:|---:|---:|")
     for model in a.models.split(","):
         for combo in a.combos.split(","):
             style, mode = combo.split("_", 1)
-            outcome, s, mib, last = run_one(a.pst, os.path.join(a.inputs, model), style, mode,
+            outcome, s, cpu, mib, last = run_one(a.pst, os.path.join(a.inputs, model), style, mode,
                                             a.steps, a.timeout, int(a.limit_gb * 2 ** 30))
-            print("| %s | %s | %s | %s | %.1f | %.0f |" % (model, style, mode, outcome, s, mib),
-                  flush=True)
+            print("| %s | %s | %s | %s | %.1f | %.1f | %.0f |"
+                  % (model, style, mode, outcome, s, cpu, mib), flush=True)
             if outcome not in ("exit 0", "exit 1"):
                 print("<!-- %s -->" % last[:200], flush=True)
     return 0

@@ -129,3 +129,12 @@ class GeoRun(OriginalRun):
 
     def released(self, keep):
         self.old = []       # what each trainer last pulled: for its next push only
+
+    def release_servers(self) -> None:
+        """The pservers' values go (style ps compares the trainers' alone: psgeorun.py)."""
+        self.values = {}
+
+    def release_trainers(self) -> None:
+        """The trainers' values go (style ps has compared them: psgeorun.py)."""
+        for ex in self.exs:
+            ex.scope.keep_only(())

@@ -24,11 +24,12 @@ from .geo import rows_of, with_rows
 from .pstables import TableError
 from .pstables.server import geo_server, split_dense
 from .reference import snapshot
-from .values import SelectedRows, SimError, Unallocated, dense
+from .values import SelectedRows, SimError, Unallocated, dense, shape_of
 
 F32 = np.float32
 GEO = "MemorySparseGeoTable"
 DATA_NORM = (".batch_size", ".batch_sum", ".batch_square_sum")
+CHUNK = 1 << 18     # values a dense push or pull computes at once (2 MB in float64)
 
 
 def _flat(v, fdt):
@@ -84,8 +85,7 @@ class GeoClient:
                 for server, part in zip(self.servers, split_dense(vals, n)):
                     self._table(server, tid).push_param(part)
             got = self._pull_dense(tid, params)
-            self._write_dense(params, got)
-            self._set_old(params, got)
+            self._put_dense(self._layout(params), got.astype(self.fdt), got)
 
     # --- the push interval ------------------------------------------------------------
     def record(self, param, value):
@@ -136,33 +136,59 @@ class GeoClient:
 
     def _dense(self, tid, params):
         """delta = (latest - old) / trainers pushed, old += delta; pulled: local = latest +
-        (pulled - old), old = pulled. In place on the concatenations, the same arithmetic
-        (IEEE addition commutes): a dense table of 70M floats holds a few copies at once,
-        not eight."""
-        latest = np.concatenate([_flat(self._get(p), self.fdt) for p in params])
-        old = np.concatenate([self.old[p].reshape(-1) for p in params])
-        for p in params:
-            self.old[p] = None      # (set again below: the concatenation holds them now)
-        delta = np.subtract(latest, old)
-        delta *= 1.0 / self.trainers
-        old += delta
-        part = None
-        for server, part in zip(self.servers, split_dense(delta, len(self.servers))):
+        (pulled - old), old = pulled. Param by param in slices of CHUNK values (the same
+        arithmetic, elementwise: the same bits), the delta rounded to float32 straight into
+        the pushed slices, the delta recomputed after the pull rather than kept: a dense
+        table of 70M floats holds its float32 push and pull at once, and slices."""
+        layout = self._layout(params)
+        n = len(self.servers)
+        total = sum(size for _, _, size in layout)
+        per = total // n + 1
+        padded = np.zeros(per * n, dtype=F32)       # split_dense's layout: float32 slices
+        at = 0
+        for p, _, size in layout:
+            latest, old = _flat(self._get(p), self.fdt), self.old[p].reshape(-1)
+            for lo, hi in _chunks(size):
+                padded[at + lo:at + hi] = self._delta(latest[lo:hi], old[lo:hi])
+            at += size
+        for i, server in enumerate(self.servers):
             try:
-                self._table(server, tid).push(part)
+                self._table(server, tid).push(padded[i * per:(i + 1) * per])
             except TableError as e:
                 raise SimError("geo: %s pushes dense table %d: %s" % (self.label, tid, e)) \
                     from None
-        del delta, part     # (the parts are views of delta)
+        del padded
         got = self._pull_dense(tid, params)
-        local = np.subtract(got, old, out=old)
-        local += latest
-        del latest
-        self._write_dense(params, local)
-        self._set_old(params, got, copy=False)
+        local = np.empty(total, dtype=self.fdt)
+        at, latest, old = 0, None, None
+        for p, _, size in layout:
+            latest, old = _flat(self._get(p), self.fdt), self.old[p].reshape(-1)
+            for lo, hi in _chunks(size):
+                t = np.add(old[lo:hi], self._delta(latest[lo:hi], old[lo:hi]))  # old += delta
+                t = np.subtract(got[at + lo:at + hi].astype(self.fdt), t, out=t)
+                t += latest[lo:hi]                              # local = pulled - old + latest
+                local[at + lo:at + hi] = t
+            at += size
+        del latest, old
+        self._put_dense(layout, local, got)
+
+    def _delta(self, latest, old):
+        """(latest - old) / trainers, as the whole-array update computes it."""
+        delta = np.subtract(latest, old)
+        delta *= 1.0 / self.trainers
+        return delta
+
+    def _layout(self, params) -> list:
+        """(param, shape, size) of a dense table's params in send order."""
+        out = []
+        for p in params:
+            shape = tuple(shape_of(self._get(p)))
+            out.append((p, shape, int(np.prod(shape)) if shape else 1))
+        return out
 
     def _pull_dense(self, tid, params):
-        total = sum(int(np.size(dense(self._get(p)))) for p in params)
+        """The table's float32 values over the pservers, as many as its params hold."""
+        total = sum(size for _, _, size in self._layout(params))
         try:
             got = np.concatenate([self._table(s, tid).pull() for s in self.servers])
         except TableError as e:
@@ -170,26 +196,25 @@ class GeoClient:
         if len(got) < total:
             raise SimError("geo: %s pulls dense table %d: %d values for params %s (%d values)"
                            % (self.label, tid, len(got), ", ".join(params), total))
-        return got[:total].astype(self.fdt)
+        return got[:total]
 
-    def _write_dense(self, params, flat):
+    def _put_dense(self, layout, local, got):
+        """The trainer's params become views of `local` (one array of the table's values in
+        the simulation's float type, laid out as the table: the kernels then see the arrays
+        they always saw, and BLAS sums the same way); what it last pulled, `got`, is kept in
+        float32, as the table holds it (a pulled value is a float32 one: the same value at
+        half the bytes)."""
         at = 0
-        for p in params:
-            shape = np.shape(dense(self._get(p)))
-            size = int(np.prod(shape)) if shape else 1
-            self.scope.put(p, np.asarray(flat[at:at + size], dtype=self.fdt).reshape(shape))
+        for p, shape, size in layout:
+            self.scope.put(p, local[at:at + size].reshape(shape))
+            self.old[p] = np.array(got[at:at + size], dtype=F32)
             at += size
 
-    def _set_old(self, params, flat, copy=True):
-        """old[p] = p's values in `flat` (views of it where `copy` is False: `flat` is the
-        caller's own, which nothing else holds or writes)."""
-        at = 0
-        for p in params:
-            size = int(np.size(dense(self._get(p))))
-            part = flat[at:at + size]
-            self.old[p] = np.array(part, dtype=self.fdt) if copy else \
-                np.asarray(part, dtype=self.fdt)
-            at += size
+
+def _chunks(size):
+    """(lo, hi) of slices of CHUNK values covering `size`."""
+    for lo in range(0, size, CHUNK):
+        yield lo, min(size, lo + CHUNK)
 
 
 def dense_groups(params) -> list:

@@ -48,11 +48,16 @@ class PsGeoReference:
 
     def release(self) -> None:
         """Trained: keep of each trainer's scope only the parameters the comparisons read;
-        what each client last pulled goes (it is for its next push)."""
+        what each client last pulled goes (it is for its next push), and so do the dense
+        tables (only the geo tables' rows are compared on the pservers)."""
         keep = {v.name for v in self.main.parameters()}
         for tr, client in zip(self.trainers, self.clients):
             tr.scope.keep_only(keep)
             client.old = {}
+        for server in self.servers:
+            for tid in [t for t, table in server.tables.items()
+                        if table.table_class != GEO_TABLE]:
+                del server.tables[tid]
 
     def step(self, shards, step, per):
         ops = self.main.global_block.ops
@@ -297,6 +302,7 @@ def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed
                                                        schedule.push_every))
     n = config.trainers
     per = batch // max(1, n)
+    run.release_servers()       # the original's pservers: style ps compares its trainers
     try:
         psref = PsGeoReference(main, ref.init, plan, config, ref_texts, schedule, fdt=fdt,
                                seed=seed, options=options)
@@ -309,6 +315,11 @@ def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed
     except (SimError, TableError) as e:
         raise UserError("the ps geo reference (the original under its descriptors) does not "
                         "run: %s" % e) from None
+    f32 = np.dtype(fdt) == np.float32
+    # the reference against the original's geo run first: then the original goes, and the
+    # split runs beside the reference alone (not beside three runs)
+    original = compare_geo_original(main, psref, run, ref.init, res.rtol, f32)
+    run.release_trainers()
     cluster = None
     try:
         cluster = PsGeoCluster(sp, texts, config, schedule, float_dtype=fdt, seed=seed,
@@ -327,9 +338,8 @@ def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed
             res.notes.extend(x for x in cluster.notes if x not in res.notes)
         return res
     res.notes.extend(x for x in cluster.notes if x not in res.notes)
-    f32 = np.dtype(fdt) == np.float32
     res.params = compare_geo_split(main, psref, cluster, ref.init, res.rtol, f32)
     res.ps = report()
-    res.ps.original = compare_geo_original(main, psref, run, ref.init, res.rtol, f32)
+    res.ps.original = original
     res.ps.why = geo_reasons(psref, res.ps.original) if why else {}
     return res

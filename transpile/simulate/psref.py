@@ -95,13 +95,18 @@ def program_rows(init: dict):
 
 
 class RefTrainer:
-    def __init__(self, tid, main, init, fdt, seed):
+    """`keep`: when given, the temporaries of a step are dropped after their last use
+    (Executor.free_temporaries), but these, which the reference reads after the step."""
+
+    def __init__(self, tid, main, init, fdt, seed, keep=None):
         self.tid = tid
         self.scope = Scope()
         for name, v in init.items():
             self.scope.put(name, snapshot(v))
         self.ex = Executor("ps reference trainer_%d" % tid, main, self.scope,
                            float_dtype=fdt, seed=seed)
+        if keep is not None:
+            self.ex.free_temporaries(keep=keep)
 
 
 class PsReference:
@@ -124,7 +129,6 @@ class PsReference:
                          if w in plan.table_ids}
         self.pushes = {w: g for w, g in self.pushes.items() if w in plan.table_ids}
         self.dense = {c.table_id: (list(c.params), list(c.grads)) for c in plan.dense_ctxs}
-        self.trainers = [RefTrainer(t, main, init, fdt, seed) for t in range(config.trainers)]
         self.touched: dict = {}         # table -> set of keys looked up or pushed
         self.deferred: list = []
         self.cut_pushes: set = set()    # table ids whose pushes the client cut (fit_push)
@@ -132,6 +136,24 @@ class PsReference:
         self.shard_num = {int(p.table_id): int(p.shard_num) or 1
                           for p in self.servers[0].desc_params.values()}
         self.clips = table_clips_of(main, list(self.pushes))
+        self.trainers = [RefTrainer(t, main, init, fdt, seed, keep=self._read_after_step())
+                         for t in range(config.trainers)]
+
+    def _read_after_step(self) -> set:
+        """The vars a trainer's pushes read once its ops have run: the lookups' ids and
+        grads, their show / click vars, the clipped tables' grads and scales, the dense
+        grads (each step of ffm's otherwise keeps 1.3 GB of slice grads to its end)."""
+        block = self.main.global_block
+        out = set()
+        for group in self.pushes.values():
+            for op in group:
+                out.update(op.input("Ids") + op.input("Out@GRAD"))
+            out.update(n for n in show_click_names(group[0], block) if n)
+        for clip in self.clips.values():
+            out.update(n for n in (clip.grad, clip.scale) if n)
+        for _, grads in self.dense.values():
+            out.update(grads)
+        return out
 
     def release(self) -> None:
         """Trained: keep of each trainer's scope only the parameters the comparisons read."""
