@@ -79,3 +79,48 @@ def test_a_bucket_that_read_the_two_powers_at_different_steps_is_found():
     _restore(t, before)
     found, worst = buckets.fit_push(t, grad, want, tol=1e-7)
     assert found == order and worst == 0.0
+
+
+class _Cluster:
+    """What Follower touches of a prediction's cluster: its servers, pulls and dense sends."""
+
+    def __init__(self):
+        self.servers, self.sent = [], []
+
+    def pull_dense(self, tr):
+        pass
+
+    def send_dense(self, tr, ex, op):
+        self.push_dense(0, op)          # the "op" here is the gradient the trainer computed
+
+    def push_dense(self, tid, values):
+        self.sent.append(np.array(values))
+
+
+def _send(cluster, trainer, step, values):
+    from types import SimpleNamespace
+    cluster.send_dense(SimpleNamespace(tid=trainer), SimpleNamespace(step=step),
+                       np.asarray(values, np.float32))
+
+
+def test_a_push_takes_the_runtimes_gradient_when_the_predictions_is_within_tolerance():
+    # float32 rounding in a trainer's sums: the runtime's bits are pushed (Adam would grow the
+    # difference); a gradient beyond the tolerance stays the prediction's own and is named
+    own = np.array([0.5, -1e-9, 2.0], np.float32)
+    runtime = own + np.array([3e-8, 2e-8, 0], np.float32)
+    wrong = own * np.float32(1.01)
+    grads = {(0, 0, 0): runtime, (1, 0, 0): wrong}
+    c = _Cluster()
+    f = buckets.Follower(trace={}, grads=grads)
+    f.install(c)
+    _send(c, 0, 0, own)
+    _send(c, 1, 0, own)
+    _send(c, 0, 1, own)                 # no runtime gradient recorded: its own
+    assert np.array_equal(c.sent[0], runtime)
+    assert np.array_equal(c.sent[1], own) and np.array_equal(c.sent[2], own)
+    assert [(t, s, tid) for t, s, tid, _ in f.offgrad] == [(1, 0, 0)]
+    notes = "\n".join(f.notes())
+    assert "trainer_1's push of step 0 differs from the runtime's by 2.0e-02" in notes
+    assert "(1 of 2 pushes; largest difference 2.0e-02" in notes
+    # both pushes are kept for the verdict: (predicted, runtime's)
+    assert [len(v) for _, v in sorted(f.pushed.items())] == [1, 1]

@@ -109,36 +109,62 @@ def _kw(opts):
     return dict(steps=opts.steps, batch=opts.batch, seed=opts.seed, push_every=opts.push_every)
 
 
-def _spread(sp, texts, config, opts, pred, replay=None):
+def _spread(sp, texts, config, opts, pred, replay=None, grads=None):
     """The prediction's own spread: its trainers' ops in float64 (an adaptive optimizer turns
     rounding noise into steps of its learning rate), the dense Adam tables' bucket orders
-    replayed (`replay`)."""
-    follow = buckets.Follower(replay=replay) if replay is not None else None
+    replayed (`replay`) and the runtime's gradients followed as the prediction follows them
+    (`grads`)."""
+    follow = buckets.Follower(replay=replay, grads=grads) if replay is not None else None
     other = predict_mod.predict(sp, texts, config, fdt=np.float64, follow=follow, **_kw(opts))
+    if follow is not None:
+        pushed_values(other, follow)
     return predict_mod.spread(pred, [other] if other.error is None else [])
+
+
+def read_trace(path):
+    """A trainer's trace<t>.npz: [{table id: pulled values}] in pull order, and {(step, table
+    id): the gradient the step pushed}."""
+    pulls, grads = {}, {}
+    with np.load(path) as z:
+        for k in z.files:
+            j, tid = k.split("/")
+            if j.startswith("g"):
+                grads[(int(j[1:]), int(tid))] = np.asarray(z[k])
+            else:
+                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
+    return [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)], grads
+
+
+def pushed_values(pred, follow):
+    """The gradients each trainer pushed, every push of a table one after the other, as
+    values of the prediction ("grad/<table id>")."""
+    for (t, tid), pairs in sorted(follow.pushed.items()):
+        vals = pred.values.setdefault("trainer_%d" % t, {})
+        vals["grad/%d" % tid] = np.concatenate([a for a, _ in pairs]).astype(np.float64)
 
 
 def follow_runtime(run, sp, texts, config, opts):
     """A split with a dense Adam table: the prediction again, its buckets in the orders the
-    runtime's threads took (buckets.py), read off the trainers' pulls (trace<t>.npz)."""
-    trace = {}
+    runtime's threads took and its pushes the runtime's gradients within the tolerance
+    (buckets.py), read off the trainers' pulls and pushes (trace<t>.npz)."""
+    trace, grads = {}, {}
     for t in range(config.trainers):
         f = os.path.join(run.work, "trace%d.npz" % t)
         if not os.path.isfile(f):
             return
-        with np.load(f) as z:
-            pulls: dict = {}
-            for k in z.files:
-                j, tid = k.split("/")
-                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
-        trace[t] = [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)]
-    follow = buckets.Follower(trace=trace)
+        trace[t], pushed = read_trace(f)
+        grads.update({(t, s, tid): g for (s, tid), g in pushed.items()})
+    follow = buckets.Follower(trace=trace, grads=grads)
     pred = predict_mod.predict(sp, texts, config, follow=follow, **_kw(opts))
     if pred.error is not None:
         return
+    pushed_values(pred, follow)
+    for (t, tid), pairs in sorted(follow.pushed.items()):
+        run.values.setdefault("trainer_%d" % t, {})["grad/%d" % tid] = np.concatenate(
+            [b for _, b in pairs]).astype(np.float64)
     base = run.prediction
     pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + follow.notes()
-    pred.spread = _spread(sp, texts, config, opts, pred, replay=follow.orders)
+    pred.spread = _spread(sp, texts, config, opts, pred, replay=follow.orders, grads=grads)
     run.prediction = pred
 
 

@@ -15,7 +15,8 @@ from typing import Optional
 import numpy as np
 
 RTOL = 1e-6
-KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)"}
+KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)",
+        "grad": "pushed gradients"}
 
 
 @dataclass
@@ -87,6 +88,8 @@ class RunVerdict:
 
 def _name(key, names):
     kind, _, rest = key.partition("/")
+    if kind == "grad":
+        return "dense table %s" % rest
     return rest if kind == "dense" else names.get(rest, "table " + rest)
 
 
