@@ -112,7 +112,7 @@ def run(split_dir, local, cluster, steps, batch, seed, push_every, rtol, expect_
     from ..runtime.local import LocalOptions
     ctx.exit(_run_local(split_dir, config, paddle, LocalOptions(
         steps=steps, batch=batch, seed=seed, push_every=push_every, base_port=port_base,
-        timeout=timeout), fmt, work, dict(rtol=rtol, expect_equal=expect_equal,
+        timeout=timeout, rtol=rtol), fmt, work, dict(rtol=rtol, expect_equal=expect_equal,
                                           accepted=accept_unchanged)))
 
 
