@@ -193,17 +193,44 @@ def test_a_value_that_did_not_move_is_said_to_prove_nothing():
     assert compare(run, "s", cfg, expect_equal=True).exit_code == 0
 
 
-def test_a_pserver_that_dies_while_the_trainers_train_is_named():
+def test_a_pserver_that_dies_while_the_trainers_train_is_named(tmp_path):
     cfg = load_config(CFG)
     cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
     run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver1": -6})
+    run.work = str(tmp_path)
+    (tmp_path / "pserver1.json").write_text('{"step": "serving"}')    # it had started
     run.deaths = {1: -6}
     v = compare(run, "s", cfg)
     assert v.exit_code == 1
     assert v.failures == ["pserver_1 was killed by signal 6 while the trainers trained "
-                          "(log: /tmp/w/pserver1.log)"]
+                          "(log: %s/pserver1.log)" % tmp_path]
     assert to_json(v)["summary"] == "the split does not train on Paddle's runtime (1 pserver " \
                                     "failed)"
+
+
+def test_a_pserver_that_cannot_start_from_an_empty_initializer_is_paddles_fault(tmp_path):
+    # ps-gen/inits_adam_sync: the_one_ps writes "" for the Param of a dense table whose first
+    # param an assign fills; Paddle's pserver segfaults in CreateInitializer, on Paddle's own
+    # split too: the prediction's tables know it, and the failure says so in its one line
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver0": -11})
+    run.work = str(tmp_path)                    # no pserver0.json: it never served
+    run.deaths = {0: -11}
+    run.prediction.notes = [
+        "pserver_0/server_desc.txt: downpour_table_param[1] (table_id 1): Param has an empty "
+        "initializer; Paddle's MemoryDenseTable::CreateInitializer throws on it: the pserver "
+        "does not start (started at 0 here)"]
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1 and len(v.failures) == 1
+    assert v.failures[0].startswith(
+        "pserver_0 was killed by signal 11 at its start: table 1's Param has an empty "
+        "initializer, which Paddle's MemoryDenseTable::CreateInitializer cannot read")
+    assert "Paddle's fault, not the split's" in v.failures[0]
+    assert "\n" not in v.failures[0]
+    run.prediction.notes = []                   # no cause known: only where it died
+    assert compare(run, "s", cfg).failures == [
+        "pserver_0 was killed by signal 11 at its start (log: %s/pserver0.log)" % tmp_path]
 
 
 def test_the_launcher_stops_the_trainers_when_a_pserver_dies(tmp_path):

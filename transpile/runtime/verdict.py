@@ -9,6 +9,7 @@ when each of its 10 buckets runs first or last (the bucket threads race for the 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -141,8 +142,10 @@ def failures(run, config) -> list:
     for i, rc in sorted(run.deaths.items()):
         how = "was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0 else \
             "exited %s" % rc
-        out.append("pserver_%d %s while the trainers trained (log: %s/pserver%d.log)"
-                   % (i, how, run.work, i))
+        served = os.path.isfile(os.path.join(run.work, "pserver%d.json" % i))
+        out.append("pserver_%d %s %s%s (log: %s/pserver%d.log)"
+                   % (i, how, "while the trainers trained" if served else "at its start",
+                      "" if served else _start_fault(run.prediction.notes), run.work, i))
     for t in range(config.trainers):
         tag = "trainer%d" % t
         rc = run.exits.get(tag)
@@ -164,6 +167,21 @@ def failures(run, config) -> list:
             out.append("trainer_%d exited %s %s (log: %s/%s.log)" % (t, rc, where, run.work,
                                                                      tag))
     return out
+
+
+def _start_fault(notes) -> str:
+    """Why a pserver cannot start, as the prediction's tables found it: an empty initializer
+    (simulate/pstables/dense.py), which Paddle's own split of the program holds too."""
+    import re
+    found = sorted({m.groups() for n in notes for m in [re.search(
+        r"\(table_id (\d+)\): (\w+) has an empty initializer", n)] if m})
+    if not found:
+        return ""
+    return (": %s an empty initializer, which Paddle's MemoryDenseTable::CreateInitializer "
+            "cannot read (Paddle's PsDescBuilder writes it for a dense parameter no initializer "
+            "op it knows fills, e.g. an assign; Paddle's own split of the program fails so: "
+            "Paddle's fault, not the split's)"
+            % " and ".join("table %s's %s has" % (t, n) for t, n in found))
 
 
 def _where(step) -> str:
