@@ -276,3 +276,21 @@ def test_a_run_folder_used_again_starts_clean(tmp_path):
     clear_run(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["feeds.npz", "mine.txt", "sync"]
     assert not os.listdir(tmp_path / "sync")
+
+
+def test_pushed_gradients_are_held_to_their_own_tolerance():
+    # a trainer's gradient rounds through its forward and backward in Paddle's kernels: held to
+    # GRAD_RTOL (1e-5) times max(1, its largest value); the parameters stay at rtol
+    from transpile.runtime.buckets import GRAD_RTOL
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0])
+    run.prediction.values["trainer_0"]["grad/0"] = np.array([1.25, -0.5])
+    run.values["trainer_0"]["grad/0"] = np.array([1.25 + 1.4e-6, -0.5])
+    v = compare(run, "s", cfg)
+    row = [d for d in v.diffs if d.key == "grad/0"][0]
+    assert v.exit_code == 0 and row.name == "dense table 0"
+    assert row.tol == pytest.approx(GRAD_RTOL * 1.25)
+    run.values["trainer_0"]["grad/0"] = np.array([1.25 + 1e-4, -0.5])
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1 and v.differing == ["dense table 0"]

@@ -4,8 +4,11 @@ prediction, value by value, and how it is printed (text, json, junit).
 A value is equal when its largest difference is within `rtol * max(1, largest predicted
 value)` (float32 rounding: the runtime's kernels sum in another order) plus the prediction's
 own spread: how far the prediction moves when the trainers compute in float64 (an adaptive
-optimizer turns rounding noise into steps of its learning rate) and, with a dense Adam table,
-when each of its 10 buckets runs first or last (the bucket threads race for the beta powers).
+optimizer turns rounding noise into steps of its learning rate). With a dense Adam table the
+prediction follows the runtime's bucket orders and pushed gradients (buckets.py), and the
+gradients the prediction computed are compared with the runtime's as values of their own
+("grad/<table id>"), to `max(rtol, GRAD_RTOL)` times max(1, the largest gradient) plus float64's
+rounding of them.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+
+from .buckets import GRAD_RTOL
 
 RTOL = 1e-6
 KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)",
@@ -122,7 +127,8 @@ def compare(run, split_dir, config, rtol: float = RTOL, expect_equal: bool = Fal
             have = have.reshape(want.shape)
             d = float(np.max(np.abs(have - want))) if want.size else 0.0
             scale = float(np.max(np.abs(want))) if want.size else 0.0
-            tol = rtol * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
+            r = max(rtol, GRAD_RTOL) if key.startswith("grad/") else rtol
+            tol = r * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
             start = pred.start.get(key)
             moved = None if start is None or np.size(start) != have.size else \
                 float(np.max(np.abs(have - np.asarray(start, np.float64).reshape(have.shape)),
