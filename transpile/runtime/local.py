@@ -186,7 +186,7 @@ def follow_runtime(run, sp, texts, config, opts):
     pushed_values(pred, follow, run.values)
     base = run.prediction
     pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + \
-        follow.notes() + gradient_notes(follow, wide, opts.rtol)
+        follow.notes() + gradient_notes(follow, wide, max(opts.rtol, buckets.GRAD_RTOL))
     if other.error is None:
         pushed_values(other, wide)
         pred.spread = predict_mod.spread(pred, [other])
@@ -302,7 +302,10 @@ def _watch(run, servers, trainers, deadline):
         # a pserver trainer 0 stopped at the end exits 0, maybe before the others are gone
         dead = [i for i, p in enumerate(servers) if p.poll() not in (None, 0)]
         late = time.time() > deadline
-        if left and (dead or late):
+        # a trainer that failed: the others may wait inside Paddle for it (a barrier of
+        # init_params), where no abort token reaches them
+        failed = any(rc not in (0, 4) for t, rc in run.exits.items() if t.startswith("trainer"))
+        if left and (dead or late or failed):
             for i in dead:
                 run.exits["pserver%d" % i] = run.deaths[i] = servers[i].returncode
             open(abort, "w").close()

@@ -124,6 +124,12 @@ def load(path):
         return paddle.static.Program.parse_from_string(f.read())
 
 
+def selected_rows_vars(prog):
+    """The names of the program's SelectedRows vars."""
+    return {v.name for v in prog.list_vars()
+            if v.type == core.VarDesc.VarType.SELECTED_ROWS}
+
+
 def remove_ops(prog, op_type):
     blk = prog.global_block()
     for i in range(len(blk.ops) - 1, -1, -1):
@@ -238,8 +244,16 @@ class RoleTrainer:
     def start(self):
         self.exe.run(self.startup)
         if SETUP.get("init"):
+            rows = selected_rows_vars(self.startup)
             for name, value in np.load(SETUP["init"]).items():
-                if self.scope.find_var(name) is not None:
+                if self.scope.find_var(name) is None:
+                    continue
+                if name in rows:    # a SelectedRows param (sparse_embedding's): its value
+                    sr = self.scope.var(name).get_selected_rows()
+                    sr.set_height(int(value.shape[0]))
+                    sr.set_rows(list(range(int(value.shape[0]))))
+                    sr.get_tensor().set(value, self.place)
+                else:
                     self.scope.var(name).get_tensor().set(value, self.place)
         if self.mode == "sync":
             self.comm = barrier_communicator(self.desc, self.scope)
