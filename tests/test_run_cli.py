@@ -294,3 +294,25 @@ def test_pushed_gradients_are_held_to_their_own_tolerance():
     run.values["trainer_0"]["grad/0"] = np.array([1.25 + 1e-4, -0.5])
     v = compare(run, "s", cfg)
     assert v.exit_code == 1 and v.differing == ["dense table 0"]
+
+
+def test_a_geo_trainer_that_hangs_in_init_params_with_two_dense_tables_is_named(tmp_path):
+    # ps-gen/datanorm_sgd_geo: data_norm's statistics are a second geo dense table; Paddle's
+    # GeoCommunicator::InitParams waits at the BarrierTable once per dense table at once, and
+    # the barrier counts trainer ids: the start hangs, on Paddle's own split too
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], reports={"trainer0": {"step": "start"}},
+               exits={"trainer0": "timeout"})
+    run.work = str(tmp_path)
+    (tmp_path / "sync").mkdir()
+    (tmp_path / "sync" / "init_params.0").write_text("")
+    run.prediction.geo = {"dense": [{"table_id": 1}, {"table_id": 2}], "sparse": []}
+    line = compare(run, "s", cfg).failures[0]
+    assert line.startswith("trainer_0 timed out at its start in Paddle's "
+                           "GeoCommunicator::InitParams: its 2 dense tables' InitDense run at "
+                           "once")
+    assert "Paddle's fault, not the split's" in line
+    (tmp_path / "sync" / "pushed.0").write_text("")     # it got past init_params: not there
+    assert compare(run, "s", cfg).failures[0] == (
+        "trainer_0 timed out at its start (log: %s/trainer0.log)" % tmp_path)

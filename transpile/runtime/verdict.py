@@ -160,7 +160,8 @@ def failures(run, config) -> list:
             continue
         where = _where(rep.get("step"))
         if rc == "timeout":
-            out.append("trainer_%d timed out %s (log: %s/%s.log)" % (t, where, run.work, tag))
+            out.append("trainer_%d timed out %s%s (log: %s/%s.log)"
+                       % (t, where, _geo_start_hang(run, t), run.work, tag))
         elif isinstance(rc, int) and rc < 0:
             out.append("trainer_%d was killed by signal %d %s (log: %s/%s.log)"
                        % (t, -rc, where, run.work, tag))
@@ -188,6 +189,26 @@ def _start_fault(notes) -> str:
             "op it knows fills, e.g. an assign; Paddle's own split of the program fails so: "
             "Paddle's fault, not the split's)"
             % " and ".join("table %s's %s has" % (t, n) for t, n in found))
+
+
+def _geo_start_hang(run, t) -> str:
+    """Where a geo trainer that timed out hung: in Paddle's GeoCommunicator::InitParams
+    (rolegeo.py marks its start; it passes the "pushed" turn after). With two dense tables or
+    more, why: InitParams runs an InitDense per dense table at once in its thread pool, each
+    waiting at the pservers' BarrierTable, whose round counts the trainer ids that arrived in
+    a set: a trainer's second arrival while its first waits counts once, that round passes
+    with it, and the next waits for a trainer that has gone (barrier_table.cc)."""
+    sync = os.path.join(run.work, "sync")
+    if not os.path.exists(os.path.join(sync, "init_params.%d" % t)) or \
+            os.path.exists(os.path.join(sync, "pushed.%d" % t)):
+        return ""
+    dense = len((run.prediction.geo or {}).get("dense") or [])
+    if dense < 2:
+        return " in Paddle's GeoCommunicator::InitParams"
+    return (" in Paddle's GeoCommunicator::InitParams: its %d dense tables' InitDense run at "
+            "once, each waiting at the BarrierTable, which counts a trainer's two arrivals "
+            "once; the barrier waits for a trainer that has passed (Paddle's own geo start "
+            "runs them so: Paddle's fault, not the split's)" % dense)
 
 
 def _where(step) -> str:
