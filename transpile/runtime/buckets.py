@@ -12,10 +12,12 @@ never a multiplication lost).
 tables (role.py, `trace<id>.npz`); the first pull after a push reads the table as that push left
 it (the trainers take turns; in sync every trainer pulls after the pour). For each bucket of
 such a push the prediction takes the j, of the 10 Paddle's code allows, whose update reproduces
-the pulled values most closely; everything else (the gradients, the moments, the rule, the
-other tables) stays the prediction's own. A j is one discrete choice per bucket and push, of a
-learning-rate factor shared by the bucket's values: a wrong gradient or rule is not absorbed,
-its values still differ (and a push no j reproduces is named in a note).
+the pulled values most closely; everything else (the moments, the rule, the other tables)
+stays the prediction's own. A j is one discrete choice per bucket and push, of a learning-rate
+factor shared by the bucket's values: a wrong rule is not absorbed, its values still differ
+(and a push no j reproduces is named in a note). A bucket whose values no j changes (no
+gradient, no moments) is blind: its thread may have multiplied last, so the push then ends ten
+multiplications on.
 
 The gradients a dense table is pushed are followed too (`grads`: what each trainer's step
 pushed, role.py records them with the pulls): the trainers' float32 products sum in another
