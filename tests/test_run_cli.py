@@ -193,17 +193,44 @@ def test_a_value_that_did_not_move_is_said_to_prove_nothing():
     assert compare(run, "s", cfg, expect_equal=True).exit_code == 0
 
 
-def test_a_pserver_that_dies_while_the_trainers_train_is_named():
+def test_a_pserver_that_dies_while_the_trainers_train_is_named(tmp_path):
     cfg = load_config(CFG)
     cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
     run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver1": -6})
+    run.work = str(tmp_path)
+    (tmp_path / "pserver1.json").write_text('{"step": "serving"}')    # it had started
     run.deaths = {1: -6}
     v = compare(run, "s", cfg)
     assert v.exit_code == 1
     assert v.failures == ["pserver_1 was killed by signal 6 while the trainers trained "
-                          "(log: /tmp/w/pserver1.log)"]
+                          "(log: %s/pserver1.log)" % tmp_path]
     assert to_json(v)["summary"] == "the split does not train on Paddle's runtime (1 pserver " \
                                     "failed)"
+
+
+def test_a_pserver_that_cannot_start_from_an_empty_initializer_is_paddles_fault(tmp_path):
+    # ps-gen/inits_adam_sync: the_one_ps writes "" for the Param of a dense table whose first
+    # param an assign fills; Paddle's pserver segfaults in CreateInitializer, on Paddle's own
+    # split too: the prediction's tables know it, and the failure says so in its one line
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver0": -11})
+    run.work = str(tmp_path)                    # no pserver0.json: it never served
+    run.deaths = {0: -11}
+    run.prediction.notes = [
+        "pserver_0/server_desc.txt: downpour_table_param[1] (table_id 1): Param has an empty "
+        "initializer; Paddle's MemoryDenseTable::CreateInitializer throws on it: the pserver "
+        "does not start (started at 0 here)"]
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1 and len(v.failures) == 1
+    assert v.failures[0].startswith(
+        "pserver_0 was killed by signal 11 at its start: table 1's Param has an empty "
+        "initializer, which Paddle's MemoryDenseTable::CreateInitializer cannot read")
+    assert "Paddle's fault, not the split's" in v.failures[0]
+    assert "\n" not in v.failures[0]
+    run.prediction.notes = []                   # no cause known: only where it died
+    assert compare(run, "s", cfg).failures == [
+        "pserver_0 was killed by signal 11 at its start (log: %s/pserver0.log)" % tmp_path]
 
 
 def test_the_launcher_stops_the_trainers_when_a_pserver_dies(tmp_path):
@@ -249,3 +276,43 @@ def test_a_run_folder_used_again_starts_clean(tmp_path):
     clear_run(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == ["feeds.npz", "mine.txt", "sync"]
     assert not os.listdir(tmp_path / "sync")
+
+
+def test_pushed_gradients_are_held_to_their_own_tolerance():
+    # a trainer's gradient rounds through its forward and backward in Paddle's kernels: held to
+    # GRAD_RTOL (1e-5) times max(1, its largest value); the parameters stay at rtol
+    from transpile.runtime.buckets import GRAD_RTOL
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0])
+    run.prediction.values["trainer_0"]["grad/0"] = np.array([1.25, -0.5])
+    run.values["trainer_0"]["grad/0"] = np.array([1.25 + 1.4e-6, -0.5])
+    v = compare(run, "s", cfg)
+    row = [d for d in v.diffs if d.key == "grad/0"][0]
+    assert v.exit_code == 0 and row.name == "dense table 0"
+    assert row.tol == pytest.approx(GRAD_RTOL * 1.25)
+    run.values["trainer_0"]["grad/0"] = np.array([1.25 + 1e-4, -0.5])
+    v = compare(run, "s", cfg)
+    assert v.exit_code == 1 and v.differing == ["dense table 0"]
+
+
+def test_a_geo_trainer_that_hangs_in_init_params_with_two_dense_tables_is_named(tmp_path):
+    # ps-gen/datanorm_sgd_geo: data_norm's statistics are a second geo dense table; Paddle's
+    # GeoCommunicator::InitParams waits at the BarrierTable once per dense table at once, and
+    # the barrier counts trainer ids: the start hangs, on Paddle's own split too
+    cfg = load_config(CFG)
+    cfg = cfg.__class__(**{**cfg.__dict__, "trainers": 1})
+    run = _run([1.0, 2.0], reports={"trainer0": {"step": "start"}},
+               exits={"trainer0": "timeout"})
+    run.work = str(tmp_path)
+    (tmp_path / "sync").mkdir()
+    (tmp_path / "sync" / "init_params.0").write_text("")
+    run.prediction.geo = {"dense": [{"table_id": 1}, {"table_id": 2}], "sparse": []}
+    line = compare(run, "s", cfg).failures[0]
+    assert line.startswith("trainer_0 timed out at its start in Paddle's "
+                           "GeoCommunicator::InitParams: its 2 dense tables' InitDense run at "
+                           "once")
+    assert "Paddle's fault, not the split's" in line
+    (tmp_path / "sync" / "pushed.0").write_text("")     # it got past init_params: not there
+    assert compare(run, "s", cfg).failures[0] == (
+        "trainer_0 timed out at its start (log: %s/trainer0.log)" % tmp_path)

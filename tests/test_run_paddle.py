@@ -154,6 +154,39 @@ def test_widedeeps_split_under_fix_trains_as_simulate_predicts(tmp_path, paddle_
     assert not res["unmoved"], res["unmoved"]
 
 
+def test_dense_adam_followed_to_its_pushed_gradients_is_equal(tmp_path, paddle_python):
+    # ps-gen/slots_adam_async: 3 trainers, slot columns no id touches (blind buckets); each
+    # push applies the runtime's gradient and the prediction's own is compared beside it
+    # (docs/running.md, "Dense Adam": it differed by 3.3e-4 before)
+    c = os.path.join(CORPUS, "ps-gen", "slots_adam_async")
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   os.path.join(c, "cluster.yaml"))
+    code, res = _run(split, paddle_python, "--steps", "3", "--work", str(tmp_path / "w"))
+    assert code == 0 and res["equal"], res
+    grads = [v for v in res["values"] if v["value"].startswith("grad/")]
+    assert len(grads) == 3 and all(v["ok"] and v["max_abs"] < 1e-6 for v in grads), grads
+    assert any("applies the gradient the runtime's trainer pushed" in n for n in res["notes"])
+
+
+def test_paddles_own_faults_are_named_in_one_line(tmp_path, paddle_python):
+    # ps-gen/inits_adam_sync: the pservers segfault on the empty initializer Paddle's
+    # PsDescBuilder writes; ps-gen/static_emb_adam_geo: Paddle's GeoCommunicator::InitParams
+    # takes sparse_embedding's SelectedRows param for a dense tensor (docs/running.md)
+    says = {"inits_adam_sync": "pserver_0 was killed by signal 11 at its start: table 1's "
+                               "Param has an empty initializer",
+            "static_emb_adam_geo": "died at its start: RuntimeError: Paddle's "
+                                   "GeoCommunicator::InitParams fails"}
+    for case, line in sorted(says.items()):
+        c = os.path.join(CORPUS, "ps-gen", case)
+        split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                       os.path.join(c, "cluster.yaml"), name=case)
+        code, res = _run(split, paddle_python, "--steps", "2", "--timeout", "120",
+                         "--work", str(tmp_path / ("w" + case)))
+        assert code == 1, res
+        assert any(line in f and "Paddle's fault, not the split's" in f
+                   for f in res["failures"]), res["failures"]
+
+
 def test_the_roles_of_a_cluster_from_fleetruns_environment(tmp_path, paddle_python):
     # four `pstranspile run SPLIT` processes with the environment fleetrun sets (gloo with a
     # file store): each starts its role, the trainers train and --save what they trained

@@ -141,7 +141,7 @@ def run(a: RunArgs):
     from ..runtime.local import LocalOptions
     ctx.exit(_run_local(a.split_dir, config, paddle, LocalOptions(
         steps=a.steps, batch=batch, seed=a.seed, push_every=a.push_every,
-        base_port=a.port_base, timeout=a.timeout), a.fmt, a.work,
+        base_port=a.port_base, timeout=a.timeout, rtol=a.rtol), a.fmt, a.work,
         dict(rtol=a.rtol, expect_equal=a.expect_equal, accepted=a.accept_unchanged)))
 
 

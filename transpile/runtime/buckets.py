@@ -12,10 +12,24 @@ never a multiplication lost).
 tables (role.py, `trace<id>.npz`); the first pull after a push reads the table as that push left
 it (the trainers take turns; in sync every trainer pulls after the pour). For each bucket of
 such a push the prediction takes the j, of the 10 Paddle's code allows, whose update reproduces
-the pulled values most closely; everything else (the gradients, the moments, the rule, the
-other tables) stays the prediction's own. A j is one discrete choice per bucket and push, of a
-learning-rate factor shared by the bucket's values: a wrong gradient or rule is not absorbed,
-its values still differ (and a push no j reproduces is named in a note).
+the pulled values most closely; everything else (the moments, the rule, the other tables)
+stays the prediction's own. A j is one discrete choice per bucket and push, of a learning-rate
+factor shared by the bucket's values: a wrong rule is not absorbed, its values still differ
+(and a push no j reproduces is named in a note). A bucket whose values no j changes (no
+gradient, no moments) is blind: its thread may have multiplied last, so the push then ends ten
+multiplications on.
+
+The gradients a dense table is pushed are followed too (`grads`: what each trainer's step
+pushed, role.py records them with the pulls): the trainers' float32 products sum in another
+order in Paddle's kernels than in numpy's, and Adam turns that rounding, in a gradient near
+zero (below its epsilon 1e-8; a bias before a batch norm has only such), into a step of up to
+its learning rate, which the next steps feed back (measured: paddlerec-ps/dssm_async's first
+push differs from the prediction's by 4.6e-8 and the tables by 5.4e-6 after it, 3e-3 after 8
+pushes; with the runtime's own gradients every push of it is reproduced bit for bit). So each
+push applies the runtime's gradient, and the gradient the prediction computed from the same
+pulled values is kept beside it (`pushed`): the verdict compares them as values of their own
+(local.py: to the tolerance plus the float64 variant's rounding of the same pushes), so a wrong
+gradient still shows, and a wrong rule shows in a push no order reproduces.
 """
 from __future__ import annotations
 
@@ -26,6 +40,11 @@ from ..simulate.pstables.server import split_dense
 
 F32 = np.float32
 STATE = ("Param", "Moment1", "Moment2")
+# the pushed gradients' tolerance, times max(1, the largest gradient), plus the float64
+# variant's rounding: Paddle's kernels round a trainer's forward and backward otherwise than
+# numpy's (measured: ps/mlp_adam_sync's runtime gradient 1.4e-6 from the prediction's at 1.25,
+# where the prediction is 2e-8 from float64's; docs/running.md, "Dense Adam")
+GRAD_RTOL = 1e-5
 
 
 def adam_tables(cluster):
@@ -43,11 +62,12 @@ def powers(start, beta):
     return out
 
 
-def last(bounds, exponents) -> int:
+def last(bounds, exponents, blind=()) -> int:
     """How many of a push's multiplications of the powers stand at its end: the most any
     bucket read (the thread that wrote last reads what it wrote; two threads multiplying the
-    same value lose one), 10 when a bucket is empty (its thread, unseen, may write last)."""
-    if any(bounds[k] == bounds[k + 1] for k in range(TASK_POOL_SIZE)):
+    same value lose one), 10 when a bucket is empty or `blind` (its values the same whatever
+    it read: no gradient, no moments) (its thread, unseen, may write last)."""
+    if blind or any(bounds[k] == bounds[k + 1] for k in range(TASK_POOL_SIZE)):
         return TASK_POOL_SIZE
     return max(max(pair(e)) for e in exponents)
 
@@ -91,42 +111,49 @@ def fit_push(table, grad, want, tol=0.0):
     v, rule = table.values, table.rule
     p1, p2 = powers(v["Beta1Pow"][0], rule.beta1), powers(v["Beta2Pow"][0], rule.beta2)
     bounds = bucket(table.param_dim, TASK_POOL_SIZE)
-    chosen, worst = [], 0.0
+    chosen, worst, blind = [], 0.0, []
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in range(TASK_POOL_SIZE):
             lo, hi = bounds[k], bounds[k + 1]
             before = {n: v[n][lo:hi].copy() for n in STATE}
-            best = None
+            best, seen = None, []
             for group in (CANDIDATES, PAIRS):
                 for e in group:
                     _set_powers(v, p1, p2, e)
                     rule.update(grad, lo, hi)
                     d = float(np.max(np.abs(v["Param"][lo:hi] - want[lo:hi]))) \
                         if hi > lo else 0.0
+                    if e in (1, TASK_POOL_SIZE):
+                        seen.append(v["Param"][lo:hi].copy())
                     if best is None or d < best[0]:     # ties: the first, fewest steps
                         best = (d, e, {n: v[n][lo:hi].copy() for n in STATE})
                     for n in STATE:
                         v[n][lo:hi] = before[n]
                 if best[0] <= tol:
                     break
+            if np.array_equal(seen[0], seen[-1]):   # what it read leaves no trace
+                blind.append(k)
             d, e, after = best
             for n in STATE:
                 v[n][lo:hi] = after[n]
             chosen.append(e)
             worst = max(worst, d)
-    end = last(bounds, chosen)
+    end = last(bounds, chosen, blind)
     v["Beta1Pow"][0], v["Beta2Pow"][0] = p1[end], p2[end]
     return chosen, worst
 
 
 class Follower:
     """Installed on a prediction's cluster: its dense Adam tables take each push's bucket order
-    from the runtime's pulls (`trace`: trainer -> [{table id: pulled values}] in pull order),
-    or replay the orders of an earlier Follower (`replay`: (pserver, table id) -> [exponents
-    per push])."""
+    from the runtime's pulls (`trace`: trainer -> [{table id: pulled values}] in pull order)
+    and each dense push the runtime's gradient (`grads`: (trainer, step, table id) -> what
+    that step pushed) where the prediction's own is within the tolerance of it."""
 
-    def __init__(self, trace=None, replay=None, rtol=1e-6):
-        self.trace, self.replay, self.rtol = trace, replay, rtol
+    def __init__(self, trace=None, rtol=1e-6, grads=None):
+        self.trace, self.rtol, self.grads = trace, rtol, grads
+        self.pushed: dict = {}          # (trainer, table id) -> [(predicted, runtime's)]
+        self.offsets: dict = {}         # (trainer, step, table id) -> floats taken so far
+        self.sending = None             # (trainer, step) of the send running
         self.orders: dict = {}          # (pserver, table id) -> [exponents of each push]
         self.unmatched: list = []       # (pserver, table id, push, difference)
         self.unseen: list = []          # (pserver, table id, push): no pull read it alone
@@ -138,26 +165,51 @@ class Follower:
         self.servers = len(cluster.servers)
         for index, tid, table in adam_tables(cluster):
             table.apply = self._apply(index, tid, table)
-        if self.replay is None:
-            real = cluster.pull_dense
+        real = cluster.pull_dense
 
-            def pull_dense(tr):
-                self._observe(cluster, tr)
-                real(tr)
-            cluster.pull_dense = pull_dense
+        def pull_dense(tr):
+            self._observe(cluster, tr)
+            real(tr)
+        cluster.pull_dense = pull_dense
+        if self.grads is not None:
+            self._follow_gradients(cluster)
+
+    def _follow_gradients(self, cluster):
+        """Each dense push takes the runtime's gradient of the same trainer, step and table
+        (the module's docstring)."""
+        send, push = cluster.send_dense, cluster.push_dense
+
+        def send_dense(tr, ex, op):
+            self.sending = (tr.tid, ex.step)
+            try:
+                return send(tr, ex, op)
+            finally:
+                self.sending = None
+
+        def push_dense(tid, values):
+            return push(tid, self._gradient(int(tid), values))
+        cluster.send_dense, cluster.push_dense = send_dense, push_dense
+
+    def _gradient(self, tid, values):
+        """The gradient a push sends: the runtime's (its own kept beside it, for the
+        verdict)."""
+        if self.sending is None:
+            return values
+        t, s = self.sending
+        full = self.grads.get((t, s, tid))
+        at = self.offsets.get((t, s, tid), 0)
+        if full is None or at + len(values) > len(full):
+            return values
+        got = np.asarray(full[at:at + len(values)], dtype=F32)
+        self.offsets[(t, s, tid)] = at + len(values)
+        self.pushed.setdefault((t, tid), []).append((s, np.array(values, dtype=F32), got))
+        return got
 
     def _apply(self, index, tid, table):
         key = (index, tid)
 
         def apply(grad):
             grad = np.asarray(grad, dtype=F32)
-            if self.replay is not None:
-                done = self.orders.setdefault(key, [])
-                order = self.replay.get(key, [])
-                run_push(table, grad, order[len(done)] if len(done) < len(order)
-                         else list(range(1, TASK_POOL_SIZE + 1)))
-                done.append(None)
-                return
             state = {n: np.array(a) for n, a in table.values.items()}
             self.pending.setdefault(key, []).append((state, grad))
             run_push(table, grad, list(range(1, TASK_POOL_SIZE + 1)))

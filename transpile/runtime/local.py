@@ -35,6 +35,7 @@ class LocalOptions:
     push_every: Optional[int] = None
     base_port: Optional[int] = None
     timeout: float = 300.0
+    rtol: float = 1e-6
 
 
 @dataclass
@@ -110,36 +111,86 @@ def _kw(opts):
                                               opts.push_every))
 
 
-def _spread(sp, texts, config, opts, pred, replay=None):
+def _spread(sp, texts, config, opts, pred):
     """The prediction's own spread: its trainers' ops in float64 (an adaptive optimizer turns
-    rounding noise into steps of its learning rate), the dense Adam tables' bucket orders
-    replayed (`replay`)."""
-    follow = buckets.Follower(replay=replay) if replay is not None else None
-    other = predict_mod.predict(sp, texts, config, fdt=np.float64, follow=follow, **_kw(opts))
+    rounding noise into steps of its learning rate)."""
+    other = predict_mod.predict(sp, texts, config, fdt=np.float64, **_kw(opts))
     return predict_mod.spread(pred, [other] if other.error is None else [])
+
+
+def read_trace(path):
+    """A trainer's trace<t>.npz: [{table id: pulled values}] in pull order, and {(step, table
+    id): the gradient the step pushed}."""
+    pulls, grads = {}, {}
+    with np.load(path) as z:
+        for k in z.files:
+            j, tid = k.split("/")
+            if j.startswith("g"):
+                grads[(int(j[1:]), int(tid))] = np.asarray(z[k])
+            else:
+                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
+    return [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)], grads
+
+
+def pushed_values(pred, follow, runtime=None):
+    """The gradients each trainer pushed, every push of a table one after the other, as
+    values of the prediction ("grad/<table id>"), and of the runtime's values (`runtime`)."""
+    for (t, tid), pushes in sorted(follow.pushed.items()):
+        own = np.concatenate([a for _, a, _ in pushes]).astype(np.float64)
+        pred.values.setdefault("trainer_%d" % t, {})["grad/%d" % tid] = own
+        if runtime is not None:
+            runtime.setdefault("trainer_%d" % t, {})["grad/%d" % tid] = np.concatenate(
+                [b for _, _, b in pushes]).astype(np.float64)
+
+
+def gradient_notes(follow, wide, rtol) -> list:
+    """A line per table on the pushes whose gradients the prediction took from the runtime, and
+    one per push the prediction's gradient differs from the runtime's beyond rtol * max(1, its
+    largest value) plus the float64 variant's difference from it (`wide`: its rounding)."""
+    out = []
+    for (t, tid), pushes in sorted(follow.pushed.items()):
+        others = wide.pushed.get((t, tid), [])
+        worst, off = 0.0, []
+        for i, (s, own, got) in enumerate(pushes):
+            d = float(np.max(np.abs(own - got), initial=0.0))
+            r = float(np.max(np.abs(own - others[i][1]), initial=0.0)) \
+                if i < len(others) and others[i][1].shape == own.shape else 0.0
+            worst = max(worst, d)
+            if d > rtol * max(1.0, float(np.max(np.abs(got), initial=0.0))) + r:
+                off.append("step %d by %.1e (float64's rounding %.1e)" % (s, d, r))
+        out.append("dense table %d, trainer_%d: each of its %d pushes applies the gradient the "
+                   "runtime's trainer pushed; the prediction's, from the same pulled values, "
+                   "is %.1e from it at most (float32 rounding that Adam grows; docs/running.md, "
+                   "\"Dense Adam\")%s" % (tid, t, len(pushes), worst,
+                                          "; beyond the tolerance: " + ", ".join(off)
+                                          if off else ""))
+    return out
 
 
 def follow_runtime(run, sp, texts, config, opts):
     """A split with a dense Adam table: the prediction again, its buckets in the orders the
-    runtime's threads took (buckets.py), read off the trainers' pulls (trace<t>.npz)."""
-    trace = {}
+    runtime's threads took and its pushes the runtime's gradients (buckets.py), read off the
+    trainers' pulls and pushes (trace<t>.npz); the spread: the same in float64."""
+    trace, grads = {}, {}
     for t in range(config.trainers):
         f = os.path.join(run.work, "trace%d.npz" % t)
         if not os.path.isfile(f):
             return
-        with np.load(f) as z:
-            pulls: dict = {}
-            for k in z.files:
-                j, tid = k.split("/")
-                pulls.setdefault(int(j), {})[int(tid)] = np.asarray(z[k])
-        trace[t] = [pulls.get(j, {}) for j in range(max(pulls, default=-1) + 1)]
-    follow = buckets.Follower(trace=trace)
+        trace[t], pushed = read_trace(f)
+        grads.update({(t, s, tid): g for (s, tid), g in pushed.items()})
+    follow = buckets.Follower(trace=trace, grads=grads)
     pred = predict_mod.predict(sp, texts, config, follow=follow, **_kw(opts))
     if pred.error is not None:
         return
+    wide = buckets.Follower(trace=trace, grads=grads)
+    other = predict_mod.predict(sp, texts, config, follow=wide, fdt=np.float64, **_kw(opts))
+    pushed_values(pred, follow, run.values)
     base = run.prediction
-    pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + follow.notes()
-    pred.spread = _spread(sp, texts, config, opts, pred, replay=follow.orders)
+    pred.notes = base.notes + [n for n in pred.notes if n not in base.notes] + \
+        follow.notes() + gradient_notes(follow, wide, max(opts.rtol, buckets.GRAD_RTOL))
+    if other.error is None:
+        pushed_values(other, wide)
+        pred.spread = predict_mod.spread(pred, [other])
     run.prediction = pred
 
 
@@ -252,7 +303,10 @@ def _watch(run, servers, trainers, deadline):
         # a pserver trainer 0 stopped at the end exits 0, maybe before the others are gone
         dead = [i for i, p in enumerate(servers) if p.poll() not in (None, 0)]
         late = time.time() > deadline
-        if left and (dead or late):
+        # a trainer that failed: the others may wait inside Paddle for it (a barrier of
+        # init_params), where no abort token reaches them
+        failed = any(rc not in (0, 4) for t, rc in run.exits.items() if t.startswith("trainer"))
+        if left and (dead or late or failed):
             for i in dead:
                 run.exits["pserver%d" % i] = run.deaths[i] = servers[i].returncode
             open(abort, "w").close()

@@ -114,6 +114,9 @@ def predict(sp, texts, config, *, training: Training, follow=None, fdt=F32):
         follow.install(cluster)
     for tr in cluster.trainers:
         tr.ex_startup.run_block(0)
+    for server in cluster.servers:     # what a pserver of Paddle's cannot start from
+        for table in server.tables.values():
+            pred.notes.extend(n for n in getattr(table, "notes", ()) if n not in pred.notes)
     pred.init = _init_of(cluster.trainers[0])
     try:
         _train(cluster, pred, schedule, steps, batch // max(1, n))

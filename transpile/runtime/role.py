@@ -124,11 +124,26 @@ def load(path):
         return paddle.static.Program.parse_from_string(f.read())
 
 
+def selected_rows_vars(prog):
+    """The names of the program's SelectedRows vars."""
+    return {v.name for v in prog.list_vars()
+            if v.type == core.VarDesc.VarType.SELECTED_ROWS}
+
+
 def remove_ops(prog, op_type):
     blk = prog.global_block()
     for i in range(len(blk.ops) - 1, -1, -1):
         if blk.ops[i].type == op_type:
             blk._remove_op(i)
+
+
+def dense_grads(prog):
+    """table id -> the vars the trainer program's dense sends push, in send order."""
+    out = {}
+    for op in prog.global_block().ops:
+        if op.type == "send" and not op.attr("is_sparse"):
+            out.setdefault(op.attr("table_id"), []).extend(op.input("X"))
+    return out
 
 
 def dense_tables(prog):
@@ -219,16 +234,26 @@ class RoleTrainer:
         self.place, self.scope = paddle.CPUPlace(), paddle.static.global_scope()
         self.exe = paddle.static.Executor(self.place)
         self.dense = dense_tables(self.main)
+        self.grads = dense_grads(self.main)
         self.ids = lookup_ids(self.main)
         self.touched = {}
         self.trace = []
+        self.pulls = 0
         self.comm = None
 
     def start(self):
         self.exe.run(self.startup)
         if SETUP.get("init"):
+            rows = selected_rows_vars(self.startup)
             for name, value in np.load(SETUP["init"]).items():
-                if self.scope.find_var(name) is not None:
+                if self.scope.find_var(name) is None:
+                    continue
+                if name in rows:    # a SelectedRows param (sparse_embedding's): its value
+                    sr = self.scope.var(name).get_selected_rows()
+                    sr.set_height(int(value.shape[0]))
+                    sr.set_rows(list(range(int(value.shape[0]))))
+                    sr.get_tensor().set(value, self.place)
+                else:
                     self.scope.var(name).get_tensor().set(value, self.place)
         if self.mode == "sync":
             self.comm = barrier_communicator(self.desc, self.scope)
@@ -251,7 +276,8 @@ class RoleTrainer:
         for tid, names in sorted(self.dense.items()):
             self.w.pull_dense_params(self.scope, tid, names)
         if SETUP.get("trace"):      # what each pull read: the prediction follows it (buckets.py)
-            j = len(self.trace)
+            j = self.pulls
+            self.pulls += 1
             self.trace.append({"%d/%d" % (j, tid): np.concatenate(
                 [np.array(self.scope.find_var(nm).get_tensor()).reshape(-1) for nm in names])
                 for tid, names in sorted(self.dense.items())})
@@ -259,12 +285,18 @@ class RoleTrainer:
     def step(self, s, feed):
         REPORT["step"] = s
         fetch = sorted({n for names in self.ids.values() for n in names})
+        sent = sorted({g for gs in self.grads.values() for g in gs}) if SETUP.get("trace") \
+            else []
         try:
-            got = self.exe.run(self.main, feed=feed, fetch_list=fetch)
+            got = self.exe.run(self.main, feed=feed, fetch_list=fetch + sent)
         except Exception as e:      # noqa: BLE001 - Paddle raises many kinds; all are reported
             failure(s, e)
             raise
-        values = dict(zip(fetch, got))
+        values = dict(zip(fetch + sent, got))
+        if sent:    # what each step pushed to each dense table (buckets.py)
+            self.trace.append({"g%d/%d" % (s, tid): np.concatenate(
+                [np.asarray(values[g], "float32").reshape(-1) for g in gs])
+                for tid, gs in sorted(self.grads.items())})
         for tid, names in self.ids.items():
             keys = self.touched.setdefault(tid, set())
             for n in names:

@@ -86,7 +86,12 @@ class GeoStart:
         self.comm = Communicator(DistributedMode.GEO, kw, self.flags())
         self.comm.init_with_ctx(send, recv, self.tr.desc, self.hosts, self.tr.scope)
         self.all_reach("started")
-        self.comm.init_params(recv)     # trainer 0 pushes dense and every sparse row, a barrier
+        if self.turns:      # where a trainer that hangs in Paddle's start is (verdict.py)
+            self.mark("init_params.%d" % self.index)
+        try:    # trainer 0 pushes dense and every sparse row, a barrier
+            self.comm.init_params(recv)
+        except Exception as e:      # noqa: BLE001 - Paddle raises many kinds
+            raise RuntimeError(self.init_fault() or str(e)) from e
         self.all_reach("pushed")
         self.comm.start()
         if self.turns and self.sparse:
@@ -96,6 +101,20 @@ class GeoStart:
         self.all_reach("warm")
         self.log("geo communicator started (push every %d steps, %d sparse, %d dense tables)"
                  % (self.k, len(self.sparse), len(self.dense)))
+
+    def init_fault(self):
+        """Why Paddle's init_params failed, when the split says: a geo table's param that is a
+        SelectedRows var (sparse_embedding's), which GeoCommunicator::InitSparse reads as a
+        dense tensor (RpcSendSparseParam), as TheOnePSRuntime._init_worker's own start does."""
+        rows = sorted({v.name for p in (self.tr.main, self.tr.startup) for v in p.list_vars()
+                       if v.type == core.VarDesc.VarType.SELECTED_ROWS}
+                      & {s["param"] for s in self.sparse})
+        if not rows:
+            return None
+        return ("Paddle's GeoCommunicator::InitParams fails: it reads each geo sparse table's "
+                "param as a dense tensor, and %s is a SelectedRows var (a sparse_embedding's "
+                "param); Paddle's own geo start (TheOnePSRuntime._init_worker) fails so: "
+                "Paddle's fault, not the split's" % ", ".join(rows))
 
     def empty_send(self):
         """Every geo sparse table's `send` with a gradient of no rows: a queue entry each."""

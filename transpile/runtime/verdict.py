@@ -4,18 +4,25 @@ prediction, value by value, and how it is printed (text, json, junit).
 A value is equal when its largest difference is within `rtol * max(1, largest predicted
 value)` (float32 rounding: the runtime's kernels sum in another order) plus the prediction's
 own spread: how far the prediction moves when the trainers compute in float64 (an adaptive
-optimizer turns rounding noise into steps of its learning rate) and, with a dense Adam table,
-when each of its 10 buckets runs first or last (the bucket threads race for the beta powers).
+optimizer turns rounding noise into steps of its learning rate). With a dense Adam table the
+prediction follows the runtime's bucket orders and pushed gradients (buckets.py), and the
+gradients the prediction computed are compared with the runtime's as values of their own
+("grad/<table id>"), to `max(rtol, GRAD_RTOL)` times max(1, the largest gradient) plus float64's
+rounding of them.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
+from .buckets import GRAD_RTOL
+
 RTOL = 1e-6
-KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)"}
+KIND = {"dense": "dense", "sparse": "sparse rows", "local": "geo table rows (its own copy)",
+        "grad": "pushed gradients"}
 
 
 @dataclass
@@ -87,6 +94,8 @@ class RunVerdict:
 
 def _name(key, names):
     kind, _, rest = key.partition("/")
+    if kind == "grad":
+        return "dense table %s" % rest
     return rest if kind == "dense" else names.get(rest, "table " + rest)
 
 
@@ -118,7 +127,8 @@ def compare(run, split_dir, config, rtol: float = RTOL, expect_equal: bool = Fal
             have = have.reshape(want.shape)
             d = float(np.max(np.abs(have - want))) if want.size else 0.0
             scale = float(np.max(np.abs(want))) if want.size else 0.0
-            tol = rtol * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
+            r = max(rtol, GRAD_RTOL) if key.startswith("grad/") else rtol
+            tol = r * max(1.0, scale) + pred.spread.get("%s %s" % (trainer, key), 0.0)
             start = pred.start.get(key)
             moved = None if start is None or np.size(start) != have.size else \
                 float(np.max(np.abs(have - np.asarray(start, np.float64).reshape(have.shape)),
@@ -138,8 +148,10 @@ def failures(run, config) -> list:
     for i, rc in sorted(run.deaths.items()):
         how = "was killed by signal %d" % -rc if isinstance(rc, int) and rc < 0 else \
             "exited %s" % rc
-        out.append("pserver_%d %s while the trainers trained (log: %s/pserver%d.log)"
-                   % (i, how, run.work, i))
+        served = os.path.isfile(os.path.join(run.work, "pserver%d.json" % i))
+        out.append("pserver_%d %s %s%s (log: %s/pserver%d.log)"
+                   % (i, how, "while the trainers trained" if served else "at its start",
+                      "" if served else _start_fault(run.prediction.notes), run.work, i))
     for t in range(config.trainers):
         tag = "trainer%d" % t
         rc = run.exits.get(tag)
@@ -148,7 +160,8 @@ def failures(run, config) -> list:
             continue
         where = _where(rep.get("step"))
         if rc == "timeout":
-            out.append("trainer_%d timed out %s (log: %s/%s.log)" % (t, where, run.work, tag))
+            out.append("trainer_%d timed out %s%s (log: %s/%s.log)"
+                       % (t, where, _geo_start_hang(run, t), run.work, tag))
         elif isinstance(rc, int) and rc < 0:
             out.append("trainer_%d was killed by signal %d %s (log: %s/%s.log)"
                        % (t, -rc, where, run.work, tag))
@@ -161,6 +174,41 @@ def failures(run, config) -> list:
             out.append("trainer_%d exited %s %s (log: %s/%s.log)" % (t, rc, where, run.work,
                                                                      tag))
     return out
+
+
+def _start_fault(notes) -> str:
+    """Why a pserver cannot start, as the prediction's tables found it: an empty initializer
+    (simulate/pstables/dense.py), which Paddle's own split of the program holds too."""
+    import re
+    found = sorted({m.groups() for n in notes for m in [re.search(
+        r"\(table_id (\d+)\): (\w+) has an empty initializer", n)] if m})
+    if not found:
+        return ""
+    return (": %s an empty initializer, which Paddle's MemoryDenseTable::CreateInitializer "
+            "cannot read (Paddle's PsDescBuilder writes it for a dense parameter no initializer "
+            "op it knows fills, e.g. an assign; Paddle's own split of the program fails so: "
+            "Paddle's fault, not the split's)"
+            % " and ".join("table %s's %s has" % (t, n) for t, n in found))
+
+
+def _geo_start_hang(run, t) -> str:
+    """Where a geo trainer that timed out hung: in Paddle's GeoCommunicator::InitParams
+    (rolegeo.py marks its start; it passes the "pushed" turn after). With two dense tables or
+    more, why: InitParams runs an InitDense per dense table at once in its thread pool, each
+    waiting at the pservers' BarrierTable, whose round counts the trainer ids that arrived in
+    a set: a trainer's second arrival while its first waits counts once, that round passes
+    with it, and the next waits for a trainer that has gone (barrier_table.cc)."""
+    sync = os.path.join(run.work, "sync")
+    if not os.path.exists(os.path.join(sync, "init_params.%d" % t)) or \
+            os.path.exists(os.path.join(sync, "pushed.%d" % t)):
+        return ""
+    dense = len((run.prediction.geo or {}).get("dense") or [])
+    if dense < 2:
+        return " in Paddle's GeoCommunicator::InitParams"
+    return (" in Paddle's GeoCommunicator::InitParams: its %d dense tables' InitDense run at "
+            "once, each waiting at the BarrierTable, which counts a trainer's two arrivals "
+            "once; the barrier waits for a trainer that has passed (Paddle's own geo start "
+            "runs them so: Paddle's fault, not the split's)" % dense)
 
 
 def _where(step) -> str:
