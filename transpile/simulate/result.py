@@ -7,6 +7,10 @@ from typing import Optional
 
 @dataclass
 class SimResult:
+    """A run's outcome: its mode, steps (as the original took them), global batch and
+    tolerance; each parameter's comparison (compare.ParamDiff), the notes, the split's failure
+    (`error`); what `--expect-equal` and `--accept-unchanged` asked; the Paddle faults the
+    split reproduces (commands/simulate.py fills them)."""
     mode: str
     steps: int
     batch: int
