@@ -294,6 +294,33 @@ def test_options_come_as_one_object():
         simulate(main, startup, cfg, progs, rts, stepz=2)
 
 
+def test_the_one_step_loop():
+    """runner.train_steps: each step's global batch fed, cut into the trainers' shards and
+    stepped; `more` asked only once `steps` are taken; `done` after each step."""
+    from transpile.simulate.runner import train_steps
+
+    class Feeder:
+        def feed(self, s):
+            return "batch%d" % s
+
+        def shard(self, glob, t, n):
+            return "%s/%d of %d" % (glob, t, n)
+
+    class Stepper:
+        taken: list = []
+
+        def step(self, s, shards, per):
+            self.taken.append((s, shards, per))
+
+    asked, done = [], []
+    stepper = Stepper()
+    n = train_steps(stepper, Feeder(), 2, 3, per=4, start=1,
+                    more=lambda s: asked.append(s) or s < 4, done=done.append)
+    assert n == 4 and asked == [3, 4] and done == [2, 3, 4]
+    assert stepper.taken == [(s, ["batch%d/0 of 2" % s, "batch%d/1 of 2" % s], 4)
+                             for s in (1, 2, 3)]
+
+
 def test_rename_trainer_program():
     _, _, _, progs, _ = load_case("classic/basic")
     t1 = rename_trainer_program(progs["trainer_0/main"], 0, 1)
