@@ -275,9 +275,6 @@ MAX_PARAMS = 8
 # qualified name -> its parameters today. Strike an entry off when it is fixed (the test
 # says so); none may be added.
 LONG_SIGNATURES = {
-    "transpile.simulate.simulate": 16,
-    "transpile.simulate._start_original": 9,
-    "transpile.simulate.kernels.optim_ops._adam_update": 9,
     "transpile.simulate.psgeorun.PsGeoReference.__init__": 9,
     "transpile.simulate.psgeorun._trainer_diffs": 10,
     "transpile.simulate.psgeorun.run_geo": 18,

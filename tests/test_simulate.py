@@ -275,6 +275,52 @@ def test_fleet_clips_each_trainers_grad_before_averaging():
     assert wide.exit_code == 0, [(p.name, p.max_rel) for p in wide.params]
 
 
+def test_options_come_as_one_object():
+    """simulate() takes its options as a SimOptions (`options=`), a field given by name over
+    it; both ways run the same (seen failing before SimOptions: simulate took no `options`)."""
+    from transpile.simulate import SimOptions
+    main, startup, cfg, progs, rts = load_case("classic/basic")
+    seen = []
+    opts = SimOptions(steps=2, batch=4, seed=0, progress=lambda d, t: seen.append((d, t)))
+    one = simulate(main, startup, cfg, progs, rts, options=opts)
+    _, _, _, progs, rts = load_case("classic/basic")
+    other = simulate(main, startup, cfg, progs, rts, options=SimOptions(steps=7, batch=4),
+                     steps=2)
+    assert (one.steps, one.batch, one.exit_code) == (other.steps, other.batch, 0) == (2, 4, 0)
+    assert [(p.name, p.max_abs) for p in one.params] == \
+        [(p.name, p.max_abs) for p in other.params]
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]     # the original's 2 steps, the split's 2
+    with pytest.raises(TypeError):
+        simulate(main, startup, cfg, progs, rts, stepz=2)
+
+
+def test_the_one_step_loop():
+    """runner.train_steps: each step's global batch fed, cut into the trainers' shards and
+    stepped; `more` asked only once `steps` are taken; `done` after each step."""
+    from transpile.simulate.runner import train_steps
+
+    class Feeder:
+        def feed(self, s):
+            return "batch%d" % s
+
+        def shard(self, glob, t, n):
+            return "%s/%d of %d" % (glob, t, n)
+
+    class Stepper:
+        taken: list = []
+
+        def step(self, s, shards, per):
+            self.taken.append((s, shards, per))
+
+    asked, done = [], []
+    stepper = Stepper()
+    n = train_steps(stepper, Feeder(), 2, 3, per=4, start=1,
+                    more=lambda s: asked.append(s) or s < 4, done=done.append)
+    assert n == 4 and asked == [3, 4] and done == [2, 3, 4]
+    assert stepper.taken == [(s, ["batch%d/0 of 2" % s, "batch%d/1 of 2" % s], 4)
+                             for s in (1, 2, 3)]
+
+
 def test_rename_trainer_program():
     _, _, _, progs, _ = load_case("classic/basic")
     t1 = rename_trainer_program(progs["trainer_0/main"], 0, 1)
@@ -430,7 +476,7 @@ def test_async_step_counter_notifies_the_pservers():
     feeder = Feeder(main, 2, 0, np.float64)
     for s in range(3):
         glob = feeder.feed(s)
-        cluster.step([feeder.shard(glob, t.tid, 2) for t in cluster.trainers])
+        cluster.step(s, [feeder.shard(glob, t.tid, 2) for t in cluster.trainers], 1)
     for ps in cluster.pservers.values():
         assert ps.decay_counters == {0: 3, 1: 3}
         assert np.asarray(ps.value("@LR_DECAY_COUNTER@")).tolist() == [6]

@@ -35,12 +35,12 @@ def test_a_snapshot_is_the_array_itself_made_read_only():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_adam_in_place_is_the_same_arithmetic(dtype):
-    from transpile.simulate.kernels.optim_ops import _adam_update
+    from transpile.simulate.kernels.optim_ops import AdamRates, _adam_update
     rng = np.random.default_rng(0)
     p, m1, m2, g = (rng.standard_normal((50, 4)).astype(dtype) for _ in range(4))
     m2 = np.abs(m2)
     b1, b2, lr, eps = 0.9, 0.999, dtype(0.01) * np.sqrt(dtype(0.5)), 1e-8 * np.sqrt(dtype(0.3))
-    m1o, m2o, po = _adam_update(p, m1, m2, g, b1, b2, lr, eps)
+    m1o, m2o, po = _adam_update(p, m1, m2, g, AdamRates(b1, b2, lr, eps))
     want_m1 = b1 * m1 + (1 - b1) * g
     want_m2 = b2 * m2 + (1 - b2) * g * g
     want_p = p - lr * (want_m1 / (np.sqrt(want_m2) + eps))

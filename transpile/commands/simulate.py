@@ -114,7 +114,7 @@ def simulate(a: SimulateArgs):
     """
     # small matrices: BLAS threads only contend (a no-op once numpy is loaded)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ..simulate import SimError, simulate as run
+    from ..simulate import SimError, SimOptions, simulate as run
     ctx = click.get_current_context()
     quiet = options().is_quiet()
     lod = _check_options(a.steps, a.batch, a.rtol, a.lod, a.max_memory)
@@ -126,12 +126,13 @@ def simulate(a: SimulateArgs):
     from .progress import progress_bar
     try:
         with memory_cap(a.max_memory), progress_bar("simulate", quiet=quiet) as update:
-            res = run(main, start, cfg, programs, runtime, steps=a.steps, batch=batch,
-                      seed=a.seed, rtol=a.rtol, float32=a.float32,
-                      expect_equal=a.expect_equal, accept_unchanged=a.accept_unchanged,
-                      push_every=a.push_every, progress=update,
-                      ps_options=dict(texts=texts, program_init=a.program_init,
-                                      why=not a.no_why), lod=lod)
+            opts = SimOptions(steps=a.steps, batch=batch, seed=a.seed, rtol=a.rtol,
+                              float32=a.float32, expect_equal=a.expect_equal,
+                              accept_unchanged=a.accept_unchanged, push_every=a.push_every,
+                              progress=update, lod=lod,
+                              ps_options=dict(texts=texts, program_init=a.program_init,
+                                              why=not a.no_why))
+            res = run(main, start, cfg, programs, runtime, options=opts)
     except SimError as e:   # pragma: no cover - simulate() reports these in the result
         raise UserError(str(e)) from None
     if not res.equal:

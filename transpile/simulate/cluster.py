@@ -82,7 +82,7 @@ class Cluster:
         self.float_dtype = float_dtype
         self.recv_cache: Optional[dict] = None     # _assembled: pieces' ids -> (pieces, value)
         self.seed = seed
-        self.reference = reference           # transpile/simulate/__init__.py: Reference
+        self.reference = reference           # reference.py: Reference
         self.notes = list(split.notes)
         self.pservers = {ep: PServer(self, ep, p["main"], p["startup"])
                          for ep, p in split.pservers.items()}
@@ -384,7 +384,11 @@ class Cluster:
             for tr in self.trainers:
                 tr.geo.init()
 
-    def step(self, shards: list, step: int = 0):
+    def step(self, step: int, shards: list, per: int):
+        """Step `step` of every trainer, each on its shard (`per` samples: runner.py's
+        step loop), the pservers answering under the schedule."""
+        for tr in self.trainers:
+            tr.ex.begin_step(step, per, tr.tid * per)
         for tr, feed in zip(self.trainers, shards):
             tr.feed(feed)
             tr.pos = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..core.errors import UserError
 from ..ir.program import Program
 
 
@@ -55,3 +56,62 @@ def rename_runtime(rt: dict, src: int, dst: int) -> dict:
     if isinstance(out.get("kwargs"), dict) and "trainer_id" in out["kwargs"]:
         out["kwargs"]["trainer_id"] = dst
     return out
+
+
+def split_programs_from(programs: dict, runtime: dict, config) -> SplitPrograms:
+    """SplitResult-style dicts ("trainer_0/main" -> Program, "trainer_0" -> runtime) by role;
+    trainers the split lacks are derived from the lowest trainer present."""
+    from ..output.result import endpoint_dir
+
+    sp = SplitPrograms()
+    dirs = {endpoint_dir(ep): ep for ep in config.pservers}
+    trainers: dict = {}
+    for key, prog in programs.items():
+        folder, _, kind = key.rpartition("/")
+        if kind not in ("main", "startup"):
+            continue
+        m = re.fullmatch(r"trainer_(\d+)", folder)
+        if m:
+            trainers.setdefault(int(m.group(1)), {})[kind] = prog
+        elif folder in dirs:
+            sp.pservers.setdefault(dirs[folder], {})[kind] = prog
+        elif folder.startswith("pserver_"):
+            raise UserError("the split has %s/, which is no endpoint of the cluster config (%s)"
+                            % (folder, ", ".join(config.pservers)))
+    for ep in config.pservers:
+        if "main" not in sp.pservers.get(ep, {}):
+            raise UserError("the split has no %s/main program for pserver %s"
+                            % (endpoint_dir(ep), ep))
+        sp.pservers[ep].setdefault("startup", Program.empty())
+    if not trainers:
+        raise UserError("the split has no trainer_<id>/main program")
+    for tid, p in trainers.items():
+        if "main" not in p:
+            raise UserError("the split has trainer_%d/startup but no trainer_%d/main" % (tid, tid))
+        p.setdefault("startup", Program.empty())
+    rts = {}
+    for key, rt in (runtime or {}).items():
+        m = re.fullmatch(r"trainer_(\d+)", key)
+        if m:
+            rts[int(m.group(1))] = rt
+    src = min(trainers)
+    derived = []
+    for tid in range(config.trainers):
+        if tid in trainers:
+            sp.trainers[tid] = trainers[tid]
+            if tid in rts:
+                sp.runtime[tid] = rts[tid]
+            continue
+        sp.trainers[tid] = {k: rename_trainer_program(v, src, tid)
+                            for k, v in trainers[src].items()}
+        if src in rts:
+            sp.runtime[tid] = rename_runtime(rts[src], src, tid)
+        derived.append(tid)
+    if derived:
+        sp.notes.append("%s derived from trainer_%d by renaming its .trainer_%d vars"
+                        % (", ".join("trainer_%d" % t for t in derived), src, src))
+    if config.traits.runtime_json:
+        for tid in sp.trainers:
+            if tid not in sp.runtime:
+                sp.notes.append("trainer_%d has no runtime.json: its sends go by epmap" % tid)
+    return sp

@@ -5,6 +5,8 @@ the runtime) they run as Paddle 2.6.2's kernels do: momentum and rmsprop apply o
 their binary search finds (rowwise.searched_rows), adam reads the powers it just advanced."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..values import SelectedRows, SimError, SparseTable, dense
@@ -126,11 +128,21 @@ def momentum(ctx):
     ctx.set("VelocityOut", v_out)
 
 
-def _adam_update(p, m1, m2, g, b1, b2, lr, eps_hat, own=(False, False, False)):
+class AdamRates(NamedTuple):
+    """The coefficients of one Adam update: the moments' decays, the step's learning rate
+    (bias-corrected) and its epsilon (scaled as the rate is)."""
+    beta1: object
+    beta2: object
+    lr: object
+    eps_hat: object
+
+
+def _adam_update(p, m1, m2, g, rates: AdamRates, own=(False, False, False)):
     """Adam's new moments and parameter. Where every array is of one dtype, the same
     arithmetic in the same order, in place on the new arrays: a table of a million rows
     updated whole makes one temporary, not five; and into the inputs' own arrays where `own`
     (param, moment 1, moment 2: _own) says they may be written, none but that temporary."""
+    b1, b2, lr, eps_hat = rates
     arrays = [np.asarray(a) for a in (p, m1, m2, g)]
     if len({a.dtype for a in arrays}) != 1 or len({a.shape for a in arrays}) != 1:
         m1o = b1 * m1 + (1 - b1) * g
@@ -201,7 +213,8 @@ def adam(ctx):
     # (lazy_mode reads the old values after the update: never in place)
     own = (False,) * 3 if lazy else \
         (_own(ctx, "Param", p), _own(ctx, "Moment1", m1), _own(ctx, "Moment2", m2))
-    m1o, m2o, po = _adam_update(p, m1, m2, g, b1, b2, lr, eps * np.sqrt(1 - b2pv), own)
+    m1o, m2o, po = _adam_update(p, m1, m2, g, AdamRates(b1, b2, lr, eps * np.sqrt(1 - b2pv)),
+                                own)
     if lazy:
         rows = graw.merged().rows
         keep = np.ones(p.shape[0], dtype=bool)
