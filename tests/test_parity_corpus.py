@@ -190,3 +190,13 @@ def test_fixed_split_checks_clean_and_trains_like_the_original(case, tmp_path):
     assert r.exit_code == 0 and "Paddle fault" not in r.output, r.output
     r = _run("simulate", *_inputs(case), "--cluster", cfg, out, "--steps", "3", "--expect-equal")
     assert r.exit_code == 0, r.output
+
+
+def test_an_assign_initialized_ps_table_is_refused_naming_the_table(tmp_path):
+    # Paddle's own words, and where they come from: the table and the initializer it read
+    from golden import split_args
+    case = [c for c in CASES if _id(c) == "ps_ctr_assign_table_sync"][0]
+    r = CliRunner().invoke(cli_main, split_args(case, str(tmp_path / "out")))
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "could not convert string to float: ''" in r.output
+    assert "table emb's rule" in r.output and "assign_value" in r.output, r.output

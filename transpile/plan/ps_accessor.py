@@ -113,12 +113,19 @@ def _program_value(rule: ProgramRule, which: int, part: int, what: str, table: s
     try:
         value = parts[part]
     except IndexError:
-        raise RefusedError("list index out of range (the %s of %s: Paddle reads it from the "
-                           "initializer %r)" % (what, table, text)) from None
+        raise RefusedError("list index out of range (%s)" % _reading(what, table, text)) from None
     try:
         return float(value), ("program", "%s (%s)" % (what, text))
     except ValueError as e:
-        raise RefusedError(str(e)) from None
+        raise RefusedError("%s (%s)" % (e, _reading(what, table, text))) from None
+
+
+def _reading(what: str, table: str, text: str) -> str:
+    """Where Paddle's refusal comes from: which value of which table it read, from what."""
+    unread = ("; Paddle writes '' for an initializer op it does not read, such as Assign's "
+              "assign_value" if text == "" else "")
+    return "Paddle reads %s for table %s's rule from the initializer %r%s" % (
+        what, table, text, unread)
 
 
 def _fill_rule(f: _Filler, key: str, rule: ProgramRule, table: str) -> None:
