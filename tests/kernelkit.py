@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from transpile.ir.program import Attr, Block, Op, Program, Var
-from transpile.simulate.executor import Executor
-from transpile.simulate.values import SelectedRows, dense
+from transpile.simulate.model.executor import Executor
+from transpile.simulate.model.values import SelectedRows, dense
 
 
 def _dtype_name(a) -> str:

@@ -79,6 +79,6 @@ def test_data_norm_slots_skip_rows_that_do_not_show(shift):
 
 
 def test_data_norm_refuses_a_rank_3_input():
-    from transpile.simulate.values import SimError
+    from transpile.simulate.model.values import SimError
     with pytest.raises(SimError, match="rank 3"):
         run_op("data_norm", dict(_stats(2), X=np.zeros((1, 1, 2))), OUTS)

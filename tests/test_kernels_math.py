@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from kernelkit import check_grad, run_op
-from transpile.simulate.values import SelectedRows
+from transpile.simulate.model.values import SelectedRows
 
 R = np.random.default_rng(0)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernelkit import build, run_op
-from transpile.simulate.executor import Executor
+from transpile.simulate.model.executor import Executor
 
 BATCHES = [
     ([0.6369617, 0.26978672, 0.04097353, 0.01652764, 0.8132702], [1, 1, 1, 1, 1]),

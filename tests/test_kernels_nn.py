@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from kernelkit import check_grad, run_op
-from transpile.simulate import kernels
-from transpile.simulate.values import SelectedRows
+from transpile.simulate.model import kernels
+from transpile.simulate.model.values import SelectedRows
 
 R = np.random.default_rng(2)
 BN_OUTS = {"Y": 1, "MeanOut": 1, "VarianceOut": 1, "SavedMean": 1, "SavedVariance": 1}
@@ -246,7 +246,7 @@ def test_dropout_modes():
 
 
 def test_dropout_draws_a_new_mask_each_run_of_the_op():
-    from transpile.simulate.executor import Executor
+    from transpile.simulate.model.executor import Executor
     from kernelkit import build
     prog, ins, outs = build("dropout", {"X": np.ones((20, 20))}, {"Out": 1, "Mask": 1},
                             {"dropout_prob": 0.5})

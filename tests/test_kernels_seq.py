@@ -43,7 +43,7 @@ def test_sequence_pool_of_two_levels(kind):
 
 
 def test_sequence_pool_refuses_an_illegal_lod():
-    from transpile.simulate.values import SimError
+    from transpile.simulate.model.values import SimError
     with pytest.raises(SimError, match="illegal"):
         run_op("sequence_pool", {"X": X}, {"Out": 1}, {"pooltype": "SUM"},
                lods={"X": [[0, 2, 4], [0, 2, 5, 6]]})

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from transpile.ir.program import Attr, Block, Op, Program, Var
-from transpile.simulate.executor import Executor
-from transpile.simulate.values import LazyTable, SelectedRows
+from transpile.simulate.model.executor import Executor
+from transpile.simulate.model.values import LazyTable, SelectedRows
 
 STATE = {"momentum": ["Velocity"], "adam": ["Moment1", "Moment2"]}
 

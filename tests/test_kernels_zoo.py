@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from kernelkit import check_grad, run_op
-from transpile.simulate.executor import Executor
-from transpile.simulate.values import SelectedRows
+from transpile.simulate.model.executor import Executor
+from transpile.simulate.model.values import SelectedRows
 
 R = np.random.default_rng(11)
 

@@ -63,7 +63,7 @@ def test_a_line_ok_only_by_rounding_says_so():
 # --- batch sizes -----------------------------------------------------------------------------
 def test_auc_buckets_are_not_a_batch_size():
     """auc's persistable statistics are [8193] (its buckets): not a batch the program fixes."""
-    from transpile.simulate.batchsize import candidates
+    from transpile.simulate.model.batchsize import candidates
     prog = programio.load(os.path.join(CORPUS, "paddlerec-classic", "esmm_sync", "main.pb"))
     assert any(op.type == "auc" for _, _, op in prog.ops())
     assert 8193 not in candidates(prog)

@@ -6,7 +6,7 @@ import numpy as np
 from google.protobuf import text_format
 
 from transpile.format import psdesc
-from transpile.simulate import keyed
+from transpile.simulate.model import keyed
 from transpile.simulate.pstables import TableOptions
 from transpile.simulate.pstables.sparse import MemorySparseTable, key_waves
 

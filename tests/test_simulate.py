@@ -157,8 +157,8 @@ def test_an_empty_selected_rows_fails_where_paddle_fails():
     `merge_selected_rows` pass it on; an op that needs its rows fails, as Paddle's kernels
     fail ("Tensor holds no memory")."""
     from transpile.ir.program import Var
-    from transpile.simulate.executor import Executor
-    from transpile.simulate.values import SimError
+    from transpile.simulate.model.executor import Executor
+    from transpile.simulate.model.values import SimError
     prog = Program.empty()
     block = prog.global_block
     for n in ("g@RENAME@0", "g@RENAME@1", "g", "m", "t"):
@@ -336,7 +336,7 @@ def test_rename_trainer_program():
 def test_feeds_follow_the_programs_grouping():
     """word2vec's neg_label is declared [-1, 1] but reshaped to [-1, 5, 8] after its lookup:
     5 ids a sample, one sequence of 5 per sample; input_word (no sequence op) one id."""
-    from transpile.simulate.feeds import Feeder
+    from transpile.simulate.model.feeds import Feeder
     main, *_ = load_case("classic/fake_init")
     f = Feeder(main, 4, 0, float)
     glob = f.feed(0)
@@ -352,7 +352,7 @@ def test_kernel_gradients_match_finite_differences():
     """softmax_with_cross_entropy + sequence_pool + elementwise_add(axis=1) + mul, by hand."""
     import numpy as np
     from transpile.ir.program import Block, Program, Var
-    from transpile.simulate.executor import Executor
+    from transpile.simulate.model.executor import Executor
 
     def t(name, shape, dtype="FP64", lod=0):
         return Var.tensor(name, dtype, shape, lod_level=lod)
@@ -463,8 +463,8 @@ def test_async_step_counter_notifies_the_pservers():
     import numpy as np
     from transpile.simulate import Reference, split_programs_from
     from transpile.simulate.cluster import Cluster
-    from transpile.simulate.executor import Executor
-    from transpile.simulate.feeds import Feeder
+    from transpile.simulate.model.executor import Executor
+    from transpile.simulate.model.feeds import Feeder
     main, startup, cfg, progs, rts = load_case("fleet/lrdecay_momentum_async")
     ref = Reference(main, startup)
     orig = Executor("original", startup)

@@ -8,8 +8,8 @@ import pytest
 
 from transpile.format import programio
 from transpile.ir.program import Attr, Block, Op, Program, Var
-from transpile.simulate.feeds import SEQ_LEN, Feeder, id_pool
-from transpile.simulate.feeduses import Use, feed_uses
+from transpile.simulate.model.feeds import SEQ_LEN, Feeder, id_pool
+from transpile.simulate.model.feeduses import Use, feed_uses
 
 HERE = os.path.dirname(__file__)
 CORPUS = os.path.join(HERE, "corpus")
@@ -124,7 +124,7 @@ def test_an_unbounded_integer_feed_gets_the_stated_default():
 def test_lengths_are_bounded_by_what_they_measure():
     """mind's seq_len, tiled and compared with positions 0..19; a sequence_mask's X with a
     maxlen; a range's end with nothing to say: 1 .. DEFAULT_LENGTH."""
-    from transpile.simulate.feeduses import DEFAULT_LENGTH
+    from transpile.simulate.model.feeduses import DEFAULT_LENGTH
     p = _program([("len", "INT64", [-1, 1]), ("t", "INT64", [-1, 4]), ("u", "INT64", [-1, 4, 1]),
                   ("pos", "INT64", [-1, 4, 20]), ("lt", "BOOL", [-1, 4, 20]),
                   ("m", "INT64", [-1]), ("mask", "BOOL", [-1, 7]),
@@ -160,7 +160,7 @@ def test_every_real_models_feeds_are_bounded(case):
 def test_columns_of_one_float_feed_take_their_own_uses():
     """dmr packs its features in one float feed: a cast to int64, then column slices: 0:2 ids
     of a 500-row table, 2:4 a mask compared with ones_like (0 / 1), 4:5 a float left as is."""
-    from transpile.simulate.feeduses import column_uses
+    from transpile.simulate.model.feeduses import column_uses
     p = _program([("f", "FP32", [-1, 5]), ("i", "INT64", [-1, 5]), ("a", "INT64", [-1, 2]),
                   ("w", "FP32", [500, 4]), ("e", "FP32", [-1, 2, 4]), ("m", "INT64", [-1, 2]),
                   ("one", "INT64", [-1, 2]), ("eq", "BOOL", [-1, 2]), ("x", "FP32", [-1, 1]),
@@ -189,7 +189,7 @@ def test_columns_of_one_float_feed_take_their_own_uses():
 def test_the_batch_a_program_fixes_in_its_ops():
     """match_pyramid's pairwise loss: predictions sliced at rows [0, 64) and [64, 128), 1 -
     pos + neg with a fill_constant of [64, 1]: a trainer's batch is 128."""
-    from transpile.simulate.batchsize import candidates
+    from transpile.simulate.model.batchsize import candidates
     p = _program([("x", "FP32", [-1, 1]), ("s", "FP32", [-1, 1]),
                   ("pos", "FP32", [64, 1]), ("neg", "FP32", [64, 1]), ("one", "FP32", [64, 1]),
                   ("d", "FP32", [64, 1])],

@@ -177,7 +177,7 @@ def test_a_large_scale_table_with_sgd_trains_like_the_original(case):
 
 
 def test_large_scale_metas_are_read():
-    from transpile.simulate.largescale import parse_meta
+    from transpile.simulate.model.largescale import parse_meta
     m = parse_meta("T.block0:Param,Moment1,Moment2:16,16,16:0:T@GRAD.block0:T.block0,T_m1,T_m2,"
                    "kSparseIDs@T.block0:uniform_random&0&-1.0&1.0,fill_constant&0.0,"
                    "fill_constant&0.0:none")
@@ -193,8 +193,8 @@ def test_fused_adam_corrects_the_bias_with_the_powers_it_just_wrote():
     import numpy as np
     from types import SimpleNamespace
     from transpile.ir.program import Attr, Op
-    from transpile.simulate import keyed, largescale
-    from transpile.simulate.values import SelectedRows
+    from transpile.simulate.model import keyed, largescale
+    from transpile.simulate.model.values import SelectedRows
 
     def run(pow_out):
         scope = {"lr": np.array([0.1]), "b1p": np.array([0.9]), "b2p": np.array([0.999]),

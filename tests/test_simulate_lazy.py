@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from transpile.ir.program import Attr, Block, Op, Program, Var
-from transpile.simulate import executor as executor_mod
-from transpile.simulate import keyed, simulate
-from transpile.simulate.executor import Executor
-from transpile.simulate.values import LazyTable, SelectedRows
+from transpile.simulate.model import executor as executor_mod
+from transpile.simulate.model import keyed
+from transpile.simulate import simulate
+from transpile.simulate.model.executor import Executor
+from transpile.simulate.model.values import LazyTable, SelectedRows
 
 from test_simulate import load_case
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from transpile.ir.program import Attr, Block, Op, Program, Var
-from transpile.simulate.feeds import Feeder, parse_lod
+from transpile.simulate.model.feeds import Feeder, parse_lod
 
 
 def _program(vars_, ops):

@@ -35,7 +35,7 @@ def test_a_snapshot_is_the_array_itself_made_read_only():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_adam_in_place_is_the_same_arithmetic(dtype):
-    from transpile.simulate.kernels.optim_ops import AdamRates, _adam_update
+    from transpile.simulate.model.kernels.optim_ops import AdamRates, _adam_update
     rng = np.random.default_rng(0)
     p, m1, m2, g = (rng.standard_normal((50, 4)).astype(dtype) for _ in range(4))
     m2 = np.abs(m2)
@@ -124,8 +124,8 @@ def test_an_update_writes_in_place_only_an_array_its_scope_alone_holds(op_type, 
     writes into the parameter's own array where the scope alone holds it, and into a new one
     where anything else does (a snapshot of the initial values, read-only; another role's
     scope); the values are the same bits either way."""
-    from transpile.simulate.executor import Executor
-    from transpile.simulate.values import shared
+    from transpile.simulate.model.executor import Executor
+    from transpile.simulate.model.values import shared
     rng = np.random.default_rng(1)
     vals = {"w": rng.normal(size=(40, 3)), "g": rng.normal(size=(40, 3)),
             "v": np.abs(rng.normal(size=(40, 3))), "m": np.abs(rng.normal(size=(40, 3))),
@@ -154,7 +154,7 @@ def test_an_update_writes_in_place_only_an_array_its_scope_alone_holds(op_type, 
 
 
 def test_a_send_hands_the_same_array_read_only():
-    from transpile.simulate.values import split_rows
+    from transpile.simulate.model.values import split_rows
     a = np.arange(12.0).reshape(6, 2)
     whole, = split_rows(a, None, "x")
     assert whole is a and not a.flags.writeable

@@ -12,9 +12,9 @@ from transpile.format import programio
 from transpile.ir.program import Block, Op, Program, Var
 from transpile.simulate import simulate
 from transpile.simulate.dataparallel import ShardedStep, mean_of
-from transpile.simulate.executor import Executor, OpCtx
+from transpile.simulate.model.executor import Executor, OpCtx
 from transpile.simulate.loading import load_split_dir
-from transpile.simulate.values import SelectedRows
+from transpile.simulate.model.values import SelectedRows
 
 CONVNET = os.path.join(os.path.dirname(__file__), "fixtures", "convnet_sync")
 

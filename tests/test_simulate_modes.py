@@ -67,7 +67,7 @@ def test_a_dropped_update_or_send_is_caught(case):
 
 def _final(case, mode, trainers, push_every=1):
     """The server values of the original trained under `mode` for 2 steps."""
-    from transpile.simulate.feeds import Feeder
+    from transpile.simulate.model.feeds import Feeder
     main, startup, *_ = load_case(case)
     sched = Schedule(mode, trainers, push_every)
     r = original_run(main, startup, sched, fdt=np.float64, seed=0)
@@ -108,7 +108,7 @@ def test_geo_push_adds_the_trainers_mean_delta():
     (local - init) / 2; trainer 1, which pulls last, holds its local values plus trainer 0's
     delta."""
     main, startup, *_ = load_case("fleet/ctr_sparse_adam_geo")
-    from transpile.simulate.feeds import Feeder
+    from transpile.simulate.model.feeds import Feeder
     r = original_run(main, startup, Schedule("geo", 2, 5), fdt=np.float64, seed=0)
     init = r.startup()
     feeder = Feeder(main, 4, 0, np.float64, trainers=2)

@@ -79,8 +79,8 @@ def test_the_first_push_creates_the_row_and_loses_its_embedx_gradient():
     rule state counts one push (beta powers b1^2, b2^2)."""
     from transpile.simulate.psrun import reference_descs, train_reference
     from transpile.simulate.pstables import TableOptions
-    from transpile.simulate.feeds import Feeder
-    from transpile.simulate.executor import Executor
+    from transpile.simulate.model.feeds import Feeder
+    from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")
     cfg = dataclasses.replace(cfg, trainers=1)
     ex = Executor("startup", startup, float_dtype=np.float64, seed=0)
@@ -110,8 +110,8 @@ def test_the_ps_reference_drops_a_steps_temporaries():
     GB, 0.6 GB now); the run trains as before (the split still equals it)."""
     from transpile.simulate.psrun import reference_descs, train_reference
     from transpile.simulate.pstables import TableOptions
-    from transpile.simulate.feeds import Feeder
-    from transpile.simulate.executor import Executor
+    from transpile.simulate.model.feeds import Feeder
+    from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")
     ex = Executor("startup", startup, float_dtype=np.float64, seed=0)
     ex.run_block(0)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from test_simulate_ps import ours, paddles, param, run
-from transpile.simulate.executor import Scope
+from transpile.simulate.model.executor import Scope
 from transpile.simulate.psgeo import GeoClient, dense_groups
 from transpile.simulate.pstables.server import build_server
-from transpile.simulate.values import SelectedRows
+from transpile.simulate.model.values import SelectedRows
 
 SERVER = """server_param { downpour_server_param {
   downpour_table_param { table_id: 0 table_class: "MemorySparseGeoTable" shard_num: 256
@@ -102,7 +102,7 @@ def test_geo_push_and_pull_by_hand():
 
 def test_a_dense_send_of_a_geo_table_is_refused():
     _, (c0, _) = _clients()
-    from transpile.simulate.values import SimError
+    from transpile.simulate.model.values import SimError
     with pytest.raises(SimError, match="dense value"):
         c0.record("emb", np.zeros((4, 2)))
 

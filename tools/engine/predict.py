@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 from transpile.core.config import load_config  # noqa: E402
 from transpile.format import programio  # noqa: E402
 from transpile.simulate import split_programs_from  # noqa: E402
-from transpile.simulate.executor import Executor  # noqa: E402
-from transpile.simulate.feeds import Feeder  # noqa: E402
+from transpile.simulate.model.executor import Executor  # noqa: E402
+from transpile.simulate.model.feeds import Feeder  # noqa: E402
 from transpile.simulate.loading import load_descs, load_split_dir  # noqa: E402
 from transpile.simulate.pscluster import PsCluster  # noqa: E402
 from transpile.simulate.pstables import TableOptions  # noqa: E402

@@ -158,7 +158,7 @@ def _check_options(steps, batch, rtol, lod, max_memory):
         raise UserError("--max-memory must be > 0 (gigabytes), got %g" % max_memory)
     if lod is None:
         return None
-    from ..simulate.feeds import parse_lod
+    from ..simulate.model.feeds import parse_lod
     try:
         return parse_lod(lod)
     except ValueError as e:

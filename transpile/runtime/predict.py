@@ -16,9 +16,9 @@ from typing import Optional
 import numpy as np
 
 from ..core.errors import UserError
-from ..simulate.feeds import Feeder
+from ..simulate.model.feeds import Feeder
 from ..simulate.pstables import PserverRefuses, TableError, TableOptions
-from ..simulate.values import SimError, Unallocated
+from ..simulate.model.values import SimError, Unallocated
 
 F32 = np.float32
 SPARSE = ("MemorySparseTable", "SSDSparseTable")
@@ -66,7 +66,7 @@ def shards(feeds, step, trainers) -> list:
 
 
 def _init_of(trainer) -> dict:
-    from ..simulate.values import LazyTable
+    from ..simulate.model.values import LazyTable
     init = {}
     for name, v in trainer.scope.vars.items():
         var = trainer.main.find_var(name) or trainer.ex_startup.program.find_var(name)

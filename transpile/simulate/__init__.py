@@ -28,7 +28,7 @@ from .result import SimResult
 from .runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,
                      context, default_batch, max_steps, original_run, run_original)
 from .splitprograms import split_programs_from
-from .values import NoKernelError, SimError
+from .model.values import NoKernelError, SimError
 
 __all__ = ["simulate", "SimOptions", "SimResult", "RunContext", "ParamDiff", "SimError",
            "NoKernelError", "Reference", "split_programs_from", "original_run",

@@ -24,11 +24,12 @@ from typing import Optional
 import numpy as np
 
 from ..ir.program import Program
-from .executor import Executor
-from . import largescale, pscore
+from .model.executor import Executor
+from .model import largescale
+from . import pscore
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
-from .values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
+from .model.values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
                      dense, shared, split_rows)
 
 

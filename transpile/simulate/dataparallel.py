@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import roles
-from .values import SelectedRows, dense
+from .model.values import SelectedRows, dense
 
 
 def runs_once_per_step(op) -> bool:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..format import psdesc
-from .executor import Executor, Scope
+from .model.executor import Executor, Scope
 from .pstables import TableError, TableOptions
 from .pstables.client import batch_size, fit_push, merge_by_key, push_values
 from .pstables.server import PsServer, sparse_server, split_dense
-from .values import SimError, Unallocated, dense
+from .model.values import SimError, Unallocated, dense
 
 RPC_IGNORED = ("listen_and_serv", "checkpoint_notify", "recv_save", "fetch_barrier")
 
@@ -168,7 +168,7 @@ class PsCluster:
                 return None
         except TableError as e:
             raise SimError(str(e)) from None
-        from .values import NoKernelError
+        from .model.values import NoKernelError
         raise NoKernelError("%s: %s is not simulated in style ps" % (ex.label, t))
 
     def _table(self, tr, op, what):

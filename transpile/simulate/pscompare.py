@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compare import ParamDiff, abs_diff, movement, noise, relative
-from .values import LazyTable, Unallocated, dense
+from .model.values import LazyTable, Unallocated, dense
 
 
 def table_rows(servers, tid) -> dict:

@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from .values import SelectedRows, SimError, split_rows
+from .model.values import SelectedRows, SimError, split_rows
 
 _TRAINER = re.compile(r"\.trainer_\d+(?=$|\.)")
 

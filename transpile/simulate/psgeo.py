@@ -24,7 +24,7 @@ from .geo import rows_of, with_rows
 from .pstables import TableError
 from .pstables.server import geo_server, split_dense
 from .reference import snapshot
-from .values import SelectedRows, SimError, Unallocated, dense, shape_of
+from .model.values import SelectedRows, SimError, Unallocated, dense, shape_of
 
 F32 = np.float32
 GEO = "MemorySparseGeoTable"

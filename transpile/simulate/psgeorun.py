@@ -10,14 +10,14 @@ import numpy as np
 
 from ..format import psdesc
 from .compare import ParamDiff, movement, noise
-from .executor import Executor
+from .model.executor import Executor
 from .pscluster import PsCluster
 from .pscompare import diff_of, table_rows
 from .psgeo import GeoClient, dense_groups, geo_dense_params, updated_params
 from .psref import RefTrainer
 from .pstables.server import PsServer
 from .reference import snapshot
-from .values import LazyTable, SelectedRows, SimError, Unallocated, dense
+from .model.values import LazyTable, SelectedRows, SimError, Unallocated, dense
 
 GEO_TABLE = "MemorySparseGeoTable"
 

@@ -27,12 +27,12 @@ import numpy as np
 from ..ir.program import select
 from ..ir.tables import lookup_groups
 from ..format import psdesc
-from .executor import Executor, Scope
+from .model.executor import Executor, Scope
 from .pstables import TableOptions
 from .pstables.client import batch_size, fit_push, merge_by_key, push_values
 from .pstables.server import PsServer, sparse_server, split_dense
 from .reference import snapshot
-from .values import LazyTable, SimError, dense
+from .model.values import LazyTable, SimError, dense
 
 
 def show_click_names(grad_op, block) -> tuple:

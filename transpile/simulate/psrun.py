@@ -15,7 +15,7 @@ import numpy as np
 from ..core.errors import UserError
 from .pscompare import compare_split
 from .pstables import ClientAborts, PserverRefuses, TableError, TableOptions
-from .values import SimError
+from .model.values import SimError
 
 
 @dataclass

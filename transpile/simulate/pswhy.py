@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from .compare import ParamDiff, movement, noise
-from .values import LazyTable, dense
+from .model.values import LazyTable, dense
 
 # effect id -> (what it is, how the reference undoes it: a variant flag, a text edit, or
 # "init": the program's initial rows)

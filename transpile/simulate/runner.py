@@ -17,7 +17,7 @@ from ..core.errors import UserError
 from ..ir.program import Program
 from .reference import Reference
 from .result import SimResult
-from .values import SimError
+from .model.values import SimError
 
 if TYPE_CHECKING:
     from .splitprograms import SplitPrograms
@@ -159,8 +159,8 @@ def start_original(ctx: RunContext, batch: Optional[int], lod=None) -> tuple:
     a `batch`, DEFAULT_BATCH (rounded up to a multiple of the trainers); when the program does
     not run on it, the per-trainer batch sizes its own ops suggest (batchsize.py), first that
     runs."""
-    from .batchsize import candidates
-    from .feeds import LOD_LENGTHS, Feeder
+    from .model.batchsize import candidates
+    from .model.feeds import LOD_LENGTHS, Feeder
     main, n = ctx.main, ctx.schedule.trainers
     tries = [batch] if batch is not None else \
         [default_batch(n)] + [b * n for b in candidates(main) if b * n != default_batch(n)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.errors import UserError
-from .. import keyed
+from ..model import keyed
 from . import PserverRefuses, TableError, TableOptions
 from .rules import F32
 

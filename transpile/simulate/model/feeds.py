@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.errors import UserError
-from ..ir.dataflow import data_names
-from ..ir.program import Program
+from ...core.errors import UserError
+from ...ir.dataflow import data_names
+from ...ir.program import Program
 from .values import np_dtype
 
 
@@ -69,7 +69,7 @@ def _sequence_feeds(main: Program) -> set:
     elementwise, activations, concat...) reach a sequence_* op: only those get sequences of
     random lengths; the others one row per sample (a feed declared lod_level 1 by habit and
     used per sample)."""
-    from ..ir.roles import BACKWARD, OPTIMIZE, role
+    from ...ir.roles import BACKWARD, OPTIMIZE, role
     block = main.global_block
     origin = {v.name: {v.name} for v in feed_vars(main)}
     out: set = set()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.program import Attr, Op
+from ...ir.program import Attr, Op
 from . import keyed
 from .values import LazyTable, SelectedRows, SimError, dense
 

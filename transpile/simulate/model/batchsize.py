@@ -9,8 +9,8 @@ tries the per-trainer batch sizes these ops suggest (`candidates`), strongest fi
 """
 from __future__ import annotations
 
-from ..ir import roles
-from ..ir.program import Program
+from ...ir import roles
+from ...ir.program import Program
 from .feeds import feed_vars
 
 # A dim this large is "to the end" (Paddle's INT_MAX / INT64_MAX in slice ends), not a size.

@@ -1,7 +1,7 @@
 """numpy kernels of Paddle ops, forward and grad, keyed by op type.
 
-A kernel is `fn(ctx)`: it reads inputs and attrs through the OpCtx (transpile/simulate/executor.py)
-and writes outputs with ctx.set(). Written from the ops' documented semantics. The registry is
+A kernel is `fn(ctx)`: it reads inputs and attrs through the OpCtx (simulate/model/executor.py) and
+writes outputs with ctx.set(). Written from the ops' documented semantics. The registry is
 registry.py; importing this package imports the op modules, which register their kernels.
 """
 from __future__ import annotations

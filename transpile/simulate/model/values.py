@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.errors import UserError
+from ...core.errors import UserError
 
 # Paddle's VarType.Type numbers (framework.proto) for the tensor dtypes.
 DTYPE_CODES = {0: "BOOL", 1: "INT16", 2: "INT32", 3: "INT64", 4: "FP16", 5: "FP32", 6: "FP64",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.program import Program
+from ...ir.program import Program
 
 # Ops whose outputs hold (a rearrangement of) their inputs' values: a bound on an output holds
 # for every X input. `split` / `unstack` have several outputs: the input gets the tightest.

@@ -8,8 +8,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..ir.dataflow import EMPTY_ROWS_OK
-from ..ir.program import Program
+from ...ir.dataflow import EMPTY_ROWS_OK
+from ...ir.program import Program
 from .kernels import KERNELS
 from .kernels.registry import SHARES_LOD
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
