@@ -282,7 +282,7 @@ LONG_SIGNATURES = {
     "transpile.simulate.psrun.train_reference": 13,
     "transpile.simulate.psrun.run_ps": 17,
     "transpile.simulate.pstables.client.push_values": 10,
-    "transpile.simulate.pswhy.explain": 11,
+    "transpile.simulate.explain.pswhy.explain": 11,
 }
 
 

@@ -34,8 +34,8 @@ def _invoke(*args):
 def test_max_rel_is_the_difference_over_the_movement_even_within_rounding():
     """docs/simulate.md: max rel = max |a-b| / max |final - initial|. A difference of 4e-10 on a
     parameter that moved by 2e-4 is 2e-6, not 0 (it was zeroed below the rounding floor)."""
-    from transpile.simulate.compare import compare_pairs
-    from transpile.simulate.pscompare import diff_of
+    from transpile.simulate.explain.compare import compare_pairs
+    from transpile.simulate.explain.pscompare import diff_of
     var = Var.tensor("b", "FP32", [1])
     a, b = np.array([0.5]), np.array([0.5 + 4e-10])
     d = compare_pairs(var, [("trainer_0", a, b)], 1e-6, moved=2e-4)
@@ -50,8 +50,8 @@ def test_max_rel_is_the_difference_over_the_movement_even_within_rounding():
 
 def test_a_line_ok_only_by_rounding_says_so():
     from types import SimpleNamespace
-    from transpile.simulate.compare import ParamDiff
-    from transpile.simulate.render import render
+    from transpile.simulate.explain.compare import ParamDiff
+    from transpile.simulate.explain.render import render
     lines = []
     res = SimpleNamespace(params=[ParamDiff("b", (1,), 4e-10, 2e-6, True)], error=None,
                           rtol=1e-6, steps=5, faults=[], equal=True, unchanged=[],

@@ -9,7 +9,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from transpile.simulate import simulate
-from transpile.simulate.compare import NOISE, movement, noise
+from transpile.simulate.explain.compare import NOISE, movement, noise
 
 from test_simulate import CORPUS, _group, load_case
 
@@ -100,7 +100,7 @@ def test_differences_are_measured_against_the_movement():
     """A split that never updates a parameter differs by all of the movement (relative 1,
     caught however little it moved); rounding noise far below it is equal."""
     from transpile.ir.program import Var
-    from transpile.simulate import compare as cmp
+    from transpile.simulate.explain import compare as cmp
 
     init = np.array([1.0, 2.0, 3.0, 4.0])
     final = init + 1e-7                           # moved a little: 2.5e-8 of the scale
@@ -117,7 +117,7 @@ def test_a_block_that_did_not_move_is_vacuous():
     """A parameter cut into pserver blocks moved, but not in rows 4:8 (one block): named, and
     --expect-equal fails unless the parameter is accepted."""
     from transpile.simulate import SimResult
-    from transpile.simulate.compare import ParamDiff
+    from transpile.simulate.explain.compare import ParamDiff
     init = np.zeros((8, 2))
     final = init.copy()
     final[1] = 0.5

@@ -140,7 +140,7 @@ def simulate(a: SimulateArgs):
         res.fix_tried = cfg.fix_faults
     if a.fmt == "json":
         import json
-        from ..simulate.render import to_json
+        from ..simulate.explain.render import to_json
         click.echo(json.dumps(to_json(res, cfg), indent=1))
         ctx.exit(res.exit_code)
     _print_text(res, cfg, a.seed, a.float32, quiet)
@@ -239,7 +239,7 @@ def _print_text(res, cfg, seed: int, float32: bool, quiet: bool) -> None:
             click.echo("note: %s" % n, err=True)
     if res.error:
         click.echo("pstranspile: simulate: the split fails to execute: %s" % res.error, err=True)
-    from ..simulate.render import render
+    from ..simulate.explain.render import render
     render(res, cfg, click.echo)
 
 

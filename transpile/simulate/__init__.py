@@ -22,7 +22,7 @@ from ..core.styles import CLASSIC, FLEET, PS
 from ..core.stylehooks import SIMULATE
 from ..ir.program import Program
 from .clusterrun import run_cluster
-from .compare import ParamDiff
+from .explain.compare import ParamDiff
 from .reference import Reference
 from .result import SimResult
 from .runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,

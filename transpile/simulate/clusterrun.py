@@ -3,7 +3,7 @@
 (compare.py)."""
 from __future__ import annotations
 
-from .compare import compare_params, measure_movements
+from .explain.compare import compare_params, measure_movements
 from .result import SimResult
 from .runner import RunContext, train_steps
 from .model.values import SimError

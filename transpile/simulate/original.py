@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir.program import Program
 from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
-from .compare import movement, noise, scale_of, trainable_params
+from .explain.compare import movement, noise, scale_of, trainable_params
 from .model.executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
 

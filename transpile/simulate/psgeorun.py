@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..format import psdesc
-from .compare import ParamDiff, movement, noise
+from .explain.compare import ParamDiff, movement, noise
 from .model.executor import Executor
 from .pscluster import PsCluster
-from .pscompare import diff_of, table_rows
+from .explain.pscompare import diff_of, table_rows
 from .psgeo import GeoClient, dense_groups, geo_dense_params, updated_params
 from .psref import RefTrainer
 from .pstables.server import PsServer
@@ -270,7 +270,7 @@ def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
 def geo_reasons(psref, diffs) -> dict:
     """{param: [Why]} for the parameters where the ps geo reference differs from the
     original's geo run."""
-    from .pswhy import Why
+    from .explain.pswhy import Why
     unsent = set().union(*(c.unsent_pulls for c in psref.clients))
     out = {}
     for d in diffs:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import UserError
-from .pscompare import compare_split
+from .explain.pscompare import compare_split
 from .pstables import ClientAborts, PserverRefuses, TableError, TableOptions
 from .model.values import SimError
 
@@ -115,7 +115,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
             res.notes.extend(x for x in getattr(t, "notes", ()) if x not in res.notes)
     f32 = np.dtype(fdt) == np.float32
     res.params = compare_split(main, plan, psref, cluster, ref.init, res.rtol, f32)
-    from .pswhy import explain
+    from .explain.pswhy import explain
     res.ps = PsReport(program_init=program_init)
     res.ps.original, res.ps.why = explain(
         main, plan, psref, orig_scope, ref.init, res.rtol, f32, why=why,

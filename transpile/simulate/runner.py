@@ -128,7 +128,7 @@ def run_original(ctx: RunContext, opts: SimOptions) -> None:
     if res.steps > opts.steps:
         res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
                          "parameter had not moved" % (res.steps, opts.steps))
-    from .paddlelimits import original_limits
+    from .explain.paddlelimits import original_limits
     res.notes.extend(original_limits(ctx.main))
     ctx.run.release()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compare import ParamDiff, abs_diff, movement, noise, relative
-from .model.values import LazyTable, Unallocated, dense
+from ..model.values import LazyTable, Unallocated, dense
 
 
 def table_rows(servers, tid) -> dict:
@@ -68,7 +68,7 @@ def compare_split(main, plan, psref, cluster, init, rtol, f32) -> list:
     """A ParamDiff per parameter of the original: the split's value against the reference's
     (sparse tables: every stored row, statistics and rule state included; dense and trainer
     state: each trainer's copy)."""
-    from ..ir.optimizers import trainable_params
+    from ...ir.optimizers import trainable_params
     train = trainable_params(main)
     out = []
     for var in main.parameters():

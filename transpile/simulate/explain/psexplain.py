@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import roles
+from ...ir import roles
 
 ADAM_DEFAULTS = (("beta1", 0.9), ("beta2", 0.999), ("epsilon", 1e-8))
 
@@ -112,7 +112,7 @@ def _dense_reasons(name, table, op, plan) -> dict:
 
 def _dropped_ops(main, plan) -> dict:
     """param -> the optimize-role ops (other than its update) the split drops for it."""
-    from ..ir.program import select
+    from ...ir.program import select
     dropped = select(main.global_block.ops, set(plan.optimize_ops))
     opt = _optimizer_ops(main)
     out: dict = {}

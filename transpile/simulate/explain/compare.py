@@ -11,8 +11,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.optimizers import trainable_params
-from .model.values import LazyTable, SparseTable, Unallocated, dense
+from ...ir.optimizers import trainable_params
+from ..model.values import LazyTable, SparseTable, Unallocated, dense
 
 # Differences are relative to the parameter's largest entry, but never to less than this: a
 # parameter that stays near 0 (a conv bias before batch_norm, whose gradient is rounding noise)

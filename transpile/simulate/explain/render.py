@@ -40,7 +40,7 @@ def render(result, config, echo) -> None:
         echo("result: %d of %d parameters differ beyond rtol %g after %d steps"
              % (n_bad, len(result.params), result.rtol, result.steps))
     if result.faults and not result.equal:
-        from ..plan.faults import KIND
+        from ...plan.faults import KIND
         stuck = all(f in KIND and KIND[f].fix.startswith("not fixable")
                     for f in result.faults)
         echo("why: the split reproduces Paddle fault%s %s (docs/faults.md); %s"

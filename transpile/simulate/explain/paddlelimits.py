@@ -3,7 +3,7 @@ cannot run the original either"), measured on its single-process executor: a spl
 trains like such an original proves less than it seems, and `simulate` says so in a note."""
 from __future__ import annotations
 
-from ..ir.tables import LOOKUP_TABLE_TYPES
+from ...ir.tables import LOOKUP_TABLE_TYPES
 
 
 def original_limits(main) -> list:

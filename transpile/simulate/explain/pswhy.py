@@ -18,7 +18,7 @@ from typing import Optional
 import numpy as np
 
 from .compare import ParamDiff, movement, noise
-from .model.values import LazyTable, dense
+from ..model.values import LazyTable, dense
 
 # effect id -> (what it is, how the reference undoes it: a variant flag, a text edit, or
 # "init": the program's initial rows)
@@ -91,7 +91,7 @@ def _diff(name, shape, a, b, moved, rtol, f32) -> ParamDiff:
 def compare_original(main, plan, psref, orig_scope, init, rtol, f32) -> list:
     """A ParamDiff per parameter: the ps reference against the original's run, relative to
     how far the original moved it (sparse tables: on the rows the reference touched)."""
-    from ..ir.optimizers import trainable_params
+    from ...ir.optimizers import trainable_params
     train = trainable_params(main)
     psref.plan_params = set(train)
     out = []
