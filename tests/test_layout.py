@@ -275,13 +275,13 @@ MAX_PARAMS = 8
 # qualified name -> its parameters today. Strike an entry off when it is fixed (the test
 # says so); none may be added.
 LONG_SIGNATURES = {
-    "transpile.simulate.psgeorun.PsGeoReference.__init__": 9,
-    "transpile.simulate.psgeorun._trainer_diffs": 10,
-    "transpile.simulate.psgeorun.run_geo": 18,
-    "transpile.simulate.psref.PsReference.__init__": 9,
-    "transpile.simulate.psrun.train_reference": 13,
-    "transpile.simulate.psrun.run_ps": 17,
-    "transpile.simulate.pstables.client.push_values": 10,
+    "transpile.simulate.ps.georun.PsGeoReference.__init__": 9,
+    "transpile.simulate.ps.georun._trainer_diffs": 10,
+    "transpile.simulate.ps.georun.run_geo": 18,
+    "transpile.simulate.ps.ref.PsReference.__init__": 9,
+    "transpile.simulate.ps.run.train_reference": 13,
+    "transpile.simulate.ps.run.run_ps": 17,
+    "transpile.simulate.ps.tables.client.push_values": 10,
     "transpile.simulate.explain.pswhy.explain": 11,
 }
 

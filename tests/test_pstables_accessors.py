@@ -1,4 +1,4 @@
-"""The sparse accessors of Paddle 2.6.2's pserver (transpile/simulate/pstables/accessors.py):
+"""The sparse accessors of Paddle 2.6.2's pserver (transpile/simulate/ps/tables/accessors.py):
 row layouts, Create / Select / Update / Merge / NeedExtendMF / Shrink, against values worked
 out by hand from sparse_accessor.cc, ctr_accessor.cc and ctr_double_accessor.cc."""
 import numpy as np
@@ -7,7 +7,7 @@ from google.protobuf import text_format
 
 from transpile.core.errors import UserError
 from transpile.format import psdesc
-from transpile.simulate.pstables import TableError, accessors
+from transpile.simulate.ps.tables import TableError, accessors
 
 F32 = np.float32
 NAIVE = 'name: "SparseNaiveSGDRule" naive { learning_rate: 0.1 initial_range: 0.5 }'

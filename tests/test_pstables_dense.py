@@ -1,4 +1,4 @@
-"""MemoryDenseTable of Paddle 2.6.2's pserver and its rules (transpile/simulate/pstables/
+"""MemoryDenseTable of Paddle 2.6.2's pserver and its rules (transpile/simulate/ps/tables/
 dense.py) against values worked out by hand from memory_dense_table.cc and depends/dense.h
 (docs/ps-runtime.md section 6)."""
 import numpy as np
@@ -7,8 +7,8 @@ from google.protobuf import text_format
 
 from transpile.core.errors import UserError
 from transpile.format import psdesc
-from transpile.simulate.pstables import PserverRefuses, TableError, TableOptions
-from transpile.simulate.pstables.dense import MemoryDenseTable, bucket
+from transpile.simulate.ps.tables import PserverRefuses, TableError, TableOptions
+from transpile.simulate.ps.tables.dense import MemoryDenseTable, bucket
 
 F32 = np.float32
 

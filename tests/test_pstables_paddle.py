@@ -1,5 +1,5 @@
-"""pstables against Paddle 2.6.2's own parameter server: scenarios run on its brpc pserver by
-docs/ps-runtime-check/run.sh (a pserver and a trainer process driving distributed_lookup_table,
+"""simulate/ps/tables/ against Paddle 2.6.2's own parameter server: scenarios run on its brpc
+pserver by docs/ps-runtime-check/run.sh (a pserver and a trainer process driving distributed_lookup_table,
 distributed_push_sparse and a dense send through core.DistFleetWrapper, then dumping the
 table with save_one_model), recorded in tests/data/pstables/paddle_*.json, and replayed here
 through our client helpers and tables.
@@ -16,9 +16,9 @@ import os
 import numpy as np
 import pytest
 
-from transpile.simulate.pstables.client import batch_size, merge_by_key, push_values
-from transpile.simulate.pstables.dense import TASK_POOL_SIZE, bucket
-from transpile.simulate.pstables.server import build_server
+from transpile.simulate.ps.tables.client import batch_size, merge_by_key, push_values
+from transpile.simulate.ps.tables.dense import TASK_POOL_SIZE, bucket
+from transpile.simulate.ps.tables.server import build_server
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "pstables")
 RUNS = sorted(glob.glob(os.path.join(DATA, "paddle_*.json")))

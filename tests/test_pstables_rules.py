@@ -1,4 +1,4 @@
-"""The sparse SGD rules of Paddle 2.6.2's pserver (transpile/simulate/pstables/rules.py) against
+"""The sparse SGD rules of Paddle 2.6.2's pserver (transpile/simulate/ps/tables/rules.py) against
 values worked out by hand from sparse_sgd_rule.cc (docs/ps-runtime.md section 4)."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from google.protobuf import text_format
 
 from transpile.core.errors import UserError
 from transpile.format import psdesc
-from transpile.simulate.pstables import rules
+from transpile.simulate.ps.tables import rules
 
 F32 = np.float32
 

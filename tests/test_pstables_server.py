@@ -1,6 +1,6 @@
 """A pserver's tables built from real server_desc.txt files (tests/corpus/*/*/expected/),
 the BarrierTable, the geo table, the client's routing of keys and dense slices, and what a
-trainer's distributed_push_sparse pushes (transpile/simulate/pstables/server.py, geo.py,
+trainer's distributed_push_sparse pushes (transpile/simulate/ps/tables/server.py, geo.py,
 client.py; docs/ps-runtime.md sections 1, 5 and 7)."""
 import glob
 import os
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from transpile.core.errors import UserError
-from transpile.simulate.pstables import PserverRefuses, TableError, TableOptions
-from transpile.simulate.pstables.client import batch_size, merge_by_key, push_values
-from transpile.simulate.pstables.dense import MemoryDenseTable
-from transpile.simulate.pstables.geo import MemorySparseGeoTable
-from transpile.simulate.pstables.server import (BarrierTable, build_server, dense_dims,
+from transpile.simulate.ps.tables import PserverRefuses, TableError, TableOptions
+from transpile.simulate.ps.tables.client import batch_size, merge_by_key, push_values
+from transpile.simulate.ps.tables.dense import MemoryDenseTable
+from transpile.simulate.ps.tables.geo import MemorySparseGeoTable
+from transpile.simulate.ps.tables.server import (BarrierTable, build_server, dense_dims,
                                                 geo_server, sparse_server, split_dense)
-from transpile.simulate.pstables.sparse import MemorySparseTable
+from transpile.simulate.ps.tables.sparse import MemorySparseTable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
@@ -151,8 +151,8 @@ def test_push_values_scale_by_batch_and_carry_show_click():
 def test_push_values_aborts_on_ids_of_two_lod_levels():
     """FleetWrapper::PushSparseFromTensorAsync walks the ids' first LoD level as their rows:
     ids of lod_level 2 (first level ending at 2, 5 ids) leave gradient rows unread and its
-    trainer aborts; simulate says so (psrun: the ps reference aborts), not an IndexError."""
-    from transpile.simulate.pstables import ClientAborts
+    trainer aborts; simulate says so (ps/run.py: the ps reference aborts), not an IndexError."""
+    from transpile.simulate.ps.tables import ClientAborts
     with pytest.raises(ClientAborts, match="first LoD level"):
         push_values([1, 2, 3, 4, 5], np.zeros((5, 1)), 1, shows=[1, 1], lod=[0, 1, 2])
 

@@ -1,4 +1,4 @@
-"""MemorySparseTable of Paddle 2.6.2's pserver (transpile/simulate/pstables/sparse.py): rows
+"""MemorySparseTable of Paddle 2.6.2's pserver (transpile/simulate/ps/tables/sparse.py): rows
 created at their first push, short until the embedx threshold, the extending push's embedx
 gradient lost, per-row Adam powers, weight bounds; against values worked out by hand from
 memory_sparse_table.cc (docs/ps-runtime.md section 2)."""
@@ -7,8 +7,8 @@ from google.protobuf import text_format
 
 from transpile.format import psdesc
 from transpile.simulate.model import keyed
-from transpile.simulate.pstables import TableOptions
-from transpile.simulate.pstables.sparse import MemorySparseTable, key_waves
+from transpile.simulate.ps.tables import TableOptions
+from transpile.simulate.ps.tables.sparse import MemorySparseTable, key_waves
 
 F32 = np.float32
 NAIVE = ('name: "SparseNaiveSGDRule" naive { learning_rate: 0.1 initial_range: 0.5 '

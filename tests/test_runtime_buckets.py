@@ -4,7 +4,7 @@ runtime's order so)."""
 import numpy as np
 
 from transpile.runtime import buckets
-from transpile.simulate.pstables.dense import TASK_POOL_SIZE
+from transpile.simulate.ps.tables.dense import TASK_POOL_SIZE
 
 from test_pstables_dense import table
 

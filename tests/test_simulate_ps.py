@@ -77,8 +77,8 @@ def test_the_first_push_creates_the_row_and_loses_its_embedx_gradient():
     goes 0 -> -lr * sign(g) (Adam's first step: m / sqrt(v) = sign(g), lr_t's bias correction
     cancels), embedx_w keeps its initial draw (the extending push's gradient is lost), and the
     rule state counts one push (beta powers b1^2, b2^2)."""
-    from transpile.simulate.psrun import reference_descs, train_reference
-    from transpile.simulate.pstables import TableOptions
+    from transpile.simulate.ps.run import reference_descs, train_reference
+    from transpile.simulate.ps.tables import TableOptions
     from transpile.simulate.model.feeds import Feeder
     from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")
@@ -108,8 +108,8 @@ def test_the_ps_reference_drops_a_steps_temporaries():
     """The ps reference's trainers keep after a step only what their pushes read besides the
     persistables (ffm's slice grads were kept to the end of each step: 1.3 GB, ps sync at 2.5
     GB, 0.6 GB now); the run trains as before (the split still equals it)."""
-    from transpile.simulate.psrun import reference_descs, train_reference
-    from transpile.simulate.pstables import TableOptions
+    from transpile.simulate.ps.run import reference_descs, train_reference
+    from transpile.simulate.ps.tables import TableOptions
     from transpile.simulate.model.feeds import Feeder
     from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")

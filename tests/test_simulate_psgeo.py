@@ -1,6 +1,6 @@
 """simulate for style ps in geo mode: the GeoCommunicator against MemorySparseGeoTable and the
-dense `sum` table (transpile/simulate/psgeo.py) by hand, the split against the ps geo reference
-(psgeorun.py), and broken geo splits caught."""
+dense `sum` table (transpile/simulate/ps/geo.py) by hand, the split against the ps geo reference
+(simulate/ps/georun.py), and broken geo splits caught."""
 from __future__ import annotations
 
 import re
@@ -10,8 +10,8 @@ import pytest
 
 from test_simulate_ps import ours, paddles, param, run
 from transpile.simulate.model.executor import Scope
-from transpile.simulate.psgeo import GeoClient, dense_groups
-from transpile.simulate.pstables.server import build_server
+from transpile.simulate.ps.geo import GeoClient, dense_groups
+from transpile.simulate.ps.tables.server import build_server
 from transpile.simulate.model.values import SelectedRows
 
 SERVER = """server_param { downpour_server_param {
@@ -177,7 +177,7 @@ def test_geo_table_refuses_a_short_param_row():
     server = build_server(SERVER)
     t = server.table(0)
     t.push_all_params(lambda keys: np.zeros((len(keys), 1)), 0, 1)
-    from transpile.simulate.pstables import TableError
+    from transpile.simulate.ps.tables import TableError
     with pytest.raises(TableError, match="1 floats"):
         t.pull([0])
 

@@ -30,8 +30,8 @@ from transpile.simulate import split_programs_from  # noqa: E402
 from transpile.simulate.model.executor import Executor  # noqa: E402
 from transpile.simulate.model.feeds import Feeder  # noqa: E402
 from transpile.simulate.loading import load_descs, load_split_dir  # noqa: E402
-from transpile.simulate.pscluster import PsCluster  # noqa: E402
-from transpile.simulate.pstables import TableOptions  # noqa: E402
+from transpile.simulate.ps.cluster import PsCluster  # noqa: E402
+from transpile.simulate.ps.tables import TableOptions  # noqa: E402
 from transpile.simulate.reference import Reference, snapshot  # noqa: E402
 from transpile.split import split_to_folder  # noqa: E402
 
@@ -140,7 +140,7 @@ def prediction(cluster, a, cfg, feed_names):
 
 
 def _pull(cluster, tid, param, keys):
-    from transpile.simulate.pstables.server import sparse_server
+    from transpile.simulate.ps.tables.server import sparse_server
     s = int(sparse_server(keys, int(param.shard_num) or 1, len(cluster.servers))[0])
     return cluster.servers[s].table(tid).pull(keys)
 

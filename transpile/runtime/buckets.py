@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..simulate.pstables.dense import TASK_POOL_SIZE, bucket
-from ..simulate.pstables.server import split_dense
+from ..simulate.ps.tables.dense import TASK_POOL_SIZE, bucket
+from ..simulate.ps.tables.server import split_dense
 
 F32 = np.float32
 STATE = ("Param", "Moment1", "Moment2")

@@ -98,8 +98,8 @@ def role_setup(split_dir, config, opts: RoleOptions, kind, index, eps) -> str:
 
 def sparse_widths(server_text) -> dict:
     """table id (str) -> the width of a row a lookup pulls, of each sparse table."""
-    from ..simulate.pstables import TableOptions
-    from ..simulate.pstables.server import build_server
+    from ..simulate.ps.tables import TableOptions
+    from ..simulate.ps.tables.server import build_server
     from .predict import SPARSE
     srv = build_server(server_text, 0, 1, TableOptions(lenient_initializers=True))
     return {str(tid): int(t.accessor.select_dim) for tid, t in sorted(srv.tables.items())

@@ -1,6 +1,6 @@
 """simulate's prediction of a style-ps split trained on Paddle's runtime: the split's own
-programs and descriptors run by simulate's in-process ps cluster (simulate/pscluster.py; geo:
-psgeorun.py's PsGeoCluster) in float32, under the schedule `run --local` holds the runtime to.
+programs and descriptors run by simulate's in-process ps cluster (simulate/ps/cluster.py; geo:
+ps/georun.py's PsGeoCluster) in float32, under the schedule `run --local` holds the runtime to.
 
 Feeds (simulate's synthetic feeds, made from trainer 0's program) and initial values (trainer
 0's values after its startup) are kept, so the runtime's trainers start and train from the
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.errors import UserError
 from ..simulate.model.feeds import Feeder
-from ..simulate.pstables import PserverRefuses, TableError, TableOptions
+from ..simulate.ps.tables import PserverRefuses, TableError, TableOptions
 from ..simulate.model.values import SimError, Unallocated
 
 F32 = np.float32
@@ -130,10 +130,10 @@ def predict(sp, texts, config, *, training: Training, follow=None, fdt=F32):
 
 def _cluster(sp, texts, config, schedule, options, seed, fdt=F32):
     if config.mode == "geo":
-        from ..simulate.psgeorun import PsGeoCluster
+        from ..simulate.ps.georun import PsGeoCluster
         return PsGeoCluster(sp, texts, config, schedule, float_dtype=fdt, seed=seed,
                             options=options)
-    from ..simulate.pscluster import PsCluster
+    from ..simulate.ps.cluster import PsCluster
     return PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, options=options)
 
 
@@ -234,7 +234,7 @@ def _geo_rows(cluster, pred):
 
 
 def _pull(cluster, tid, param, keys):
-    from ..simulate.pstables.server import sparse_server
+    from ..simulate.ps.tables.server import sparse_server
     s = int(sparse_server(keys, int(param.shard_num) or 1, len(cluster.servers))[0])
     return cluster.servers[s].table(tid).pull(keys)
 

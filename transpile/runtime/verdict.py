@@ -178,7 +178,7 @@ def failures(run, config) -> list:
 
 def _start_fault(notes) -> str:
     """Why a pserver cannot start, as the prediction's tables found it: an empty initializer
-    (simulate/pstables/dense.py), which Paddle's own split of the program holds too."""
+    (simulate/ps/tables/dense.py), which Paddle's own split of the program holds too."""
     import re
     found = sorted({m.groups() for n in notes for m in [re.search(
         r"\(table_id (\d+)\): (\w+) has an empty initializer", n)] if m})

@@ -131,10 +131,10 @@ class GeoRun(OriginalRun):
         self.old = []       # what each trainer last pulled: for its next push only
 
     def release_servers(self) -> None:
-        """The pservers' values go (style ps compares the trainers' alone: psgeorun.py)."""
+        """The pservers' values go (style ps compares the trainers' alone: ps/georun.py)."""
         self.values = {}
 
     def release_trainers(self) -> None:
-        """The trainers' values go (style ps has compared them: psgeorun.py)."""
+        """The trainers' values go (style ps has compared them: ps/georun.py)."""
         for ex in self.exs:
             ex.scope.keep_only(())

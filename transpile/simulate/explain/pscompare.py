@@ -1,4 +1,4 @@
-"""The split against the ps reference (psrun.py): every parameter, sparse tables row by row
+"""The split against the ps reference (ps/run.py): every parameter, sparse tables row by row
 (every stored float: weights, show / click, rule state), dense params and trainer state on each
 trainer."""
 from __future__ import annotations

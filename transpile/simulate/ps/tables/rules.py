@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import UserError
+from ....core.errors import UserError
 
 F32 = np.float32
 FLT_MAX = float(np.finfo(np.float32).max)

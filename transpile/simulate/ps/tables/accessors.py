@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import UserError
+from ....core.errors import UserError
 from . import TableError
 from .rules import F32, make_rule
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import UserError
-from ..model import keyed
+from ....core.errors import UserError
+from ...model import keyed
 from . import PserverRefuses, TableError, TableOptions
 from .rules import F32
 

@@ -1,5 +1,5 @@
 """Style ps in geo mode: Paddle 2.6.2's GeoCommunicator (`ps/service/communicator/
-communicator.cc`) against pstables' servers, shared by the ps geo reference and the split's run.
+communicator.cc`) against tables/' servers, shared by the ps geo reference and the split's run.
 
 Each trainer trains the whole program locally (lookups of its own table copy, its optimizer
 ops). Start (`InitParams`, then `_pull_all_dense`): trainer 0 pushes its dense params to the
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .geo import rows_of, with_rows
-from .pstables import TableError
-from .pstables.server import geo_server, split_dense
-from .reference import snapshot
-from .model.values import SelectedRows, SimError, Unallocated, dense, shape_of
+from ..geo import rows_of, with_rows
+from .tables import TableError
+from .tables.server import geo_server, split_dense
+from ..reference import snapshot
+from ..model.values import SelectedRows, SimError, Unallocated, dense, shape_of
 
 F32 = np.float32
 GEO = "MemorySparseGeoTable"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import keyed
+from ...model import keyed
 from . import TableError, TableOptions
 from .accessors import make_accessor
 from .rules import F32

@@ -1,6 +1,6 @@
 """`simulate` for style ps in geo mode: the split (PsGeoCluster: its trainer programs, its
 descriptors) against the ps geo reference (PsGeoReference: the original program on every
-trainer, the tables of the descriptors `split` writes for it), both under psgeo.py's
+trainer, the tables of the descriptors `split` writes for it), both under geo.py's
 GeoCommunicator and the geo schedule; then the ps geo reference against the original trained
 with classic geo-SGD (georef.py), each difference named.
 """
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..format import psdesc
-from .explain.compare import ParamDiff, movement, noise
-from .model.executor import Executor
-from .pscluster import PsCluster
-from .explain.pscompare import diff_of, table_rows
-from .psgeo import GeoClient, dense_groups, geo_dense_params, updated_params
-from .psref import RefTrainer
-from .pstables.server import PsServer
-from .reference import snapshot
-from .model.values import LazyTable, SelectedRows, SimError, Unallocated, dense
+from ...format import psdesc
+from ..explain.compare import ParamDiff, movement, noise
+from ..model.executor import Executor
+from .cluster import PsCluster
+from ..explain.pscompare import diff_of, table_rows
+from .geo import GeoClient, dense_groups, geo_dense_params, updated_params
+from .ref import RefTrainer
+from .tables.server import PsServer
+from ..reference import snapshot
+from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense
 
 GEO_TABLE = "MemorySparseGeoTable"
 
@@ -205,7 +205,7 @@ def _trainer_diffs(name, shape, a_scopes, b_scopes, labels, keys, init, rtol, f3
 def compare_geo_split(main, psref, cluster, init, rtol, f32) -> list:
     """Per parameter: each trainer's copy (a sparse table on the rows either run's pservers
     hold), and a geo table's rows on the pservers."""
-    from ..ir.optimizers import trainable_params
+    from ...ir.optimizers import trainable_params
     train = trainable_params(main)
     sparse = psref.clients[0].sparse
     out = []
@@ -243,7 +243,7 @@ def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
     """Per parameter: the ps geo reference's trainers against the original's geo run
     (georef.GeoRun), relative to how far the original moved (sparse tables: on the rows the
     reference's trainers sent)."""
-    from ..ir.optimizers import trainable_params
+    from ...ir.optimizers import trainable_params
     train = trainable_params(main)
     out = []
     for var in main.parameters():
@@ -270,7 +270,7 @@ def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
 def geo_reasons(psref, diffs) -> dict:
     """{param: [Why]} for the parameters where the ps geo reference differs from the
     original's geo run."""
-    from .explain.pswhy import Why
+    from ..explain.pswhy import Why
     unsent = set().union(*(c.unsent_pulls for c in psref.clients))
     out = {}
     for d in diffs:
@@ -289,11 +289,11 @@ def geo_reasons(psref, diffs) -> dict:
 
 def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed, fdt,
             progress, texts, ref_texts, options, why, report):
-    """psrun.run_ps for geo mode: `res.params` = the split against the ps geo reference,
+    """run.run_ps for geo mode: `res.params` = the split against the ps geo reference,
     `res.ps` = the reference against the original's geo run (`run`), a `report()`
-    (psrun.PsReport)."""
-    from ..core.errors import UserError
-    from .pstables import PserverRefuses, TableError
+    (run.PsReport)."""
+    from ...core.errors import UserError
+    from .tables import PserverRefuses, TableError
     schedule = run.schedule
     if not any(schedule.pushes_after(s) for s in range(steps)):
         raise UserError("geo: %d steps run no push (the trainers push after every %d steps): "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import UserError
+from ....core.errors import UserError
 from . import TableError, TableOptions
 from .rules import F32
 from .sparse import as_keys

@@ -1,7 +1,7 @@
 """The ps reference: the original program trained under the semantics of the descriptors that
 `split` writes for it (style ps), without the split's programs.
 
-Tables: pstables' PsServers built from the `server_desc.txt` texts our DescWriter makes for the
+Tables: tables/' PsServers built from the `server_desc.txt` texts our DescWriter makes for the
 original and the cluster config (not the split's: a changed rule or learning rate in a split's
 descriptor is then a difference). Trainers: each runs the original program's ops but its
 optimizer ops (the plan's optimize ops: the tables update the parameters) on its own scope:
@@ -9,7 +9,7 @@ optimizer ops (the plan's optimize ops: the tables update the parameters) on its
   looked-up rows are pulled from the tables into the trainer's copy of the table (padding ids
   read zeros);
 - after the backward, each table's lookup grads (in backward order, as the split's push op lists
-  them) are pushed as the trainer's client pushes them (pstables/client.py: per occurrence,
+  them) are pushed as the trainer's client pushes them (tables/client.py: per occurrence,
   scaled by the batch size, show 1 / click 0 or a ShowClickEntry's vars, merged per key);
 - the dense grads of each dense table (the plan's send contexts, in their order) are pushed;
 - sync: once every trainer has had its turn (trainer 0 first), the barrier pours the dense
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.program import select
-from ..ir.tables import lookup_groups
-from ..format import psdesc
-from .model.executor import Executor, Scope
-from .pstables import TableOptions
-from .pstables.client import batch_size, fit_push, merge_by_key, push_values
-from .pstables.server import PsServer, sparse_server, split_dense
-from .reference import snapshot
-from .model.values import LazyTable, SimError, dense
+from ...ir.program import select
+from ...ir.tables import lookup_groups
+from ...format import psdesc
+from ..model.executor import Executor, Scope
+from .tables import TableOptions
+from .tables.client import batch_size, fit_push, merge_by_key, push_values
+from .tables.server import PsServer, sparse_server, split_dense
+from ..reference import snapshot
+from ..model.values import LazyTable, SimError, dense
 
 
 def show_click_names(grad_op, block) -> tuple:
@@ -47,7 +47,7 @@ def show_click_names(grad_op, block) -> tuple:
 def table_clips_of(main, tables: list) -> dict:
     """{table: TableClip} of the clipped tables (plan/clip_faults.py): a trainer clips its
     table's gradient rows before it pushes them, as the program clips the gradient."""
-    from ..plan.clip_faults import sparse_clip_tables, table_clips
+    from ...plan.clip_faults import sparse_clip_tables, table_clips
     clipped = sparse_clip_tables(main, set(tables))
     try:
         return {c.table: c for c in table_clips(main, [t for t in tables if t in clipped])}
@@ -115,7 +115,7 @@ class PsReference:
     def __init__(self, main, init: dict, plan, config, server_texts: dict, *, fdt, seed,
                  options: TableOptions = TableOptions(), variant: frozenset = frozenset()):
         self.main, self.plan, self.config = main, plan, config
-        self.variant = variant          # effects undone (pswhy.py's ablations)
+        self.variant = variant          # effects undone (explain/pswhy.py's ablations)
         self.fdt = fdt
         self.sync = config.mode == "sync"
         n = len(config.pservers)

@@ -1,12 +1,12 @@
 """Style ps in process: the split's trainer programs against Paddle 2.6.2's brpc tables
-(pstables/), each pserver built from its own `server_desc.txt`, each trainer's client from
+(tables/), each pserver built from its own `server_desc.txt`, each trainer's client from
 its `worker_desc.txt`.
 
 What a trainer's ops do (docs/ps-runtime.md, section 5):
 - `distributed_lookup_table` (table_id): each id (padding ids aside: zeros) is pulled from the
   pserver its key routes to (the client's `shard_num`), the accessor's pull layout;
 - `distributed_push_sparse`: per id occurrence `[slot, show, click, g * batch]`
-  (pstables/client.py), merged by key per pserver, pushed (rows created at their first push);
+  (tables/client.py), merged by key per pserver, pushed (rows created at their first push);
   the gradient is scaled in place in the trainer's scope, as Paddle's op does;
 - `send` of dense grads (`is_sparse` 0, `table_id`): the grads in X order, flattened,
   concatenated, cut into the pservers' slices of the merged dense table and pushed;
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..format import psdesc
-from .model.executor import Executor, Scope
-from .pstables import TableError, TableOptions
-from .pstables.client import batch_size, fit_push, merge_by_key, push_values
-from .pstables.server import PsServer, sparse_server, split_dense
-from .model.values import SimError, Unallocated, dense
+from ...format import psdesc
+from ..model.executor import Executor, Scope
+from .tables import TableError, TableOptions
+from .tables.client import batch_size, fit_push, merge_by_key, push_values
+from .tables.server import PsServer, sparse_server, split_dense
+from ..model.values import SimError, Unallocated, dense
 
 RPC_IGNORED = ("listen_and_serv", "checkpoint_notify", "recv_save", "fetch_barrier")
 
@@ -115,7 +115,7 @@ class PsCluster:
 
     def __init__(self, sp, descs: dict, config, *, float_dtype, seed, reference=None,
                  options: TableOptions = TableOptions()):
-        from ..output.result import endpoint_dir
+        from ...output.result import endpoint_dir
         self.config, self.float_dtype, self.seed = config, float_dtype, seed
         self.reference = reference
         self.sync = config.mode == "sync"
@@ -168,7 +168,7 @@ class PsCluster:
                 return None
         except TableError as e:
             raise SimError(str(e)) from None
-        from .model.values import NoKernelError
+        from ..model.values import NoKernelError
         raise NoKernelError("%s: %s is not simulated in style ps" % (ex.label, t))
 
     def _table(self, tr, op, what):

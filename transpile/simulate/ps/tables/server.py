@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.errors import UserError
-from ...format import psdesc
+from ....core.errors import UserError
+from ....format import psdesc
 from . import TableError, TableOptions
 from .dense import MemoryDenseTable
 from .geo import MemorySparseGeoTable

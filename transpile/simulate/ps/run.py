@@ -1,9 +1,9 @@
 """`simulate` for style ps: the split (pscluster.py) against the ps reference (psref.py), and the
-ps reference against the original as written (pswhy.py).
+ps reference against the original as written (explain/pswhy.py).
 
 Both runs start from the original's initial values (random initializers of the split aligned
 with the original's draws, reference.py), see the same feeds, and keep their sparse rows in
-pstables' tables (float32, Paddle's layouts); new rows draw from the same keyed generators, so
+tables/' tables (float32, Paddle's layouts); new rows draw from the same keyed generators, so
 a correctly wired split equals the reference exactly.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.errors import UserError
-from .explain.pscompare import compare_split
-from .pstables import ClientAborts, PserverRefuses, TableError, TableOptions
-from .model.values import SimError
+from ...core.errors import UserError
+from ..explain.pscompare import compare_split
+from .tables import ClientAborts, PserverRefuses, TableError, TableOptions
+from ..model.values import SimError
 
 
 @dataclass
@@ -28,14 +28,14 @@ class PsReport:
 
 def reference_descs(main, startup, config) -> tuple:
     """(plan, {endpoint: server_desc.txt text}) our split writes for the original."""
-    from ..styles.registry import style_of
+    from ...styles.registry import style_of
     prep = style_of(config).prepare(main, startup, config)
     descs = prep.shared["descs"]
     return prep.plan, {ep: descs.server_desc(ep) for ep in config.pservers}
 
 
 def table_options(seed, init, program_init) -> TableOptions:
-    from .psref import program_rows
+    from .ref import program_rows
     # an empty dense initializer: Paddle's pserver throws at start; here zeros and a note (the
     # Param it concerns is overwritten by trainer 0's push)
     return TableOptions(seed=seed, program_init=program_rows(init) if program_init else None,
@@ -45,7 +45,7 @@ def table_options(seed, init, program_init) -> TableOptions:
 def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, seed, fdt,
                     options, variant=frozenset(), progress=None):
     """The ps reference trained `steps` steps (psref.PsReference)."""
-    from .psref import PsReference
+    from .ref import PsReference
     ref = PsReference(main, init, plan, config, texts, fdt=fdt, seed=seed, options=options,
                       variant=variant)
     n = config.trainers
@@ -63,7 +63,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
            progress, texts=None, program_init=False, why=True, run=None):
     """Fill `res` (a SimResult): params = the split (`sp`: its SplitPrograms) against the ps
     reference; res.ps = the reference against the original."""
-    from .pscluster import PsCluster
+    from .cluster import PsCluster
     texts = texts or {}
     plan, ref_texts = reference_descs(main, startup, config)
     options = table_options(seed, ref.init, program_init)
@@ -72,7 +72,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
         if program_init:
             raise UserError("--program-init: geo tables start from trainer 0's own rows "
                             "already (nothing to change)")
-        from .psgeorun import run_geo
+        from .georun import run_geo
         return run_geo(res, main, plan, config, sp, ref, run, feeder, steps=steps,
                        batch=batch, seed=seed, fdt=fdt, progress=progress, texts=texts,
                        ref_texts=ref_texts, options=options, why=why,
@@ -115,7 +115,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
             res.notes.extend(x for x in getattr(t, "notes", ()) if x not in res.notes)
     f32 = np.dtype(fdt) == np.float32
     res.params = compare_split(main, plan, psref, cluster, ref.init, res.rtol, f32)
-    from .explain.pswhy import explain
+    from ..explain.pswhy import explain
     res.ps = PsReport(program_init=program_init)
     res.ps.original, res.ps.why = explain(
         main, plan, psref, orig_scope, ref.init, res.rtol, f32, why=why,
