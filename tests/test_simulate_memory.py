@@ -14,7 +14,7 @@ import pytest
 
 from transpile.format import programio
 from transpile.simulate import simulate
-from transpile.simulate.reference import snapshot
+from transpile.simulate.refs.reference import snapshot
 from transpile.split import split
 
 from test_simulate import load_case
@@ -50,7 +50,7 @@ def test_adam_in_place_is_the_same_arithmetic(dtype):
 
 def test_a_finished_run_keeps_only_the_parameters():
     from transpile.simulate import original_run
-    from transpile.simulate.schedule import make_schedule
+    from transpile.simulate.refs.schedule import make_schedule
     main, startup, cfg, _, _ = load_case("fleet/mlp_adam_sync")
     run = original_run(main, startup, make_schedule(cfg), fdt=np.float64, seed=0)
     run.startup()

@@ -11,7 +11,7 @@ from transpile.core.config import load_config
 from transpile.format import programio
 from transpile.ir.program import Block, Op, Program, Var
 from transpile.simulate import simulate
-from transpile.simulate.dataparallel import ShardedStep, mean_of
+from transpile.simulate.refs.dataparallel import ShardedStep, mean_of
 from transpile.simulate.model.executor import Executor, OpCtx
 from transpile.simulate.loading import load_split_dir
 from transpile.simulate.model.values import SelectedRows

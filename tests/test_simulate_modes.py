@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from transpile.core.errors import UserError
 from transpile.simulate import original_run, simulate
-from transpile.simulate.schedule import Schedule, make_schedule
+from transpile.simulate.refs.schedule import Schedule, make_schedule
 
 from test_simulate import CORPUS, _group, load_case
 

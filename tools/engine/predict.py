@@ -32,7 +32,7 @@ from transpile.simulate.model.feeds import Feeder  # noqa: E402
 from transpile.simulate.loading import load_descs, load_split_dir  # noqa: E402
 from transpile.simulate.ps.cluster import PsCluster  # noqa: E402
 from transpile.simulate.ps.tables import TableOptions  # noqa: E402
-from transpile.simulate.reference import Reference, snapshot  # noqa: E402
+from transpile.simulate.refs.reference import Reference, snapshot  # noqa: E402
 from transpile.split import split_to_folder  # noqa: E402
 
 

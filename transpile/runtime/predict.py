@@ -95,7 +95,7 @@ def predict(sp, texts, config, *, training: Training, follow=None, fdt=F32):
     `training` says; the trainers compute in `fdt` (the tables keep float32 whatever it is);
     `follow` (a buckets.Follower) gives the dense Adam tables the bucket orders the runtime
     took."""
-    from ..simulate.schedule import make_schedule
+    from ..simulate.refs.schedule import make_schedule
     steps, batch, seed, push_every = training.steps, training.batch, training.seed, \
         training.push_every
     pred = Prediction()
@@ -264,7 +264,7 @@ def spread(a: Prediction, others: list) -> dict:
 
 def geo_contexts(sp, texts, config, push_every) -> dict:
     """The GeoCommunicator's tables of a geo split (geo_tables), for one role of a cluster."""
-    from ..simulate.schedule import make_schedule
+    from ..simulate.refs.schedule import make_schedule
     schedule = make_schedule(config, push_every)
     try:
         cluster = _cluster(sp, texts, config, schedule, TableOptions(lenient_initializers=True),

@@ -23,7 +23,7 @@ from ..core.stylehooks import SIMULATE
 from ..ir.program import Program
 from .clusterrun import run_cluster
 from .explain.compare import ParamDiff
-from .reference import Reference
+from .refs.reference import Reference
 from .result import SimResult
 from .runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,
                      context, default_batch, max_steps, original_run, run_original)

@@ -74,7 +74,7 @@ class Trainer:
 class Cluster:
     def __init__(self, split: SplitPrograms, config, *, float_dtype, seed, reference,
                  schedule=None):
-        from .schedule import make_schedule
+        from .refs.schedule import make_schedule
         self.config = config
         self.schedule = schedule or make_schedule(config)
         self.sync = config.mode == "sync"
@@ -97,7 +97,7 @@ class Cluster:
             raise SimError("sync mode, but trainer_0's main program has no send_barrier: the "
                            "pservers would never know when a step's grads are all in")
         if self.geo:
-            from .geo import GeoCommunicator
+            from .refs.geo import GeoCommunicator
             for tr in self.trainers:
                 tr.geo = GeoCommunicator(self, tr)
         elif not self.sync:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..core.errors import UserError
 from ..ir.program import Program
-from .reference import Reference
+from .refs.reference import Reference
 from .result import SimResult
 from .model.values import SimError
 
@@ -94,7 +94,7 @@ def context(main: Program, startup: Optional[Program], config, opts: SimOptions)
     import numpy as np
 
     from ..ir.validate import validate_for_split
-    from .schedule import make_schedule
+    from .refs.schedule import make_schedule
 
     validate_for_split(main, "main program")
     if startup is not None:
@@ -135,9 +135,9 @@ def run_original(ctx: RunContext, opts: SimOptions) -> None:
 
 def original_run(main, startup, schedule, *, fdt, seed):
     """The original program trained under `schedule` (original.py)."""
-    from .georef import GeoRun
-    from .original import SyncRun
-    from .turns import TurnRun
+    from .refs.georef import GeoRun
+    from .refs.original import SyncRun
+    from .refs.turns import TurnRun
     kind = TurnRun if schedule.turns else GeoRun if schedule.mode == "geo" else SyncRun
     return kind(main, startup, schedule, fdt=fdt, seed=seed)
 

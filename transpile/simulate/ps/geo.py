@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..geo import rows_of, with_rows
+from ..refs.geo import rows_of, with_rows
 from .tables import TableError
 from .tables.server import geo_server, split_dense
-from ..reference import snapshot
+from ..refs.reference import snapshot
 from ..model.values import SelectedRows, SimError, Unallocated, dense, shape_of
 
 F32 = np.float32

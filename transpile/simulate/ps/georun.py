@@ -16,7 +16,7 @@ from ..explain.pscompare import diff_of, table_rows
 from .geo import GeoClient, dense_groups, geo_dense_params, updated_params
 from .ref import RefTrainer
 from .tables.server import PsServer
-from ..reference import snapshot
+from ..refs.reference import snapshot
 from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense
 
 GEO_TABLE = "MemorySparseGeoTable"

@@ -31,7 +31,7 @@ from ..model.executor import Executor, Scope
 from .tables import TableOptions
 from .tables.client import batch_size, fit_push, merge_by_key, push_values
 from .tables.server import PsServer, sparse_server, split_dense
-from ..reference import snapshot
+from ..refs.reference import snapshot
 from ..model.values import LazyTable, SimError, dense
 
 

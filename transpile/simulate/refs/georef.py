@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model.executor import Executor, Scope
+from ..model.executor import Executor, Scope
 from .geo import delta_of, pulled, rows_of, with_rows
 from .original import OriginalRun
 from .reference import snapshot
-from .model.values import SelectedRows
+from ..model.values import SelectedRows
 
 
 class GeoRun(OriginalRun):

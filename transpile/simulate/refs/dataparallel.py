@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import roles
-from .model.values import SelectedRows, dense
+from ...ir import roles
+from ..model.values import SelectedRows, dense
 
 
 def runs_once_per_step(op) -> bool:

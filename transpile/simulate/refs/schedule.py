@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.errors import UserError
+from ...core.errors import UserError
 
 MODES = ("sync", "async", "half_async", "geo")
 # geo's default push interval in a simulation: Paddle pushes after geo_push_nums steps (or

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model.values import LazyTable, SelectedRows, SimError, copy_value, dense, split_rows
+from ..model.values import LazyTable, SelectedRows, SimError, copy_value, dense, split_rows
 
 
 def rows_of(v, rows):

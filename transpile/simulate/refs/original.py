@@ -12,10 +12,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.program import Program
-from ..ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
-from .explain.compare import movement, noise, scale_of, trainable_params
-from .model.executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
+from ...ir.program import Program
+from ...ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
+from ..explain.compare import movement, noise, scale_of, trainable_params
+from ..model.executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
 
 
@@ -94,7 +94,7 @@ class OriginalRun:
     def watch(self, ex) -> Executor:
         """`ex` (a main program's executor) records each trainable parameter's largest
         backward gradient (grad_peaks)."""
-        from ..ir import roles
+        from ...ir import roles
         grads = {p + "@GRAD": p for p in self.trainable}
 
         def after(ex, op):

@@ -5,10 +5,10 @@ import re
 
 import numpy as np
 
-from ..ir.program import Program
-from .model.executor import default_lazy_policy
-from .model.largescale import block_shapes
-from .model.values import LazyTable, Pending, shape_of
+from ...ir.program import Program
+from ..model.executor import default_lazy_policy
+from ..model.largescale import block_shapes
+from ..model.values import LazyTable, Pending, shape_of
 
 _BLOCK_SUFFIX = re.compile(r"^(.+)\.block(\d+)$")
 _DIST_ATTRS = ("min", "max", "mean", "std")

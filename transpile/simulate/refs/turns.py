@@ -11,8 +11,8 @@ average over trainers), and t pulls: it holds the updated values. State the forw
 """
 from __future__ import annotations
 
-from ..ir.tables import CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES, is_remote_prefetch
-from .model.executor import Executor
+from ...ir.tables import CLASSIC_REMOTE_PREFETCH_TYPES, LOOKUP_TABLE_TYPES, is_remote_prefetch
+from ..model.executor import Executor
 from .original import OriginalRun
 from .reference import snapshot
 
