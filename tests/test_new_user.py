@@ -101,7 +101,7 @@ def test_simulate_says_the_split_and_the_config_disagree(ps_geo_split, tmp_path,
 def test_the_modes_a_paddle_split_says(tmp_path):
     """Fleet's runtime.json names its mode; ps descriptors tell geo (every rule `sum`, dense
     ones too) and sync from the others."""
-    from transpile.simulate.loading import load_descs, load_split_dir, made_for
+    from transpile.simulate.runs.loading import load_descs, load_split_dir, made_for
     for case, want in (("fleet/ctr_sparse_adam_async", ("fleet", ("async",))),
                        ("ps/mlp_sgd_geo", ("ps", ("geo",))),
                        ("ps/mlp_sgd_sync", ("ps", ("sync",))),

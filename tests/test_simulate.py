@@ -15,7 +15,7 @@ from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.ir.program import Op, Program
 from transpile.simulate import simulate
-from transpile.simulate.splitprograms import rename_trainer_program
+from transpile.simulate.runs.splitprograms import rename_trainer_program
 
 CORPUS = os.path.join(os.path.dirname(__file__), "corpus")
 
@@ -297,7 +297,7 @@ def test_options_come_as_one_object():
 def test_the_one_step_loop():
     """runner.train_steps: each step's global batch fed, cut into the trainers' shards and
     stepped; `more` asked only once `steps` are taken; `done` after each step."""
-    from transpile.simulate.runner import train_steps
+    from transpile.simulate.runs.runner import train_steps
 
     class Feeder:
         def feed(self, s):
@@ -462,7 +462,7 @@ def test_async_step_counter_notifies_the_pservers():
     @LR_DECAY_COUNTER@ to the sum over trainers and reruns its LR-decay block."""
     import numpy as np
     from transpile.simulate import Reference, split_programs_from
-    from transpile.simulate.cluster import Cluster
+    from transpile.simulate.runs.cluster import Cluster
     from transpile.simulate.model.executor import Executor
     from transpile.simulate.model.feeds import Feeder
     main, startup, cfg, progs, rts = load_case("fleet/lrdecay_momentum_async")

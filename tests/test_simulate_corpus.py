@@ -12,7 +12,7 @@ import pytest
 from transpile.core.config import load_config
 from transpile.format import programio
 from transpile.simulate import simulate
-from transpile.simulate.loading import load_split_dir
+from transpile.simulate.runs.loading import load_split_dir
 
 HERE = os.path.dirname(__file__)
 FAMILIES = ("classic", "fleet", "paddlerec-classic", "paddlerec-fleet", "paddlerec-gen")

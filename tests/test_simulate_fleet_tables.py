@@ -1,5 +1,6 @@
 """simulate: Fleet's sparse tables by table id (distributed_lookup_table with a table_id,
-distributed_push_sparse), executed with the table semantics of the split itself (pscore.py)."""
+distributed_push_sparse), executed with the table semantics of the split itself
+(simulate/runs/tableid.py)."""
 from __future__ import annotations
 
 import copy
@@ -7,7 +8,7 @@ import copy
 import pytest
 
 from transpile.simulate import simulate
-from transpile.simulate.pscore import sparse_contexts
+from transpile.simulate.runs.tableid import sparse_contexts
 
 from test_simulate import load_case
 

@@ -12,7 +12,7 @@ from transpile.core.config import load_config, load_config_text
 from transpile.core.errors import UserError
 from transpile.format import programio
 from transpile.simulate import simulate
-from transpile.simulate.loading import load_descs, load_split_dir
+from transpile.simulate.runs.loading import load_descs, load_split_dir
 from transpile.split import split
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -13,7 +13,7 @@ from transpile.ir.program import Block, Op, Program, Var
 from transpile.simulate import simulate
 from transpile.simulate.refs.dataparallel import ShardedStep, mean_of
 from transpile.simulate.model.executor import Executor, OpCtx
-from transpile.simulate.loading import load_split_dir
+from transpile.simulate.runs.loading import load_split_dir
 from transpile.simulate.model.values import SelectedRows
 
 CONVNET = os.path.join(os.path.dirname(__file__), "fixtures", "convnet_sync")

@@ -13,7 +13,7 @@ import pytest
 from transpile.core.config import load_config
 from transpile.format import programio
 from transpile.simulate import simulate
-from transpile.simulate.loading import load_descs
+from transpile.simulate.runs.loading import load_descs
 from transpile.split import split
 
 HERE = os.path.dirname(os.path.abspath(__file__))

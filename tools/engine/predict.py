@@ -29,7 +29,7 @@ from transpile.format import programio  # noqa: E402
 from transpile.simulate import split_programs_from  # noqa: E402
 from transpile.simulate.model.executor import Executor  # noqa: E402
 from transpile.simulate.model.feeds import Feeder  # noqa: E402
-from transpile.simulate.loading import load_descs, load_split_dir  # noqa: E402
+from transpile.simulate.runs.loading import load_descs, load_split_dir  # noqa: E402
 from transpile.simulate.ps.cluster import PsCluster  # noqa: E402
 from transpile.simulate.ps.tables import TableOptions  # noqa: E402
 from transpile.simulate.refs.reference import Reference, snapshot  # noqa: E402

@@ -208,7 +208,7 @@ def _inputs(main_program, startup, cluster, split_dir) -> tuple:
     main = programio.load(main_program)
     start = programio.load(startup) if startup else None
     if split_dir:
-        from ..simulate.loading import check_made_for, load_descs, load_split_dir
+        from ..simulate.runs.loading import check_made_for, load_descs, load_split_dir
         programs, runtime = load_split_dir(split_dir)
         descs = load_descs(split_dir)
         check_made_for(split_dir, runtime, descs, cfg)

@@ -196,7 +196,7 @@ def follow_runtime(run, sp, texts, config, opts):
 
 def split_programs(trainer_dirs):
     from ..format import programio
-    from ..simulate.splitprograms import SplitPrograms
+    from ..simulate.runs.splitprograms import SplitPrograms
     sp = SplitPrograms()
     for t, d in enumerate(trainer_dirs):
         sp.trainers[t] = {k: programio.load(os.path.join(d, k + ".pb"))

@@ -21,13 +21,13 @@ from typing import Optional
 from ..core.styles import CLASSIC, FLEET, PS
 from ..core.stylehooks import SIMULATE
 from ..ir.program import Program
-from .clusterrun import run_cluster
+from .runs.clusterrun import run_cluster
 from .explain.compare import ParamDiff
 from .refs.reference import Reference
-from .result import SimResult
-from .runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,
+from .runs.result import SimResult
+from .runs.runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,
                      context, default_batch, max_steps, original_run, run_original)
-from .splitprograms import split_programs_from
+from .runs.splitprograms import split_programs_from
 from .model.values import NoKernelError, SimError
 
 __all__ = ["simulate", "SimOptions", "SimResult", "RunContext", "ParamDiff", "SimError",

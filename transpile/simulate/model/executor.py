@@ -15,7 +15,7 @@ from .kernels.registry import SHARES_LOD
 from .values import (LazyTable, NoKernelError, SelectedRows, SimError, SparseTable, Unallocated,
                      shape_of)
 
-# Ops a process hands to the message layer (transpile/simulate/cluster.py).
+# Ops a process hands to the message layer (transpile/simulate/runs/cluster.py).
 RPC_OPS = frozenset({
     "send", "recv", "send_barrier", "fetch_barrier", "listen_and_serv", "prefetch",
     "distributed_lookup_table", "distributed_push_sparse",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..core.errors import UserError
-from ..ir.program import Program
+from ...core.errors import UserError
+from ...ir.program import Program
 
 
 @dataclass
@@ -61,7 +61,7 @@ def rename_runtime(rt: dict, src: int, dst: int) -> dict:
 def split_programs_from(programs: dict, runtime: dict, config) -> SplitPrograms:
     """SplitResult-style dicts ("trainer_0/main" -> Program, "trainer_0" -> runtime) by role;
     trainers the split lacks are derived from the lowest trainer present."""
-    from ..output.result import endpoint_dir
+    from ...output.result import endpoint_dir
 
     sp = SplitPrograms()
     dirs = {endpoint_dir(ep): ep for ep in config.pservers}

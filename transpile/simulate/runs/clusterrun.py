@@ -3,10 +3,10 @@
 (compare.py)."""
 from __future__ import annotations
 
-from .explain.compare import compare_params, measure_movements
+from ..explain.compare import compare_params, measure_movements
 from .result import SimResult
 from .runner import RunContext, train_steps
-from .model.values import SimError
+from ..model.values import SimError
 
 
 def run_cluster(ctx: RunContext) -> SimResult:
@@ -44,7 +44,7 @@ def _whole_init_needed(cluster) -> set:
     """The parameters whose initial values the comparison still reads whole: those a pserver
     keeps as an auto-grown sparse table (compare._server_value fills the rows it never saw
     from them)."""
-    from .model.values import SparseTable
+    from ..model.values import SparseTable
     out = set()
     for ps in cluster.pservers.values():
         for name, v in ps.scope.vars.items():
@@ -56,7 +56,7 @@ def _whole_init_needed(cluster) -> set:
 def memory_notes(main, run, executors) -> list:
     """Which tables were kept lazily (and how many rows the run touched), and which an op
     needed whole."""
-    from .model.values import LazyTable
+    from ..model.values import LazyTable
     out = []
     for p in main.parameters():
         v = run.server(p.name)

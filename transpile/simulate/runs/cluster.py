@@ -23,13 +23,13 @@ from typing import Optional
 
 import numpy as np
 
-from ..ir.program import Program
-from .model.executor import Executor
-from .model import largescale
-from . import pscore
+from ...ir.program import Program
+from ..model.executor import Executor
+from ..model import largescale
+from . import tableid
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
-from .model.values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
+from ..model.values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
                      dense, shared, split_rows)
 
 
@@ -74,7 +74,7 @@ class Trainer:
 class Cluster:
     def __init__(self, split: SplitPrograms, config, *, float_dtype, seed, reference,
                  schedule=None):
-        from .refs.schedule import make_schedule
+        from ..refs.schedule import make_schedule
         self.config = config
         self.schedule = schedule or make_schedule(config)
         self.sync = config.mode == "sync"
@@ -97,7 +97,7 @@ class Cluster:
             raise SimError("sync mode, but trainer_0's main program has no send_barrier: the "
                            "pservers would never know when a step's grads are all in")
         if self.geo:
-            from .refs.geo import GeoCommunicator
+            from ..refs.geo import GeoCommunicator
             for tr in self.trainers:
                 tr.geo = GeoCommunicator(self, tr)
         elif not self.sync:
@@ -173,7 +173,7 @@ class Cluster:
         if isinstance(owner, Trainer) and t == "distributed_lookup_table":
             return self._distributed_lookup(owner, ex, block_idx, op)
         if isinstance(owner, Trainer) and t == "distributed_push_sparse":
-            return pscore.push(self, tr=owner, ex=ex, op=op)
+            return tableid.push(self, tr=owner, ex=ex, op=op)
         if isinstance(owner, Trainer) and t == "send":
             return self._send(owner, ex, op)
         if isinstance(owner, Trainer) and t == "recv":
@@ -197,7 +197,7 @@ class Cluster:
         eps = op.attr("endpoints", []) or []
         sections = [int(h) for h in op.attr("height_sections", []) or []]
         if not tables and not eps and op.attr("table_id") is not None:
-            return pscore.lookup(self, tr, ex, block_idx, op)
+            return tableid.lookup(self, tr, ex, block_idx, op)
         if not tables or not (len(tables) == len(eps) == len(sections)):
             raise SimError("distributed_lookup_table of %s: %d table_names, %d endpoints, %d "
                            "height_sections" % (op.input("W"), len(tables), len(eps),

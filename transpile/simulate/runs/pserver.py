@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 
-from ..ir.program import Program
-from .model.executor import Executor, Scope
-from .model.values import LazyTable, SimError, SparseTable, dense
+from ...ir.program import Program
+from ..model.executor import Executor, Scope
+from ..model.values import LazyTable, SimError, SparseTable, dense
 
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"

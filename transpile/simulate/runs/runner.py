@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..core.errors import UserError
-from ..ir.program import Program
-from .refs.reference import Reference
+from ...core.errors import UserError
+from ...ir.program import Program
+from ..refs.reference import Reference
 from .result import SimResult
-from .model.values import SimError
+from ..model.values import SimError
 
 if TYPE_CHECKING:
     from .splitprograms import SplitPrograms
@@ -93,8 +93,8 @@ def context(main: Program, startup: Optional[Program], config, opts: SimOptions)
     """The run's context, its inputs validated as `split` validates them (UserError)."""
     import numpy as np
 
-    from ..ir.validate import validate_for_split
-    from .refs.schedule import make_schedule
+    from ...ir.validate import validate_for_split
+    from ..refs.schedule import make_schedule
 
     validate_for_split(main, "main program")
     if startup is not None:
@@ -128,16 +128,16 @@ def run_original(ctx: RunContext, opts: SimOptions) -> None:
     if res.steps > opts.steps:
         res.notes.append("the original run went on to %d steps (--steps %d) while a trainable "
                          "parameter had not moved" % (res.steps, opts.steps))
-    from .explain.paddlelimits import original_limits
+    from ..explain.paddlelimits import original_limits
     res.notes.extend(original_limits(ctx.main))
     ctx.run.release()
 
 
 def original_run(main, startup, schedule, *, fdt, seed):
     """The original program trained under `schedule` (original.py)."""
-    from .refs.georef import GeoRun
-    from .refs.original import SyncRun
-    from .refs.turns import TurnRun
+    from ..refs.georef import GeoRun
+    from ..refs.original import SyncRun
+    from ..refs.turns import TurnRun
     kind = TurnRun if schedule.turns else GeoRun if schedule.mode == "geo" else SyncRun
     return kind(main, startup, schedule, fdt=fdt, seed=seed)
 
@@ -159,8 +159,8 @@ def start_original(ctx: RunContext, batch: Optional[int], lod=None) -> tuple:
     a `batch`, DEFAULT_BATCH (rounded up to a multiple of the trainers); when the program does
     not run on it, the per-trainer batch sizes its own ops suggest (batchsize.py), first that
     runs."""
-    from .model.batchsize import candidates
-    from .model.feeds import LOD_LENGTHS, Feeder
+    from ..model.batchsize import candidates
+    from ..model.feeds import LOD_LENGTHS, Feeder
     main, n = ctx.main, ctx.schedule.trainers
     tries = [batch] if batch is not None else \
         [default_batch(n)] + [b * n for b in candidates(main) if b * n != default_batch(n)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 import os
 
-from ..core.errors import UserError
-from ..core.styles import STYLES
-from ..format import programio, psdesc
+from ...core.errors import UserError
+from ...core.styles import STYLES
+from ...format import programio, psdesc
 
 
 def load_split_dir(path: str):

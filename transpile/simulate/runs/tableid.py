@@ -25,7 +25,7 @@ import re
 
 import numpy as np
 
-from .model.values import SelectedRows, SimError, split_rows
+from ..model.values import SelectedRows, SimError, split_rows
 
 _TRAINER = re.compile(r"\.trainer_\d+(?=$|\.)")
 
@@ -79,7 +79,7 @@ def _owner(tr, name: str) -> str:
     ref = tr.cluster.reference
     owners = getattr(ref, "grad_owners", None)
     if owners is None:
-        from ..ir import roles
+        from ...ir import roles
         owners = {}
         for op in ref.main.global_block.ops:
             rv = op.attr(roles.ROLE_VAR_ATTR) or []
