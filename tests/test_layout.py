@@ -33,6 +33,11 @@ LAYERS = {
     "commands": 9,      # click glue
     "": 10,             # transpile/__init__.py: the public API
 }
+# Folders whose subpackages stand on floors of their own, lowest first: a subpackage imports
+# only those before it (its face, the folder's __init__.py, imports any).
+SUBFLOORS = {
+    "simulate": ["model", "explain", "refs", "runs", "ps"],
+}
 MAX_LINES = 520
 LONG_MODULES = {}       # path -> why it may be longer than MAX_LINES (none)
 
@@ -196,6 +201,32 @@ def test_imports_run_down_the_layers():
                            % (_rel(name), line, mod, mkey or PACKAGE, key or PACKAGE))
     assert bad == []
 
+
+
+def _subfloor(name):
+    """(folder, subpackage, rank) of a module in a SUBFLOORS folder's subpackage, else None."""
+    parts = name.split(".")
+    if len(parts) < 4 or parts[1] not in SUBFLOORS:
+        return None
+    floors = SUBFLOORS[parts[1]]
+    return parts[1], parts[2], floors.index(parts[2]) if parts[2] in floors else None
+
+
+def test_subpackages_import_down_their_floors():
+    bad = []
+    for name in MODULES:
+        here = _subfloor(name)
+        if here is None:
+            continue
+        bad += ["%s: in no floor of SUBFLOORS[%r]" % (_rel(name), here[0])] \
+            if here[2] is None else []
+        for mod, _, line in GRAPH[name]:
+            there = _subfloor(mod)
+            if there and there[0] == here[0] and there[1] != here[1] \
+                    and (here[2] is None or there[2] is None or there[2] >= here[2]):
+                bad.append("%s:%d imports %s (%s above or beside %s)"
+                           % (_rel(name), line, mod, there[1], here[1]))
+    assert bad == []
 
 def _python_files():
     out = [os.path.join(ROOT, "cli.py")]
