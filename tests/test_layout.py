@@ -308,10 +308,8 @@ MAX_PARAMS = 8
 LONG_SIGNATURES = {
     "transpile.simulate.ps.georun.PsGeoReference.__init__": 9,
     "transpile.simulate.ps.georun._trainer_diffs": 10,
-    "transpile.simulate.ps.georun.run_geo": 18,
     "transpile.simulate.ps.ref.PsReference.__init__": 9,
     "transpile.simulate.ps.run.train_reference": 13,
-    "transpile.simulate.ps.run.run_ps": 17,
     "transpile.simulate.ps.tables.client.push_values": 10,
     "transpile.simulate.explain.pswhy.explain": 11,
 }

@@ -58,8 +58,7 @@ def simulate(main: Program, startup: Optional[Program], config, split_programs: 
 def _run_the_one_ps(r: RunContext) -> SimResult:
     """(b) in style ps: the ps reference and the split on its descriptors (ps/run.py)."""
     from .ps.run import run_ps
-    return run_ps(r.res, r.main, r.startup, r.config, r.sp, r.ref, r.run.scope, r.feeder,
-                  r.res.steps, r.res.batch, r.seed, r.fdt, r.progress, run=r.run, **r.options)
+    return run_ps(r)
 
 
 for _traits in (CLASSIC, FLEET):

@@ -287,11 +287,14 @@ def geo_reasons(psref, diffs) -> dict:
     return out
 
 
-def run_geo(res, main, plan, config, sp, ref, run, feeder, *, steps, batch, seed, fdt,
-            progress, texts, ref_texts, options, why, report):
-    """run.run_ps for geo mode: `res.params` = the split against the ps geo reference,
-    `res.ps` = the reference against the original's geo run (`run`), a `report()`
-    (run.PsReport)."""
+def run_geo(ctx, plan, *, texts, ref_texts, options, why, report):
+    """run.run_ps for geo mode (`ctx`: runs/runner.py's RunContext; `plan`, the descriptor
+    texts and table `options` run.run_ps made): `res.params` = the split against the ps geo
+    reference, `res.ps` = the reference against the original's geo run (`ctx.run`), a
+    `report()` (run.PsReport)."""
+    res, main, config, sp, ref, run, feeder = ctx.res, ctx.main, ctx.config, ctx.sp, ctx.ref, \
+        ctx.run, ctx.feeder
+    steps, batch, seed, fdt, progress = res.steps, res.batch, ctx.seed, ctx.fdt, ctx.progress
     from ...core.errors import UserError
     from .tables import PserverRefuses, TableError
     schedule = run.schedule

@@ -9,6 +9,7 @@ a correctly wired split equals the reference exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from ...core.errors import UserError
 from ..explain.pscompare import compare_split
 from .tables import ClientAborts, PserverRefuses, TableError, TableOptions
 from ..model.values import SimError
+
+if TYPE_CHECKING:
+    from ..runs.runner import RunContext
 
 
 @dataclass
@@ -59,13 +63,21 @@ def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, se
     return ref
 
 
-def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch, seed, fdt,
-           progress, texts=None, program_init=False, why=True, run=None):
-    """Fill `res` (a SimResult): params = the split (`sp`: its SplitPrograms) against the ps
-    reference; res.ps = the reference against the original."""
+def run_ps(ctx: "RunContext"):
+    """Fill `ctx.res` (a SimResult): params = the split (`ctx.sp`: its SplitPrograms) against
+    the ps reference; res.ps = the reference against the original. `ctx.options`: the
+    descriptor `texts` the split wrote, `program_init`, `why` (core/stylehooks.py's SIMULATE)."""
     from .cluster import PsCluster
-    texts = texts or {}
-    plan, ref_texts = reference_descs(main, startup, config)
+    res, main, config, sp, ref, feeder = ctx.res, ctx.main, ctx.config, ctx.sp, ctx.ref, \
+        ctx.feeder
+    steps, batch, seed, fdt, progress = res.steps, res.batch, ctx.seed, ctx.fdt, ctx.progress
+    unknown = sorted(set(ctx.options) - {"texts", "program_init", "why"})
+    if unknown:
+        raise TypeError("run_ps: unknown ps options %s" % ", ".join(unknown))
+    texts = ctx.options.get("texts") or {}
+    program_init = ctx.options.get("program_init", False)
+    why = ctx.options.get("why", True)
+    plan, ref_texts = reference_descs(main, ctx.startup, config)
     options = table_options(seed, ref.init, program_init)
     res.notes.extend(sp.notes)
     if config.mode == "geo":
@@ -73,9 +85,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
             raise UserError("--program-init: geo tables start from trainer 0's own rows "
                             "already (nothing to change)")
         from .georun import run_geo
-        return run_geo(res, main, plan, config, sp, ref, run, feeder, steps=steps,
-                       batch=batch, seed=seed, fdt=fdt, progress=progress, texts=texts,
-                       ref_texts=ref_texts, options=options, why=why,
+        return run_geo(ctx, plan, texts=texts, ref_texts=ref_texts, options=options, why=why,
                        report=PsReport)
     try:
         psref = train_reference(main, ref.init, plan, config, ref_texts, feeder, steps=steps,
@@ -118,7 +128,7 @@ def run_ps(res, main, startup, config, sp, ref, orig_scope, feeder, steps, batch
     from ..explain.pswhy import explain
     res.ps = PsReport(program_init=program_init)
     res.ps.original, res.ps.why = explain(
-        main, plan, psref, orig_scope, ref.init, res.rtol, f32, why=why,
+        main, plan, psref, ctx.run.scope, ref.init, res.rtol, f32, why=why,
         rerun=lambda variant, texts, init_rows: train_reference(
             main, ref.init, plan, config, texts or ref_texts, feeder, steps=steps,
             batch=batch, seed=seed, fdt=fdt, variant=variant,
