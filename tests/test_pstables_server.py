@@ -14,7 +14,7 @@ from transpile.simulate.ps.tables.client import batch_size, merge_by_key, push_v
 from transpile.simulate.ps.tables.dense import MemoryDenseTable
 from transpile.simulate.ps.tables.geo import MemorySparseGeoTable
 from transpile.simulate.ps.tables.server import (BarrierTable, build_server, dense_dims,
-                                                geo_server, sparse_server, split_dense)
+                                                 geo_server, sparse_server, split_dense)
 from transpile.simulate.ps.tables.sparse import MemorySparseTable
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,17 +1,18 @@
 """`simulate`: train the original program and its split side by side with numpy, compare params.
 
 (a) the original: startup once, then steps on a global batch, trained under the mode's schedule
-(schedule.py; original.py: sync data-parallel, dataparallel.py; async and half_async turn by
-turn, turns.py; geo with local training and pushed deltas, georef.py); (b) the split: pserver
+(refs/: schedule.py; original.py: sync data-parallel, dataparallel.py; async and half_async turn
+by turn, turns.py; geo with local training and pushed deltas, georef.py); (b) the split: pserver
 and trainer startups, then as many steps of the trainers' mains with the pservers' optimize
-blocks run by an in-process message layer (cluster.py) under the same schedule, each trainer on
-its shard of the same global batch. Random initializers in (b) take the values (a) drew for the
-same parameter (or its row slice) (reference.py); random ops of a training step draw per sample
-(keyed.py), so a trainer's shard sees the original's draws for the same samples. Big tables are
-kept lazily (values.LazyTable): only the rows a run touches exist. Parameters are compared on
-each trainer and on the pservers (compare.py). The original run goes on past --steps while a
-trainable parameter has not moved; one that never does is reported (its equality proves
-nothing) and, with expect_equal, fails the comparison unless accepted by name.
+blocks run by an in-process message layer (runs/cluster.py; style ps: ps/) under the same
+schedule, each trainer on its shard of the same global batch. Random initializers in (b) take
+the values (a) drew for the same parameter (or its row slice) (refs/reference.py); random ops
+of a training step draw per sample (model/keyed.py), so a trainer's shard sees the original's
+draws for the same samples. Big tables are kept lazily (model/values.LazyTable): only the rows
+a run touches exist. Parameters are compared on each trainer and on the pservers
+(explain/compare.py). The original run goes on past --steps while a trainable parameter has
+not moved; one that never does is reported (its equality proves nothing) and, with
+expect_equal, fails the comparison unless accepted by name.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .explain.compare import ParamDiff
 from .refs.reference import Reference
 from .runs.result import SimResult
 from .runs.runner import (DEFAULT_BATCH, RTOL_FLOAT32, RTOL_FLOAT64, RunContext, SimOptions,
-                     context, default_batch, max_steps, original_run, run_original)
+                          context, default_batch, max_steps, original_run, run_original)
 from .runs.splitprograms import split_programs_from
 from .model.values import NoKernelError, SimError
 

@@ -30,7 +30,7 @@ from . import tableid
 from .pserver import LR_DECAY_COUNTER, STEP_COUNTER, TRAINER_SUFFIX, PServer, role_executors
 from .splitprograms import SplitPrograms
 from ..model.values import (LazyTable, NoKernelError, SelectedRows, SimError, Unallocated,
-                     dense, shared, split_rows)
+                            dense, shared, split_rows)
 
 
 class Trainer:
