@@ -309,7 +309,6 @@ LONG_SIGNATURES = {
     "transpile.simulate.ps.georun.PsGeoReference.__init__": 9,
     "transpile.simulate.ps.georun._trainer_diffs": 10,
     "transpile.simulate.ps.ref.PsReference.__init__": 9,
-    "transpile.simulate.ps.run.train_reference": 13,
     "transpile.simulate.ps.tables.client.push_values": 10,
     "transpile.simulate.explain.pswhy.explain": 11,
 }

@@ -77,7 +77,7 @@ def test_the_first_push_creates_the_row_and_loses_its_embedx_gradient():
     goes 0 -> -lr * sign(g) (Adam's first step: m / sqrt(v) = sign(g), lr_t's bias correction
     cancels), embedx_w keeps its initial draw (the extending push's gradient is lost), and the
     rule state counts one push (beta powers b1^2, b2^2)."""
-    from transpile.simulate.ps.run import reference_descs, train_reference
+    from transpile.simulate.ps.run import RefRun, reference_descs, train_reference
     from transpile.simulate.ps.tables import TableOptions
     from transpile.simulate.model.feeds import Feeder
     from transpile.simulate.model.executor import Executor
@@ -87,9 +87,9 @@ def test_the_first_push_creates_the_row_and_loses_its_embedx_gradient():
     ex.run_block(0)
     init = dict(ex.scope.vars)
     plan, texts = reference_descs(main, startup, cfg)
-    ref = train_reference(main, init, plan, cfg, texts, Feeder(main, 4, 0, np.float64),
-                          steps=1, batch=4, seed=0, fdt=np.float64,
-                          options=TableOptions(seed=0))
+    ref = train_reference(RefRun(main, init, plan, cfg, Feeder(main, 4, 0, np.float64),
+                                 steps=1, batch=4, seed=0, fdt=np.float64),
+                          texts, TableOptions(seed=0))
     table = ref.servers[0].table(0)
     rows = ref.table_rows("SparseFeatFactors")
     assert rows and all(len(r) == table.accessor.dim for r in rows.values())
@@ -108,7 +108,7 @@ def test_the_ps_reference_drops_a_steps_temporaries():
     """The ps reference's trainers keep after a step only what their pushes read besides the
     persistables (ffm's slice grads were kept to the end of each step: 1.3 GB, ps sync at 2.5
     GB, 0.6 GB now); the run trains as before (the split still equals it)."""
-    from transpile.simulate.ps.run import reference_descs, train_reference
+    from transpile.simulate.ps.run import RefRun, reference_descs, train_reference
     from transpile.simulate.ps.tables import TableOptions
     from transpile.simulate.model.feeds import Feeder
     from transpile.simulate.model.executor import Executor
@@ -117,9 +117,9 @@ def test_the_ps_reference_drops_a_steps_temporaries():
     ex.run_block(0)
     init = dict(ex.scope.vars)
     plan, texts = reference_descs(main, startup, cfg)
-    ref = train_reference(main, init, plan, cfg, texts, Feeder(main, 4, 0, np.float64),
-                          steps=2, batch=4, seed=0, fdt=np.float64,
-                          options=TableOptions(seed=0))
+    ref = train_reference(RefRun(main, init, plan, cfg, Feeder(main, 4, 0, np.float64),
+                                 steps=2, batch=4, seed=0, fdt=np.float64),
+                          texts, TableOptions(seed=0))
     block = main.global_block
     keep = ref._read_after_step()
     # what only the ops the reference skips (optimizer, LR schedule) read is never freed

@@ -46,18 +46,32 @@ def table_options(seed, init, program_init) -> TableOptions:
                         lenient_initializers=True)
 
 
-def train_reference(main, init, plan, config, texts, feeder, *, steps, batch, seed, fdt,
-                    options, variant=frozenset(), progress=None):
-    """The ps reference trained `steps` steps (psref.PsReference)."""
+@dataclass(frozen=True)
+class RefRun:
+    """What every training of the ps reference shares: the original (`main`), its initial
+    values (`init`), the plan and config, the feeds and the run's size and floats."""
+    main: object
+    init: dict
+    plan: object
+    config: object
+    feeder: object
+    steps: int
+    batch: int
+    seed: int
+    fdt: object
+
+
+def train_reference(r: RefRun, texts, options, *, variant=frozenset(), progress=None):
+    """The ps reference trained `r.steps` steps on the descriptor `texts` (ref.PsReference)."""
     from .ref import PsReference
-    ref = PsReference(main, init, plan, config, texts, fdt=fdt, seed=seed, options=options,
-                      variant=variant)
-    n = config.trainers
-    per = batch // max(1, n)
+    ref = PsReference(r.main, r.init, r.plan, r.config, texts, fdt=r.fdt, seed=r.seed,
+                      options=options, variant=variant)
+    n = r.config.trainers
+    per = r.batch // max(1, n)
     ref.startup()
-    for s in range(steps):
-        glob = feeder.feed(s)
-        ref.step([feeder.shard(glob, t, n) for t in range(n)], s, per)
+    for s in range(r.steps):
+        glob = r.feeder.feed(s)
+        ref.step([r.feeder.shard(glob, t, n) for t in range(n)], s, per)
         if progress:
             progress(s)
     return ref
@@ -87,9 +101,9 @@ def run_ps(ctx: "RunContext"):
         from .georun import run_geo
         return run_geo(ctx, plan, texts=texts, ref_texts=ref_texts, options=options, why=why,
                        report=PsReport)
+    refrun = RefRun(main, ref.init, plan, config, feeder, steps, batch, seed, fdt)
     try:
-        psref = train_reference(main, ref.init, plan, config, ref_texts, feeder, steps=steps,
-                                batch=batch, seed=seed, fdt=fdt, options=options,
+        psref = train_reference(refrun, ref_texts, options,
                                 progress=lambda s: progress(steps + s + 1, 3 * steps))
     except ClientAborts as e:       # Paddle's trainers abort too: the split cannot train
         res.error = "the ps reference, like Paddle's trainer, aborts: %s" % e
@@ -130,8 +144,7 @@ def run_ps(ctx: "RunContext"):
     res.ps.original, res.ps.why = explain(
         main, plan, psref, ctx.run.scope, ref.init, res.rtol, f32, why=why,
         rerun=lambda variant, texts, init_rows: train_reference(
-            main, ref.init, plan, config, texts or ref_texts, feeder, steps=steps,
-            batch=batch, seed=seed, fdt=fdt, variant=variant,
-            options=table_options(seed, ref.init, init_rows or program_init)),
+            refrun, texts or ref_texts, table_options(seed, ref.init, init_rows or program_init),
+            variant=variant),
         texts=ref_texts, config=config)
     return res
