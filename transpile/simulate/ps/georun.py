@@ -171,6 +171,16 @@ def _whole(v):
     return v.to_dense() if isinstance(v, LazyTable) else np.asarray(dense(v))
 
 
+def _one_verdict(name, shape, diffs, trainable, missing):
+    """A parameter's verdict from its per-trainer diffs: the worst of them (or a failure
+    saying `missing` when none holds it), moved when any of them says it moved."""
+    d = _worst(diffs) or ParamDiff(name, shape, float("nan"), float("nan"), False, missing)
+    d.trainable = trainable
+    known = [x.changed for x in diffs if x.changed is not None]
+    d.changed = any(known) if known else None
+    return d
+
+
 def _worst(diffs):
     worst = None
     for d in diffs:
@@ -230,12 +240,8 @@ def compare_geo_split(main, psref, cluster, init, rtol, f32) -> list:
                                 [t.label for t in cluster.trainers],
                                 keys if keys is not None and keys.size else None,
                                 init, rtol, f32, "")
-        d = _worst(diffs) or ParamDiff(name, shape, float("nan"), float("nan"), False,
-                                       "no trainer of the reference holds it")
-        d.trainable = name in train
-        known = [x.changed for x in diffs if x.changed is not None]
-        d.changed = any(known) if known else None
-        out.append(d)
+        out.append(_one_verdict(name, shape, diffs, name in train,
+                                "no trainer of the reference holds it"))
     return out
 
 
@@ -258,12 +264,7 @@ def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
                                [t.scope for t in psref.trainers],
                                ["trainer_%d" % t.tid for t in psref.trainers], keys, init,
                                rtol, f32, " of the ps reference")
-        d = _worst(diffs) or ParamDiff(name, shape, float("nan"), float("nan"), False,
-                                       "not held by both runs")
-        d.trainable = name in train
-        known = [x.changed for x in diffs if x.changed is not None]
-        d.changed = any(known) if known else None
-        out.append(d)
+        out.append(_one_verdict(name, shape, diffs, name in train, "not held by both runs"))
     return out
 
 
