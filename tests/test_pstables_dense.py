@@ -147,3 +147,4 @@ def test_an_empty_initializer_stops_paddles_pserver():
     t = table("sgd", spec, lenient_initializers=True)
     np.testing.assert_array_equal(t.pull(), [0, 0])
     assert "started at 0 here" in t.notes[0]
+    assert t.empty_inits == ["Param"]

@@ -217,10 +217,7 @@ def test_a_pserver_that_cannot_start_from_an_empty_initializer_is_paddles_fault(
     run = _run([1.0, 2.0], exits={"trainer0": "stopped", "pserver0": -11})
     run.work = str(tmp_path)                    # no pserver0.json: it never served
     run.deaths = {0: -11}
-    run.prediction.notes = [
-        "pserver_0/server_desc.txt: downpour_table_param[1] (table_id 1): Param has an empty "
-        "initializer; Paddle's MemoryDenseTable::CreateInitializer throws on it: the pserver "
-        "does not start (started at 0 here)"]
+    run.prediction.empty_inits = [(1, "Param")]
     v = compare(run, "s", cfg)
     assert v.exit_code == 1 and len(v.failures) == 1
     assert v.failures[0].startswith(
@@ -228,7 +225,7 @@ def test_a_pserver_that_cannot_start_from_an_empty_initializer_is_paddles_fault(
         "initializer, which Paddle's MemoryDenseTable::CreateInitializer cannot read")
     assert "Paddle's fault, not the split's" in v.failures[0]
     assert "\n" not in v.failures[0]
-    run.prediction.notes = []                   # no cause known: only where it died
+    run.prediction.empty_inits = []             # no cause known: only where it died
     assert compare(run, "s", cfg).failures == [
         "pserver_0 was killed by signal 11 at its start (log: %s/pserver0.log)" % tmp_path]
 

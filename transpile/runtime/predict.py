@@ -38,6 +38,7 @@ class Prediction:
     geo: Optional[dict] = None                      # the communicator's tables (rolegeo.py)
     error: Optional[str] = None                     # the prediction failed to execute
     notes: list = field(default_factory=list)
+    empty_inits: list = field(default_factory=list)  # (table id, slot): no pserver starts
 
 
 def make_feeds(main, steps, batch, seed, trainers) -> dict:
@@ -117,6 +118,8 @@ def predict(sp, texts, config, *, training: Training, follow=None, fdt=F32):
     for server in cluster.servers:     # what a pserver of Paddle's cannot start from
         for table in server.tables.values():
             pred.notes.extend(n for n in getattr(table, "notes", ()) if n not in pred.notes)
+            pred.empty_inits.extend((table.table_id, s) for s in getattr(
+                table, "empty_inits", ()) if (table.table_id, s) not in pred.empty_inits)
     pred.init = _init_of(cluster.trainers[0])
     try:
         _train(cluster, pred, schedule, steps, batch // max(1, n))

@@ -151,7 +151,7 @@ def failures(run, config) -> list:
         served = os.path.isfile(os.path.join(run.work, "pserver%d.json" % i))
         out.append("pserver_%d %s %s%s (log: %s/pserver%d.log)"
                    % (i, how, "while the trainers trained" if served else "at its start",
-                      "" if served else _start_fault(run.prediction.notes), run.work, i))
+                      "" if served else _start_fault(run.prediction.empty_inits), run.work, i))
     for t in range(config.trainers):
         tag = "trainer%d" % t
         rc = run.exits.get(tag)
@@ -176,12 +176,11 @@ def failures(run, config) -> list:
     return out
 
 
-def _start_fault(notes) -> str:
-    """Why a pserver cannot start, as the prediction's tables found it: an empty initializer
-    (simulate/ps/tables/dense.py), which Paddle's own split of the program holds too."""
-    import re
-    found = sorted({m.groups() for n in notes for m in [re.search(
-        r"\(table_id (\d+)\): (\w+) has an empty initializer", n)] if m})
+def _start_fault(empty_inits) -> str:
+    """Why a pserver cannot start, as the prediction's tables found it: the (table id, slot)
+    of each empty initializer (simulate/ps/tables/dense.py), which Paddle's own split of the
+    program holds too."""
+    found = sorted(set(empty_inits))
     if not found:
         return ""
     return (": %s an empty initializer, which Paddle's MemoryDenseTable::CreateInitializer "

@@ -143,6 +143,7 @@ class MemoryDenseTable:
         self.table_id = int(param.table_id)
         self.sync = bool(common.sync)
         self.notes: list = []
+        self.empty_inits: list = []     # the slots Paddle's CreateInitializer cannot read
         self.values = self._values(common, options, where, shard)
         rule = RULES.get(common.name)
         if rule is None:
@@ -183,6 +184,7 @@ class MemoryDenseTable:
         if not options.lenient_initializers:
             raise PserverRefuses(what)
         self.notes.append(what + " (started at 0 here)")
+        self.empty_inits.append(name)
         return np.zeros(dim, dtype=F32)
 
     def pull(self):
