@@ -305,13 +305,7 @@ MAX_PARAMS = 8
 # issue 43's simulate as one runner (a run context, one step loop) has these still to shrink:
 # qualified name -> its parameters today. Strike an entry off when it is fixed (the test
 # says so); none may be added.
-LONG_SIGNATURES = {
-    "transpile.simulate.ps.georun.PsGeoReference.__init__": 9,
-    "transpile.simulate.ps.georun._trainer_diffs": 10,
-    "transpile.simulate.ps.ref.PsReference.__init__": 9,
-    "transpile.simulate.ps.tables.client.push_values": 10,
-    "transpile.simulate.explain.pswhy.explain": 11,
-}
+LONG_SIGNATURES: dict = {}
 
 
 def _param_count(args: ast.arguments, method: bool) -> int:

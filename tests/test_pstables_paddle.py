@@ -16,7 +16,7 @@ import os
 import numpy as np
 import pytest
 
-from transpile.simulate.ps.tables.client import batch_size, merge_by_key, push_values
+from transpile.simulate.ps.tables.client import Push, batch_size, merge_by_key, push_values
 from transpile.simulate.ps.tables.dense import TASK_POOL_SIZE, bucket
 from transpile.simulate.ps.tables.server import build_server
 
@@ -37,8 +37,8 @@ def replay(run):
     for st in run["scenario"]["sparse"]:
         lookups.append(table.pull(st["lookup"]))
         ids = np.asarray(st["ids"]).reshape(-1, 1)
-        keys, values = push_values(ids, st["grad"], 3, batch=batch_size([ids]), slot=7,
-                                   shows=[st["show"]], clicks=[st["clk"]])
+        keys, values = push_values(ids, st["grad"], 3, Push(batch=batch_size([ids]), slot=7,
+                                                       shows=[st["show"]], clicks=[st["clk"]]))
         grads.append(values[:, 3:])
         table.push(*merge_by_key(keys, values, table.accessor))
     lookups.append(table.pull(run["scenario"]["final_lookup"]))

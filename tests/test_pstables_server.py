@@ -10,7 +10,7 @@ import pytest
 
 from transpile.core.errors import UserError
 from transpile.simulate.ps.tables import PserverRefuses, TableError, TableOptions
-from transpile.simulate.ps.tables.client import batch_size, merge_by_key, push_values
+from transpile.simulate.ps.tables.client import Push, batch_size, merge_by_key, push_values
 from transpile.simulate.ps.tables.dense import MemoryDenseTable
 from transpile.simulate.ps.tables.geo import MemorySparseGeoTable
 from transpile.simulate.ps.tables.server import (BarrierTable, build_server, dense_dims,
@@ -134,17 +134,17 @@ def test_dense_slices():
 def test_push_values_scale_by_batch_and_carry_show_click():
     ids = np.asarray([[3], [7], [3]])
     grad = np.asarray([[1, 2], [3, 4], [5, 6]], F32)
-    keys, values = push_values(ids, grad, 2, batch=3, slot=4, shows=[1.0], clicks=[0.0],
-                               padding_idx=7)
+    keys, values = push_values(ids, grad, 2, Push(batch=3, slot=4, shows=[1.0], clicks=[0.0],
+                                                    padding_idx=7))
     # id 7 is padding; the others: [slot, show, click, 3 * g]; show Shows[0] for the first,
     # 1 beyond Shows' one value
     assert keys.tolist() == [3, 3]
     np.testing.assert_array_equal(values, [[4, 1, 0, 3, 6], [4, 1, 0, 15, 18]])
-    keys, values = push_values(ids, grad, 2, batch=3, shows=[2, 5, 6], clicks=[1, 0, 1])
+    keys, values = push_values(ids, grad, 2, Push(batch=3, shows=[2, 5, 6], clicks=[1, 0, 1]))
     np.testing.assert_array_equal(values[:, 1:3], [[2, 1], [5, 0], [6, 1]])
-    _, cvm = push_values(ids[:1], [[1, 2, 3]], 3, batch=2, slot=1, use_cvm_op=True)
+    _, cvm = push_values(ids[:1], [[1, 2, 3]], 3, Push(batch=2, slot=1, use_cvm_op=True))
     np.testing.assert_array_equal(cvm, [[1, 1, 2, 6]])   # the first two columns unscaled
-    _, seq = push_values([1, 2, 3], np.zeros((3, 1)), 1, shows=[8, 9], lod=[0, 2, 3])
+    _, seq = push_values([1, 2, 3], np.zeros((3, 1)), 1, Push(shows=[8, 9], lod=[0, 2, 3]))
     assert seq[:, 1].tolist() == [8, 8, 9]  # with LoD, show by sequence
 
 
@@ -154,7 +154,7 @@ def test_push_values_aborts_on_ids_of_two_lod_levels():
     trainer aborts; simulate says so (ps/run.py: the ps reference aborts), not an IndexError."""
     from transpile.simulate.ps.tables import ClientAborts
     with pytest.raises(ClientAborts, match="first LoD level"):
-        push_values([1, 2, 3, 4, 5], np.zeros((5, 1)), 1, shows=[1, 1], lod=[0, 1, 2])
+        push_values([1, 2, 3, 4, 5], np.zeros((5, 1)), 1, Push(shows=[1, 1], lod=[0, 1, 2]))
 
 
 def test_batch_size_and_the_clients_merge():

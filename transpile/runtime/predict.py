@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.errors import UserError
 from ..simulate.model.feeds import Feeder
+from ..simulate.runs.runner import train_steps
 from ..simulate.ps.tables import PserverRefuses, TableError, TableOptions
 from ..simulate.model.values import SimError, Unallocated
 
@@ -64,6 +65,33 @@ def shards(feeds, step, trainers) -> list:
             t, name = k[len(head):].split(".", 1)
             out[int(t[1:])][name] = (v, None)
     return out
+
+
+class RecordedFeeds:
+    """The feeds Paddle's `trainers` ran (`s<step>.t<trainer>.<name>`, as shards() reads
+    them), served as runner.train_steps asks a feeder: a step's feed is its trainers' shards."""
+
+    def __init__(self, feeds: dict, trainers: int):
+        self.feeds, self.trainers = feeds, trainers
+
+    def feed(self, step: int) -> list:
+        return shards(self.feeds, step, self.trainers)
+
+    def shard(self, glob: list, trainer: int, trainers: int) -> dict:
+        return glob[trainer]
+
+
+class _Alone:
+    """The split's trainers stepping with no exchange (_train_geo_dense_only)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def step(self, step: int, shards: list, per: int):
+        for tr, feed in zip(self.cluster.trainers, shards):
+            tr.feed(feed)
+            tr.ex.begin_step(step, per, tr.tid * per)
+            tr.run_main()
 
 
 def _init_of(trainer) -> dict:
@@ -151,8 +179,7 @@ def _train(cluster, pred, schedule, steps, per):
             return _train_geo_dense_only(cluster, pred, steps, per)
     else:
         cluster.init_worker()
-    for s in range(steps):
-        cluster.step(shards(pred.feeds, s, n), s, per)
+    train_steps(cluster, RecordedFeeds(pred.feeds, n), n, steps, per=per)
 
 
 def _train_geo_dense_only(cluster, pred, steps, per):
@@ -160,11 +187,7 @@ def _train_geo_dense_only(cluster, pred, steps, per):
     for a first send (its `waiting_`) that never comes, so the trainers train alone from
     trainer 0's start and never push or pull again (rolegeo.py)."""
     n = len(cluster.trainers)
-    for s in range(steps):
-        for tr, feed in zip(cluster.trainers, shards(pred.feeds, s, n)):
-            tr.feed(feed)
-            tr.ex.begin_step(s, per, tr.tid * per)
-            tr.run_main()
+    train_steps(_Alone(cluster), RecordedFeeds(pred.feeds, n), n, steps, per=per)
     pred.notes.append("geo with no sparse table: Paddle's GeoCommunicator never starts "
                       "exchanging (its loop waits for a first sparse send): each trainer "
                       "trains alone from trainer 0's start (docs/running.md, \"geo\")")

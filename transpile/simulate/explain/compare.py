@@ -33,6 +33,16 @@ class ParamDiff:
     still_blocks: tuple = ()         # "rows a:b" of a pserver block of it the run did not move
 
 
+@dataclass(frozen=True)
+class Judge:
+    """What a comparison judges a pair of values by: the initial values (`init`, {name:
+    value}) a parameter's movement is measured from, the relative tolerance, and whether the
+    runs compute in float32 (`f32`: its rounding allowed)."""
+    init: dict
+    rtol: float
+    f32: bool = False
+
+
 class Blocks:
     """A parameter assembled from row blocks [(first row, value)] (pservers' pieces)."""
 

@@ -17,7 +17,7 @@ from typing import Optional
 
 import numpy as np
 
-from .compare import ParamDiff, movement, noise
+from .compare import Judge, ParamDiff, movement, noise
 from ..model.values import LazyTable, dense
 
 # effect id -> (what it is, how the reference undoes it: a variant flag, a text edit, or
@@ -33,6 +33,15 @@ ABLATIONS = {
     "ps-sparse-rule": "text",        # an sgd program's tables run SparseNaiveSGDRule instead
 }
 ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8}
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """How the reference is trained again with one effect undone: `rerun(variant, texts,
+    init_rows)` (a new ps reference), the descriptor `texts` it ran on and the `config`."""
+    rerun: object
+    texts: dict
+    config: object
 
 
 @dataclass
@@ -125,8 +134,9 @@ def _final(psref, name, keys):
     return ref_value(psref, name)
 
 
-def ablation_sizes(main, plan, psref, rerun, texts, config, program_init) -> dict:
+def ablation_sizes(main, plan, psref, ablate: Ablation, program_init) -> dict:
     """effect id -> {param: the largest change of the parameter when the effect is undone}."""
+    rerun, texts, config = ablate.rerun, ablate.texts, ablate.config
     sparse = [w for w in plan.table_ids if w in psref.touched]
     dense_names = [v.name for v in main.parameters() if v.name not in plan.table_ids]
     out = {}
@@ -167,15 +177,16 @@ def _applies(effect, psref, config, program_init) -> bool:
     return True
 
 
-def explain(main, plan, psref, orig_scope, init, rtol, f32, *, why, rerun, texts, config):
-    """(ParamDiffs of the reference against the original, {param: [Why]})."""
+def explain(main, plan, psref, orig_scope, judge: Judge, ablate: Optional[Ablation]):
+    """(ParamDiffs of the reference against the original, {param: [Why]}: none without
+    `ablate`)."""
     from .psexplain import static_reasons
-    diffs = compare_original(main, plan, psref, orig_scope, init, rtol, f32)
-    if not why:
+    diffs = compare_original(main, plan, psref, orig_scope, judge.init, judge.rtol, judge.f32)
+    if ablate is None:
         return diffs, {}
     program_init = psref.servers and psref.servers[0].options.program_init is not None
-    sizes = ablation_sizes(main, plan, psref, rerun, texts, config, program_init)
-    reasons = static_reasons(main, plan, psref, config, program_init)
+    sizes = ablation_sizes(main, plan, psref, ablate, program_init)
+    reasons = static_reasons(main, plan, psref, ablate.config, program_init)
     out = {}
     for d in diffs:
         lst = []

@@ -27,7 +27,7 @@ import numpy as np
 from ...format import psdesc
 from ..model.executor import Executor, Scope
 from .tables import TableError, TableOptions
-from .tables.client import batch_size, fit_push, merge_by_key, push_values
+from .tables.client import Push, batch_size, fit_push, merge_by_key, push_values
 from .tables.server import PsServer, sparse_server, split_dense
 from ..model.values import SimError, Unallocated, dense
 
@@ -228,10 +228,10 @@ class PsCluster:
         for k, (ids, g_name) in enumerate(zip(ids_list, grads)):
             g = np.asarray(dense(ex.read(g_name)))
             width = emb or (g.size // max(ids.size, 1))
-            kk, vv = push_values(ids, g, width, batch, slot=slots[k] if k < len(slots) else 0,
-                                 shows=shows, clicks=clicks,
-                                 padding_idx=_pad(op),
-                                 use_cvm_op=bool(op.attr("use_cvm_op", False)), lod=lods[k])
+            kk, vv = push_values(ids, g, width, Push(
+                batch, slot=slots[k] if k < len(slots) else 0, shows=shows, clicks=clicks,
+                padding_idx=_pad(op), use_cvm_op=bool(op.attr("use_cvm_op", False)),
+                lod=lods[k]))
             keys.append(kk)
             vals.append(vv)
             if batch is not None:        # Paddle scales the gradient tensor in place
@@ -311,7 +311,7 @@ class PsCluster:
         for tr in self.trainers:
             self.pull_dense(tr)
 
-    def step(self, shards: list, step: int, per: int):
+    def step(self, step: int, shards: list, per: int):
         for tr, feed in zip(self.trainers, shards):
             tr.feed(feed)
         for tr in self.trainers:

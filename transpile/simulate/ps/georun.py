@@ -9,12 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...format import psdesc
-from ..explain.compare import ParamDiff, movement, noise
+from ..explain.compare import Judge, ParamDiff, movement, noise
 from ..model.executor import Executor
 from .cluster import PsCluster
 from ..explain.pscompare import diff_of, table_rows
 from .geo import GeoClient, dense_groups, geo_dense_params, updated_params
-from .ref import RefTrainer
+from .ref import RefRun, RefTrainer
+from ..runs.runner import train_steps
 from .tables.server import PsServer
 from ..refs.reference import snapshot
 from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense
@@ -23,11 +24,12 @@ GEO_TABLE = "MemorySparseGeoTable"
 
 
 class PsGeoReference:
-    """The original on every trainer, its geo tables and dense tables from `server_texts` (our
-    descriptors of the original), the plan's table ids and dense contexts."""
+    """The original of `r` (ref.RefRun) on every trainer, its geo tables and dense tables from
+    `server_texts` (our descriptors of the original), the plan's table ids and dense
+    contexts, under the geo `schedule`."""
 
-    def __init__(self, main, init, plan, config, server_texts, schedule, *, fdt, seed,
-                 options):
+    def __init__(self, r: RefRun, server_texts, schedule, options):
+        main, init, plan, config, fdt, seed = r.main, r.init, r.plan, r.config, r.fdt, r.seed
         self.main, self.plan, self.schedule = main, plan, schedule
         n = len(config.pservers)
         self.servers = [PsServer(psdesc.parse_text(server_texts[ep], "server_desc.txt"), i, n,
@@ -59,7 +61,7 @@ class PsGeoReference:
                         if table.table_class != GEO_TABLE]:
                 del server.tables[tid]
 
-    def step(self, shards, step, per):
+    def step(self, step, shards, per):
         ops = self.main.global_block.ops
         for tr, client, feed in zip(self.trainers, self.clients, shards):
             for name, (arr, lod) in feed.items():
@@ -145,7 +147,7 @@ class PsGeoCluster(PsCluster):
         for c in self.clients:
             c.init_params(self.clients[0])
 
-    def step(self, shards, step, per):
+    def step(self, step, shards, per):
         for tr, feed in zip(self.trainers, shards):
             tr.feed(feed)
             tr.ex.begin_step(step, per, tr.tid * per)
@@ -189,9 +191,11 @@ def _worst(diffs):
     return worst
 
 
-def _trainer_diffs(name, shape, a_scopes, b_scopes, labels, keys, init, rtol, f32, who):
+def _trainer_diffs(name, shape, pairs, keys, judge: Judge, who):
+    """A ParamDiff per (a scope, b scope, label) of `pairs` whose a holds `name` (on `keys`'
+    rows when given), `who` after the label."""
     out = []
-    for sa, sb, label in zip(a_scopes, b_scopes, labels):
+    for sa, sb, label in pairs:
         a, b = _value(sa, name), _value(sb, name)
         if a is None:
             continue
@@ -199,6 +203,7 @@ def _trainer_diffs(name, shape, a_scopes, b_scopes, labels, keys, init, rtol, f3
             out.append(ParamDiff(name, shape, float("nan"), float("nan"), False,
                                  "%s holds no value" % label))
             continue
+        init = judge.init
         if keys is not None:
             a, b = _rows(a, keys), _rows(b, keys)
             start = _rows(init[name], keys) if name in init else None
@@ -206,8 +211,8 @@ def _trainer_diffs(name, shape, a_scopes, b_scopes, labels, keys, init, rtol, f3
         else:
             a, b = _whole(a), _whole(b)
             moved = movement(init.get(name), a) if name in init else None
-        d = diff_of(name, shape, a, b, moved, rtol, f32, "%s%s" % (label, who))
-        d.changed = None if moved is None else moved > noise(1.0, f32)
+        d = diff_of(name, shape, a, b, moved, judge.rtol, judge.f32, "%s%s" % (label, who))
+        d.changed = None if moved is None else moved > noise(1.0, judge.f32)
         out.append(d)
     return out
 
@@ -235,11 +240,10 @@ def compare_geo_split(main, psref, cluster, init, rtol, f32) -> list:
                 a = np.array([mine[k] for k in keys.tolist()], dtype=np.float64)
                 b = np.array([theirs[k] for k in keys.tolist()], dtype=np.float64)
                 diffs.append(diff_of(name, shape, a, b, None, rtol, f32, "the pservers' rows"))
-        diffs += _trainer_diffs(name, shape, [t.scope for t in psref.trainers],
-                                [t.scope for t in cluster.trainers],
-                                [t.label for t in cluster.trainers],
+        diffs += _trainer_diffs(name, shape, [(a.scope, b.scope, b.label) for a, b
+                                              in zip(psref.trainers, cluster.trainers)],
                                 keys if keys is not None and keys.size else None,
-                                init, rtol, f32, "")
+                                Judge(init, rtol, f32), "")
         out.append(_one_verdict(name, shape, diffs, name in train,
                                 "no trainer of the reference holds it"))
     return out
@@ -260,10 +264,9 @@ def compare_geo_original(main, psref, run, init, rtol, f32) -> list:
             if not keys.size:
                 out.append(ParamDiff(name, shape, 0.0, 0.0, True, "no rows sent"))
                 continue
-        diffs = _trainer_diffs(name, shape, [ex.scope for ex in run.exs],
-                               [t.scope for t in psref.trainers],
-                               ["trainer_%d" % t.tid for t in psref.trainers], keys, init,
-                               rtol, f32, " of the ps reference")
+        diffs = _trainer_diffs(name, shape, [(ex.scope, t.scope, "trainer_%d" % t.tid)
+                                             for ex, t in zip(run.exs, psref.trainers)],
+                               keys, Judge(init, rtol, f32), " of the ps reference")
         out.append(_one_verdict(name, shape, diffs, name in train, "not held by both runs"))
     return out
 
@@ -308,13 +311,11 @@ def run_geo(ctx, plan, *, texts, ref_texts, options, why, report):
     per = batch // max(1, n)
     run.release_servers()       # the original's pservers: style ps compares its trainers
     try:
-        psref = PsGeoReference(main, ref.init, plan, config, ref_texts, schedule, fdt=fdt,
-                               seed=seed, options=options)
+        psref = PsGeoReference(RefRun(main, ref.init, plan, config, feeder, steps, batch, seed,
+                                      fdt), ref_texts, schedule, options)
         psref.startup()
-        for s in range(steps):
-            glob = feeder.feed(s)
-            psref.step([feeder.shard(glob, t, n) for t in range(n)], s, per)
-            progress(steps + s + 1, 3 * steps)
+        train_steps(psref, feeder, n, steps, per=per,
+                    done=lambda s: progress(steps + s, 3 * steps))
         psref.release()
     except (SimError, TableError) as e:
         raise UserError("the ps geo reference (the original under its descriptors) does not "
@@ -331,11 +332,9 @@ def run_geo(ctx, plan, *, texts, ref_texts, options, why, report):
         if len(cluster.trainers) != n:
             raise SimError("the split has %d trainers, the config %d"
                            % (len(cluster.trainers), n))
-        cluster.startup()
-        for s in range(steps):
-            glob = feeder.feed(s)
-            cluster.step([feeder.shard(glob, t.tid, n) for t in cluster.trainers], s, per)
-            progress(2 * steps + s + 1, 3 * steps)
+        cluster.startup()       # its trainers: trainer_0 .. n-1 (splitprograms.py)
+        train_steps(cluster, feeder, n, steps, per=per,
+                    done=lambda s: progress(2 * steps + s, 3 * steps))
     except (SimError, PserverRefuses, TableError) as e:
         res.error = str(e)
         if cluster is not None:

@@ -22,6 +22,8 @@ push (from the table's rule, or with `program_init` from the original's initial 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...ir.program import select
@@ -29,7 +31,7 @@ from ...ir.tables import lookup_groups
 from ...format import psdesc
 from ..model.executor import Executor, Scope
 from .tables import TableOptions
-from .tables.client import batch_size, fit_push, merge_by_key, push_values
+from .tables.client import Push, batch_size, fit_push, merge_by_key, push_values
 from .tables.server import PsServer, sparse_server, split_dense
 from ..refs.reference import snapshot
 from ..model.values import LazyTable, SimError, dense
@@ -109,13 +111,31 @@ class RefTrainer:
             self.ex.free_temporaries(keep=keep)
 
 
-class PsReference:
-    """`plan`: our PsPlan of the original; `server_texts`: endpoint -> server_desc.txt text."""
+@dataclass(frozen=True)
+class RefRun:
+    """What every training of the ps reference shares: the original (`main`), its initial
+    values (`init`), our PsPlan of it and the config, the feeds and the run's size and
+    floats."""
+    main: object
+    init: dict
+    plan: object
+    config: object
+    feeder: object
+    steps: int
+    batch: int
+    seed: int
+    fdt: object
 
-    def __init__(self, main, init: dict, plan, config, server_texts: dict, *, fdt, seed,
-                 options: TableOptions = TableOptions(), variant: frozenset = frozenset()):
+
+class PsReference:
+    """The original of `r` (RefRun) under the tables of `server_texts` (endpoint ->
+    server_desc.txt text); `variant`: the effects undone (explain/pswhy.py's ablations)."""
+
+    def __init__(self, r: RefRun, server_texts: dict, options: TableOptions = TableOptions(),
+                 variant: frozenset = frozenset()):
+        main, init, plan, config, fdt, seed = r.main, r.init, r.plan, r.config, r.fdt, r.seed
         self.main, self.plan, self.config = main, plan, config
-        self.variant = variant          # effects undone (explain/pswhy.py's ablations)
+        self.variant = variant
         self.fdt = fdt
         self.sync = config.mode == "sync"
         n = len(config.pservers)
@@ -261,10 +281,10 @@ class PsReference:
                 grads = clipped_rows(self.clips[w], tr.scope, ids_list, grads)
             for op, ids, lod, g in zip(group, ids_list, lods, grads):
                 pad = op.attr("padding_idx", -1)
-                k, v = push_values(ids, g, emb, batch, slot=int(op.attr("slot", 0) or 0),
-                                   shows=shows, clicks=clicks,
-                                   padding_idx=-1 if pad is None else int(pad),
-                                   use_cvm_op=self.use_cvm, lod=lod)
+                k, v = push_values(ids, g, emb, Push(
+                    batch, slot=int(op.attr("slot", 0) or 0), shows=shows, clicks=clicks,
+                    padding_idx=-1 if pad is None else int(pad), use_cvm_op=self.use_cvm,
+                    lod=lod))
                 keys.append(k)
                 vals.append(v)
             keys, vals = np.concatenate(keys), np.concatenate(vals)
@@ -324,7 +344,7 @@ class PsReference:
         self._push_sparse(tr)
         self._push_dense(tr)
 
-    def step(self, shards, step, per):
+    def step(self, step, shards, per):
         for tr, feed in zip(self.trainers, shards):
             self.turn(tr, feed, step, per)
             if not self.sync:

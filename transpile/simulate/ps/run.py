@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...core.errors import UserError
+from ..explain.compare import Judge
 from ..explain.pscompare import compare_split
+from ..runs.runner import train_steps
+from .ref import PsReference, RefRun
 from .tables import ClientAborts, PserverRefuses, TableError, TableOptions
 from ..model.values import SimError
 
@@ -46,34 +49,12 @@ def table_options(seed, init, program_init) -> TableOptions:
                         lenient_initializers=True)
 
 
-@dataclass(frozen=True)
-class RefRun:
-    """What every training of the ps reference shares: the original (`main`), its initial
-    values (`init`), the plan and config, the feeds and the run's size and floats."""
-    main: object
-    init: dict
-    plan: object
-    config: object
-    feeder: object
-    steps: int
-    batch: int
-    seed: int
-    fdt: object
-
-
 def train_reference(r: RefRun, texts, options, *, variant=frozenset(), progress=None):
     """The ps reference trained `r.steps` steps on the descriptor `texts` (ref.PsReference)."""
-    from .ref import PsReference
-    ref = PsReference(r.main, r.init, r.plan, r.config, texts, fdt=r.fdt, seed=r.seed,
-                      options=options, variant=variant)
+    ref = PsReference(r, texts, options, variant)
     n = r.config.trainers
-    per = r.batch // max(1, n)
     ref.startup()
-    for s in range(r.steps):
-        glob = r.feeder.feed(s)
-        ref.step([r.feeder.shard(glob, t, n) for t in range(n)], s, per)
-        if progress:
-            progress(s)
+    train_steps(ref, r.feeder, n, r.steps, per=r.batch // max(1, n), done=progress)
     return ref
 
 
@@ -104,7 +85,7 @@ def run_ps(ctx: "RunContext"):
     refrun = RefRun(main, ref.init, plan, config, feeder, steps, batch, seed, fdt)
     try:
         psref = train_reference(refrun, ref_texts, options,
-                                progress=lambda s: progress(steps + s + 1, 3 * steps))
+                                progress=lambda s: progress(steps + s, 3 * steps))
     except ClientAborts as e:       # Paddle's trainers abort too: the split cannot train
         res.error = "the ps reference, like Paddle's trainer, aborts: %s" % e
         return res
@@ -119,12 +100,9 @@ def run_ps(ctx: "RunContext"):
         n = len(cluster.trainers)
         if n != config.trainers:
             raise SimError("the split has %d trainers, the config %d" % (n, config.trainers))
-        per = batch // max(1, n)
-        cluster.startup()
-        for s in range(steps):
-            glob = feeder.feed(s)
-            cluster.step([feeder.shard(glob, t.tid, n) for t in cluster.trainers], s, per)
-            progress(2 * steps + s + 1, 3 * steps)
+        cluster.startup()       # its trainers: trainer_0 .. n-1 (splitprograms.py)
+        train_steps(cluster, feeder, n, steps, per=batch // max(1, n),
+                    done=lambda s: progress(2 * steps + s, 3 * steps))
     except (SimError, PserverRefuses) as e:
         res.error = str(e)
         if cluster is not None:
@@ -139,12 +117,11 @@ def run_ps(ctx: "RunContext"):
             res.notes.extend(x for x in getattr(t, "notes", ()) if x not in res.notes)
     f32 = np.dtype(fdt) == np.float32
     res.params = compare_split(main, plan, psref, cluster, ref.init, res.rtol, f32)
-    from ..explain.pswhy import explain
+    from ..explain.pswhy import Ablation, explain
     res.ps = PsReport(program_init=program_init)
-    res.ps.original, res.ps.why = explain(
-        main, plan, psref, ctx.run.scope, ref.init, res.rtol, f32, why=why,
-        rerun=lambda variant, texts, init_rows: train_reference(
-            refrun, texts or ref_texts, table_options(seed, ref.init, init_rows or program_init),
-            variant=variant),
-        texts=ref_texts, config=config)
+    ablate = Ablation(lambda variant, texts, init_rows: train_reference(
+        refrun, texts or ref_texts, table_options(seed, ref.init, init_rows or program_init),
+        variant=variant), ref_texts, config) if why else None
+    res.ps.original, res.ps.why = explain(main, plan, psref, ctx.run.scope,
+                                          Judge(ref.init, res.rtol, f32), ablate)
     return res

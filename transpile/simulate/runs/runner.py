@@ -2,8 +2,9 @@
 
 A run is (a) the original program trained under the mode's schedule (schedule.py; original.py,
 turns.py, georef.py), then (b) the split's programs run for as many steps by the style's
-SIMULATE behaviour (core/stylehooks.py; classic and fleet: clusterrun.py), each trainer on its
-shard of the same global batch. Both take their steps in `train_steps`: step s's global batch
+SIMULATE behaviour (core/stylehooks.py; classic and fleet: clusterrun.py; style ps: ps/run.py,
+its reference and its cluster), each trainer on its shard of the same global batch. All take
+their steps in `train_steps` (and so does runtime/predict.py): step s's global batch
 fed (feeds.py), cut into the trainers' shards, handed to a stepper's `step(s, shards, per)`
 (per: the samples of a shard). `RunContext` carries what (b) runs with: the program pair, the
 feeds, the schedule, the tolerance, the style's own options and the original's run.

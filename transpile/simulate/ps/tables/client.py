@@ -10,6 +10,9 @@ scaled. Equal keys are then merged by the accessor (every field summed but the s
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import numpy as np
 
 from .rules import F32
@@ -34,10 +37,26 @@ def _per_id(values, seq, default: float):
     return out
 
 
-def push_values(ids, grad, emb_dim: int, batch: int = None, slot: int = 0, shows=None,
-                clicks=None, padding_idx: int = -1, use_cvm_op: bool = False, lod=None):
-    """(keys, values) one input of distributed_push_sparse pushes: keys uint64 [n], values
-    float32 [n, emb_dim + 3] (or emb_dim + 1 with use_cvm_op)."""
+@dataclass(frozen=True)
+class Push:
+    """How one input of distributed_push_sparse is pushed besides its ids and gradient: the
+    batch size its gradient is scaled by (None: not scaled), the op's slot, the show / click
+    values per example (None: show 1, click 0), padding_idx (not pushed), use_cvm_op (no show
+    and click columns) and the ids' LoD (shows and clicks then per sequence)."""
+    batch: Optional[int] = None
+    slot: int = 0
+    shows: object = None
+    clicks: object = None
+    padding_idx: int = -1
+    use_cvm_op: bool = False
+    lod: object = None
+
+
+def push_values(ids, grad, emb_dim: int, how: Push = Push()):
+    """(keys, values) one input of distributed_push_sparse pushes, as `how` says: keys uint64
+    [n], values float32 [n, emb_dim + 3] (or emb_dim + 1 with use_cvm_op)."""
+    batch, slot, shows, clicks, padding_idx, use_cvm_op, lod = (
+        how.batch, how.slot, how.shows, how.clicks, how.padding_idx, how.use_cvm_op, how.lod)
     ids = np.asarray(ids).reshape(-1).astype(np.int64)
     g = np.array(grad, dtype=F32).reshape(-1, emb_dim)
     if len(g) != len(ids):
