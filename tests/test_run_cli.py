@@ -313,3 +313,31 @@ def test_a_geo_trainer_that_hangs_in_init_params_with_two_dense_tables_is_named(
     (tmp_path / "sync" / "pushed.0").write_text("")     # it got past init_params: not there
     assert compare(run, "s", cfg).failures[0] == (
         "trainer_0 timed out at its start (log: %s/trainer0.log)" % tmp_path)
+
+
+@pytest.mark.parametrize("wrote_logs", [False, True])
+def test_a_run_that_stops_early_removes_its_folder_or_names_it(tmp_path, monkeypatch, capsys,
+                                                               wrote_logs):
+    # refused before a role started (a port in use, an interrupt): its temporary folder goes;
+    # once a role has written its log, the folder stays and is named (the log says why)
+    import tempfile
+
+    import transpile.runtime.local as local
+    from transpile.commands import run as runcmd
+    from transpile.runtime.local import LocalOptions
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def stops(split_dir, config, paddle, opts, work, progress=None):
+        if wrote_logs:
+            (tmp_path / os.path.basename(work) / "pserver0.log").write_text("F1207 ...")
+        raise UserError("port 6174 of 127.0.0.1 is in use")
+    monkeypatch.setattr(local, "run_local", stops)
+    with pytest.raises(UserError):
+        runcmd._run_local("split", None, None, LocalOptions(), "text", None, {})
+    left = os.listdir(tmp_path)
+    err = capsys.readouterr().err
+    if wrote_logs:
+        assert len(left) == 1 and left[0].startswith("pstranspile-run-")
+        assert "the run folder (logs) is kept: %s" % (tmp_path / left[0]) in err
+    else:
+        assert left == [] and err == ""

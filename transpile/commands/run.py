@@ -154,7 +154,12 @@ def _run_local(split_dir, config, paddle, opts, fmt, work, judge) -> int:
     os.makedirs(work, exist_ok=True)
     say = (lambda msg: None) if quiet or fmt != "text" else \
         (lambda msg: click.echo("run: %s" % msg, err=True))
-    result = run_local(split_dir, config, paddle, opts, work, progress=say)
+    try:
+        result = run_local(split_dir, config, paddle, opts, work, progress=say)
+    except BaseException:
+        if not keep:
+            _kept_or_removed(work)
+        raise
     verdict = compare(result, split_dir, config, **judge)
     if fmt == "json":
         import json
@@ -171,6 +176,15 @@ def _run_local(split_dir, config, paddle, opts, fmt, work, judge) -> int:
     elif not keep:
         click.echo("run: the run folder (logs, results) is kept: %s" % work, err=True)
     return verdict.exit_code
+
+
+def _kept_or_removed(work: str) -> None:
+    """A run that stopped early (refused, interrupted, failed): its temporary folder goes when
+    no role wrote a log in it yet, else it is kept and named (its logs say why)."""
+    if any(n.endswith(".log") for n in os.listdir(work)):
+        click.echo("run: the run folder (logs) is kept: %s" % work, err=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def register(main_group, handle_errors) -> None:
