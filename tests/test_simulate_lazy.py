@@ -48,6 +48,23 @@ def test_keyed_initializers():
     assert np.array_equal(c, np.full((3, 2), 0.5))
 
 
+def test_keyed_draws_are_those_of_every_earlier_version():
+    # the draws a split's values are aligned by: made in place and redrawn only where a
+    # truncated value fell out, they must stay the numbers the first implementation drew
+    # (these, from it), and a subset of rows must get the whole table's values for them
+    z = keyed.normal(7, [0, 5, 123456], 3, 0.5, 2.0, truncated=True)
+    assert z.tolist() == [
+        [0.1416362243962201, 2.715411397423316, 2.3161823727332074],
+        [3.3309420315757814, 1.481559782242432, -0.6213691302038704],
+        [1.3338470113070597, -2.9093123203544846, -1.561136222316613]]
+    assert keyed.uniform(11, [3, 2**40], 2).tolist() == [
+        [0.8541031505736989, 0.4441966335825497], [0.17013743624948285, 0.8477130993926832]]
+    whole = keyed.normal(3, np.arange(3000), 5, truncated=True)
+    some = [2999, 17, 1500, 17]
+    assert np.array_equal(keyed.normal(3, some, 5, truncated=True), whole[some])
+    assert np.abs(whole).max() <= 2.0
+
+
 SLOTS = {   # op -> (state inputs, outputs besides ParamOut, attrs)
     "sgd": ([], [], {}),
     "adam": (["Moment1", "Moment2"], ["Moment1Out", "Moment2Out", "Beta1PowOut", "Beta2PowOut"],

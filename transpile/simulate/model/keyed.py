@@ -33,33 +33,76 @@ def key_of(*parts) -> int:
     return int(z)
 
 
+def _mix_into(z):
+    """_mix of a uint64 array, in place (no temporaries of its size but one)."""
+    t = z >> np.uint64(30)
+    z ^= t
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(z, np.uint64(27), out=t)
+    z ^= t
+    z *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(z, np.uint64(31), out=t)
+    z ^= t
+    return z
+
+
+def _unit(z):
+    """Uniforms in [0, 1) from mixed words: their top 53 bits."""
+    z >>= np.uint64(11)
+    out = z.astype(np.float64)
+    out *= 1.0 / (1 << 53)
+    return out
+
+
 def uniform(key: int, rows, width: int):
     """[len(rows), width] uniforms in [0, 1): entry (i, j) depends only on key, rows[i], j."""
     r = np.asarray(rows, dtype=np.int64).reshape(-1).astype(np.uint64)[:, None]
     j = np.arange(width, dtype=np.uint64)[None, :]
     with np.errstate(over="ignore"):
         z = _mix(np.uint64(key) + (r + np.uint64(1)) * _GOLDEN)
-        z = _mix(z ^ ((j + np.uint64(1)) * _COL))
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        return _unit(_mix_into(z ^ ((j + np.uint64(1)) * _COL)))
+
+
+def _uniform_at(key: int, rows, cols):
+    """uniform(key, ...)'s entries at (rows[i], cols[i]) alone."""
+    r = np.asarray(rows, dtype=np.int64).astype(np.uint64)
+    j = np.asarray(cols, dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = _mix(np.uint64(key) + (r + np.uint64(1)) * _GOLDEN)
+        return _unit(_mix_into(z ^ ((j + np.uint64(1)) * _COL)))
+
+
+def _box_muller(u1, u2):
+    np.negative(u1, out=u1)
+    np.log1p(u1, out=u1)
+    u1 *= -2.0
+    np.sqrt(u1, out=u1)
+    u2 *= 2.0 * np.pi
+    np.cos(u2, out=u2)
+    u1 *= u2
+    return u1
 
 
 def normal(key: int, rows, width: int, mean=0.0, std=1.0, truncated=False):
     """Gaussian values (Box-Muller of two keyed uniforms); `truncated`: redrawn (with the next
     key) where they fall beyond two standard deviations, as Paddle's truncated_gaussian_random
-    keeps only those."""
-    def draw(k):
-        u1 = uniform(key_of(k, 1), rows, width)
-        u2 = uniform(key_of(k, 2), rows, width)
-        return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
-    z = draw(key)
+    keeps only those (only those entries drawn again: an entry depends on its key, row and
+    column alone)."""
+    z = _box_muller(uniform(key_of(key, 1), rows, width), uniform(key_of(key, 2), rows, width))
     if truncated:
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
         attempt = 0
-        bad = np.abs(z) > 2.0
-        while bad.any():
+        bad = np.flatnonzero(np.abs(z) > 2.0)
+        while bad.size:
             attempt += 1
-            z = np.where(bad, draw(key_of(key, "retry", attempt)), z)
-            bad = np.abs(z) > 2.0
-    return mean + std * z
+            k = key_of(key, "retry", attempt)
+            r, c = rows[bad // max(width, 1)], bad % max(width, 1)
+            again = _box_muller(_uniform_at(key_of(k, 1), r, c), _uniform_at(key_of(k, 2), r, c))
+            z.flat[bad] = again
+            bad = bad[np.abs(again) > 2.0]
+    z *= std
+    z += mean
+    return z
 
 
 def init_rows(op, key: int, rows, width: int):
