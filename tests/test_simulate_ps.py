@@ -198,3 +198,21 @@ def test_the_differences_from_the_original_are_named_and_sized():
     again = run("ps/ctr_adam_sync", progs, texts, why=True, program_init=True)
     assert again.exit_code == 0
     assert "ps-sparse-init" not in {w.id for w in again.ps.why["SparseFeatFactors"]}
+
+
+def test_a_split_with_no_sparse_table_trains_the_reference_once(monkeypatch):
+    # every effect pswhy.py sizes by a rerun is one of the sparse tables: with none, a rerun
+    # cannot change a value (deepfefm in ps: 20k ops, seven reruns were two thirds of its time)
+    import transpile.simulate.ps.run as psrun
+    calls = []
+    real = psrun.train_reference
+    monkeypatch.setattr(psrun, "train_reference",
+                        lambda *a, **k: calls.append(k.get("variant")) or real(*a, **k))
+    progs, texts = ours("ps/mlp_adam_sync")
+    res = run("ps/mlp_adam_sync", progs, texts, why=True)
+    assert res.exit_code == 0 and calls == [None]
+    assert {w.id for w in res.ps.why["linear_0.w_0"]} >= {"ps-dense-adam-beta-pow"}
+    calls.clear()
+    progs, texts = ours("ps/ctr_adam_sync")     # a sparse table: its effects are sized
+    run("ps/ctr_adam_sync", progs, texts, why=True)
+    assert len(calls) > 1

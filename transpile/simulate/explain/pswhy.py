@@ -138,6 +138,10 @@ def ablation_sizes(main, plan, psref, ablate: Ablation, program_init) -> dict:
     """effect id -> {param: the largest change of the parameter when the effect is undone}."""
     rerun, texts, config = ablate.rerun, ablate.texts, ablate.config
     sparse = [w for w in plan.table_ids if w in psref.touched]
+    if not sparse:
+        # every effect undone here is one of the sparse tables (their rows, pushes, lookups,
+        # accessor): with no sparse row looked up or pushed, no rerun can change a value
+        return {}
     dense_names = [v.name for v in main.parameters() if v.name not in plan.table_ids]
     out = {}
     sgd_only = all(op.type == "sgd" for op in main.global_block.ops
