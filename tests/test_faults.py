@@ -41,7 +41,8 @@ FAILS_AT_ONCE = {"classic-clip-on-pserver", "classic-dist-table-ids-not-2d",
                  "fleet-sparse-decay-whole-table", "fleet-decay-whole-param",
                  "fleet-sparse-clip-dropped", "ps-sparse-clip-dropped",
                  "classic-assign-init-whole-param", "fleet-assign-init-whole-param",
-                 "fleet-geo-dense-table-grad", "ps-geo-dense-table-grad"}
+                 "fleet-geo-dense-table-grad", "ps-geo-dense-table-grad",
+                 "ps-dense-empty-initializer"}
 # faults that change nothing a run computes (a `sum` of empty gradients nothing reads): the
 # reproduced split trains like the original
 HARMLESS = {"fleet-orphan-sparse-grad-sum"}
@@ -50,6 +51,10 @@ NOT_FIXABLE = {
     "ps-clip-before-merge": "ps-gen/mlp_sgd_clip_sync",
     "ps-geo-no-sparse-table": "ps/mlp_sgd_geo",
 }
+# Paddle's pservers can not start from the split (check: a finding); simulate notes it and
+# trains on from the table's start at 0, which trainer 0's push overwrites: a case that shows
+# each
+START_FAILS = {"ps-dense-empty-initializer": "ps-gen/inits_adam_sync"}
 # Paddle refuses the program (split exits 2 as Paddle does); `fix` writes a split that trains
 REFUSED = {
     "classic-lookup-ids-not-2d": "paddlerec-gen/classic_dmr_sync",
@@ -105,7 +110,8 @@ SHOWN_ELSEWHERE = {"ps-push-ids-lod2": "tests/test_simulate_lod.py (tests/data/l
 
 
 def test_every_fault_kind_is_covered_here():
-    shown = set(SHOWN_BY) | set(NOT_FIXABLE) | set(REFUSED) | set(SHOWN_ELSEWHERE)
+    shown = set(SHOWN_BY) | set(NOT_FIXABLE) | set(REFUSED) | set(SHOWN_ELSEWHERE) | \
+        set(START_FAILS)
     assert shown | set(ALWAYS_FIXED) <= set(KIND)
     assert {k.id for k in FAULT_KINDS if not k.always_fixed} <= shown, \
         "a fault kind without a program that shows it"
@@ -142,9 +148,63 @@ def test_reproduced_then_fixed(fault_id, tmp_path):
     assert r.exit_code == 0, r.output
 
 
-@pytest.mark.parametrize("fault_id", sorted(set(SHOWN_BY) | set(NOT_FIXABLE)))
+@pytest.mark.parametrize("fault_id", sorted(START_FAILS))
+def test_a_pserver_that_cannot_start_is_a_finding_then_fixed(fault_id, tmp_path):
+    """ps-dense-empty-initializer: reproduced, the split's descriptors hold the empty
+    initializer Paddle's do, `check` finds it (exit 1) on every pserver, `simulate` notes it;
+    under `fix` the Param starts as a constant the server reads, `check` is clean and
+    `simulate` equal without the note (`pstranspile run` of that split on Paddle's own
+    pservers: tests/test_run_paddle.py)."""
+    case = START_FAILS[fault_id]
+    out, cfg, plan, text = _split(tmp_path, case, "reproduce")
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and not any(f["fixed"] for f in mine), plan["faults"]
+    assert "reproduced: %s; `paddle_faults: fix` corrects it" % fault_id in text, text
+    r = _check(case, cfg, out)
+    found = [line for line in r.output.splitlines() if "Paddle fault %s" % fault_id in line]
+    assert r.exit_code == 1 and len(found) == 2, r.output          # both pservers
+    assert all(line.startswith("pserver_") and "Param has an empty initializer" in line
+               and "fill_constant&0.0" in line for line in found), found
+    r = _simulate(case, cfg, out)
+    assert r.exit_code == 0 and "Param has an empty initializer" in r.output, r.output
+    out, cfg, plan, text = _split(tmp_path, case, "fix")
+    mine = [f for f in plan["faults"] if f["id"] == fault_id]
+    assert mine and all(f["fixed"] for f in mine), plan["faults"]
+    for ep in ("127.0.0.1_6174", "127.0.0.1_6175"):
+        with open(os.path.join(out, "pserver_%s" % ep, "server_desc.txt")) as f:
+            desc = f.read()
+        assert 'initializers: ""' not in desc and 'initializers: "fill_constant&0.0"' in desc
+    r = _check(case, cfg, out)
+    assert r.exit_code == 0 and "Paddle fault" not in r.output, r.output
+    r = _simulate(case, cfg, out)
+    assert r.exit_code == 0 and "empty initializer" not in r.output, r.output
+
+
+def test_an_empty_initializer_no_split_can_fix_is_a_finding(tmp_path):
+    """An empty initializer of another input than Param (its start value is read): `check`
+    says the split must not be used."""
+    case = START_FAILS["ps-dense-empty-initializer"]
+    out, cfg, _, _ = _split(tmp_path, case, "fix")
+    path = os.path.join(out, "pserver_127.0.0.1_6174", "server_desc.txt")
+    with open(path) as f:
+        text = f.read()
+    lr = 'initializers: "fill_constant&0.0010000000474974513"'
+    assert text.count(lr) == 2          # the sparse table's and the dense table's
+    with open(path, "w") as f:
+        f.write(text[::-1].replace(lr[::-1], 'initializers: ""'[::-1], 1)[::-1])
+    r = _check(case, cfg, out)
+    found = [line for line in r.output.splitlines() if "Paddle fault" in line]
+    assert r.exit_code == 1 and len(found) == 1, r.output
+    assert found[0].startswith("pserver_127.0.0.1_6174/server_desc.txt: Paddle fault "
+                               "ps-dense-empty-initializer: table 1 (MergedDense): "
+                               "LearningRate has an empty initializer"), found
+    assert "no split can give LearningRate one: the split must not be used" in found[0]
+
+
+@pytest.mark.parametrize("fault_id", sorted(set(SHOWN_BY) | set(NOT_FIXABLE) |
+                                            set(START_FAILS)))
 def test_paddles_own_split_gets_the_warning(fault_id):
-    case = SHOWN_BY.get(fault_id) or NOT_FIXABLE[fault_id]
+    case = SHOWN_BY.get(fault_id) or NOT_FIXABLE.get(fault_id) or START_FAILS[fault_id]
     c = os.path.join(CORPUS, case)
     r = _check(case, c + "/cluster.yaml", c + "/expected")
     assert r.exit_code == (1 if fault_id in FAILS_AT_ONCE else 0), r.output

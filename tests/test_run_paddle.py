@@ -197,6 +197,21 @@ def test_paddles_own_faults_are_named_in_one_line(tmp_path, paddle_python):
                    for f in res["failures"]), res["failures"]
 
 
+def test_the_fixed_split_of_an_empty_initializer_starts_and_trains(tmp_path, paddle_python):
+    # ps-gen/inits_adam_sync under `paddle_faults: fix`: the dense table's Param starts as
+    # fill_constant&0.0 where Paddle's is empty (ps-dense-empty-initializer); the pservers
+    # start and trainer 0's push of its parameters replaces it: equal to the prediction
+    c = os.path.join(CORPUS, "ps-gen", "inits_adam_sync")
+    cfg = tmp_path / "fix.yaml"
+    with open(os.path.join(c, "cluster.yaml")) as f:
+        cfg.write_text(f.read() + "\npaddle_faults: fix\n")
+    split = _split(tmp_path, os.path.join(c, "main.pb"), os.path.join(c, "startup.pb"),
+                   str(cfg))
+    code, res = _run(split, paddle_python, "--steps", "3", "--timeout", "120",
+                     "--work", str(tmp_path / "w"))
+    assert code == 0 and res["equal"], res
+
+
 def test_the_roles_of_a_cluster_from_fleetruns_environment(tmp_path, paddle_python):
     # four `pstranspile run SPLIT` processes with the environment fleetrun sets (gloo with a
     # file store): each starts its role, the trainers train and --save what they trained

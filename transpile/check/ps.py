@@ -27,6 +27,7 @@ from ..format.psdesc import TABLE_TYPES, parse_text
 from ..ir import roles
 from ..ir.program import Program
 from ..output.result import endpoint_dir
+from ..plan.faults import KIND, PS_DENSE_EMPTY_INIT
 from ..plan.pairs import Pair
 from ..plan.ps import MODES, optimize_ops, remote_tables, send_contexts
 from ..plan.ps_tables import TableSources, get_shard
@@ -205,6 +206,34 @@ def check_ps_tables(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
                         "trainer_num %d, sync %s" % (cfg.trainers, sync))
             if fields is not None and b.table_class == "BarrierTable":
                 fields.check(part, role, want - 1, b, "the barrier table %d" % (want - 1))
+
+
+def check_ps_inits(ctx: CheckContext, descs: dict) -> None:
+    """ps-dense-empty-initializer: a server desc's dense table with an input whose initializer
+    is empty, which Paddle's MemoryDenseTable::CreateInitializer cannot read (the pserver fails
+    at its start). A Param's `paddle_faults: fix` can write (trainer 0 pushes over it)."""
+    for (kind, _), (part, _, tables, _) in descs.items():
+        if kind != "pserver":
+            continue
+        for t in tables:
+            cm = t.common
+            if t.table_class != "MemoryDenseTable":
+                continue
+            empty = [p for p, init in zip(cm.params, cm.initializers) if not init]
+            if not empty:
+                continue
+            fixable = empty == ["Param"]
+            ctx.add("tables", part, None, None,
+                    "Paddle fault %s: table %d (%s): %s %s an empty initializer, which "
+                    "Paddle's MemoryDenseTable::CreateInitializer cannot read: the pserver "
+                    "fails at its start" % (PS_DENSE_EMPTY_INIT, t.table_id, cm.table_name,
+                                            ", ".join(empty), "has" if len(empty) == 1
+                                            else "have"),
+                    ("an initializer the server reads; what `paddle_faults: fix` writes: %s"
+                     % KIND[PS_DENSE_EMPTY_INIT].fix.split(" (")[0]) if fixable else
+                    "an initializer the server reads; no split can give %s one: the split "
+                    "must not be used" % ", ".join(p for p in empty if p != "Param"),
+                    PS_DENSE_EMPTY_INIT)
 
 
 def _check_table_fields(ctx, expect: PsExpect, fields, part, role, c, t, raw) -> None:

@@ -94,8 +94,10 @@ def _origin(t, path: str):
         if key in st.origins:
             return st.origins[key]
     if path == "common.initializers":
-        return ("startup", "the startup program's initializers of %s's inputs"
-                % t.rule) if t.rule else ("default", "none")
+        fixed = "; Param's, which Paddle leaves empty, `paddle_faults: fix`'s" \
+            if t.empty_inits and "" not in t.initializers else ""
+        return ("startup", "the startup program's initializers of %s's inputs%s"
+                % (t.rule, fixed)) if t.rule else ("default", "none")
     if path.startswith("common."):
         return "program", "the table's optimizer (%s) and the config" % (t.optimizer or "none")
     what = {"sparse": "GeoSparseTable" if t.settings is None else "SparseTable",

@@ -22,8 +22,8 @@ from ..ir.roles import OPTIMIZE, role
 from ..ir.tables import LOOKUP_GRAD_TYPES, is_remote_prefetch
 from ..plan.faults import PS_PUSH_IDS_LOD2
 from .context import CheckContext
-from .ps import (PsExpect, check_ps_coverage, check_ps_listen, check_ps_tables,
-                 descriptors)
+from .ps import (PsExpect, check_ps_coverage, check_ps_inits, check_ps_listen,
+                 check_ps_tables, descriptors)
 
 
 def check_ps_trainers(ctx: CheckContext, expect: PsExpect, descs: dict) -> None:
@@ -253,6 +253,7 @@ def ps_checks() -> tuple:
         state["expect"] = PsExpect(ctx.main, ctx.config, ctx.startup)
         state["descs"] = descriptors(ctx)
         check_ps_tables(ctx, state["expect"], state["descs"])
+        check_ps_inits(ctx, state["descs"])
 
     def coverage(ctx: CheckContext) -> None:
         check_ps_coverage(ctx, state["expect"], state["descs"])

@@ -46,6 +46,7 @@ FLEET_DECAY_WHOLE_PARAM = "fleet-decay-whole-param"
 CLASSIC_DIST_TABLE_CRASH = "classic-dist-table-crash"
 CLASSIC_ASSIGN_INIT_WHOLE_PARAM = "classic-assign-init-whole-param"
 FLEET_ASSIGN_INIT_WHOLE_PARAM = "fleet-assign-init-whole-param"
+PS_DENSE_EMPTY_INIT = "ps-dense-empty-initializer"
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,19 @@ FAULT_KINDS += (
               _ASSIGN_FIX),
     FaultKind(FLEET_ASSIGN_INIT_WHOLE_PARAM, FLEET.name, "every mode", _ASSIGN_PADDLE,
               _ASSIGN_FIX),
+    FaultKind(PS_DENSE_EMPTY_INIT, PS.name, "every mode",
+              "the merged dense table's Param takes the initializer of its first parameter, "
+              "and PsDescBuilder knows only gaussian_random, fill_constant, uniform_random and "
+              "truncated_gaussian_random: a first dense parameter initialized otherwise (an "
+              "assign_value: nn.initializer.Assign, a numpy array) gets an empty initializer, "
+              "which MemoryDenseTable::CreateInitializer cannot read: every pserver fails at "
+              "its start (\"Param can not be supported\"; Paddle 2.6.2's pserver dies of "
+              "signal 11)",
+              "the dense table's Param starts as fill_constant&0.0, which the pserver reads: "
+              "trainer 0 pushes its own initialized dense parameters to the table before any "
+              "trainer pulls (push_dense_params; geo: GeoCommunicator::InitDense), so the "
+              "table's start values are never read (an empty initializer of another input "
+              "can not be fixed)"),
 )
 KIND = {k.id: k for k in FAULT_KINDS}
 
@@ -441,3 +455,17 @@ def clip_fix_blocker(ops, clip_ops, grad_slices) -> Optional[str]:
         return ("a %s clip (op %d) needs more than the gradient one pserver holds"
                 % (op.type, i))
     return None
+
+
+def dense_empty_init_fault(tables, config) -> Optional[Fault]:
+    """ps-dense-empty-initializer: the dense tables' inputs Paddle's PsDescBuilder gives an
+    empty initializer (`tables`: plan/ps_tables.py's PsTables, their `empty_inits`). Only a
+    Param's can be fixed: trainer 0 pushes the dense parameters before any pull."""
+    found = [(t, slot, var) for t in tables for slot, var in t.empty_inits]
+    if not found:
+        return None
+    stuck = sorted({slot for _, slot, _ in found if slot != "Param"})
+    return fault(PS_DENSE_EMPTY_INIT, ", ".join(
+        "table %d (%s): %s, from %s" % (t.table_id, t.table_name, slot, var)
+        for t, slot, var in found), config.fix_faults,
+        "the table reads the start value of %s" % ", ".join(stuck) if stuck else None)

@@ -43,6 +43,9 @@ INIT_ATTRS = {"gaussian_random": ("seed", "mean", "std"), "fill_constant": ("val
               "uniform_random": ("seed", "min", "max"),
               "truncated_gaussian_random": ("seed", "mean", "std")}
 LR_VAR = "learning_rate_0"
+# `paddle_faults: fix`'s initializer of a dense table's Param Paddle leaves empty: any the
+# server reads; trainer 0 pushes the parameters over it before any pull
+FIXED_PARAM_INIT = "fill_constant&0.0"
 # Paddle's refusal for any other optimizer (raised for sparse tables too)
 ONLY_SGD_ADAM = "The dense optimizer in PS is only supported SGD or Adam!"
 
@@ -103,6 +106,8 @@ class PsTable:
     optimizer_op: Optional[int] = None
     distributed: bool = False
     empty: bool = False             # Paddle's table._set returned early: an empty message
+    empty_inits: tuple = ()         # (input, var) Paddle gives an empty initializer, which a
+    #                                 dense table's server cannot read (ps-dense-empty-initializer)
 
     @property
     def is_sparse(self) -> bool:
@@ -253,10 +258,17 @@ def describe_table(ctx, main: Program, index: TableSources, config,
     i, oop = found
     rule = table_rule(ctx, oop, config)
     params, dims, inits, attrs = _rule_inputs(ctx, main, index, oop, rule)
+    empty = ()
+    if not ctx.is_sparse and startup_known:
+        empty = tuple((p, LR_VAR if p == "LearningRate" else oop.input(p)[0])
+                      for p, init in zip(params, inits) if not init)
+        if config.fix_faults and empty and all(p == "Param" for p, _ in empty):
+            inits = tuple(FIXED_PARAM_INIT if p == "Param" else init
+                          for p, init in zip(params, inits))
     common = dict(rule=rule, params=params, param_dims=dims, initializers=inits,
                   attr="#".join(attrs), trainer_num=config.trainers, grads=ctx.grads,
                   model_params=ctx.params, optimizer=oop.type, optimizer_op=i,
-                  distributed=ctx.distributed)
+                  distributed=ctx.distributed, empty_inits=empty)
     if not ctx.is_sparse:
         return PsTable(ctx.table_id, ctx.kind, "MemoryDenseTable", 256, "MergedDense",
                        "CommMergeAccessor", ctx.sections[0], 1, entry="none",

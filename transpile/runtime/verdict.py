@@ -18,6 +18,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..plan.faults import PS_DENSE_EMPTY_INIT
 from .buckets import GRAD_RTOL
 
 RTOL = 1e-6
@@ -186,8 +187,9 @@ def _start_fault(empty_inits) -> str:
     return (": %s an empty initializer, which Paddle's MemoryDenseTable::CreateInitializer "
             "cannot read (Paddle's PsDescBuilder writes it for a dense parameter no initializer "
             "op it knows fills, e.g. an assign; Paddle's own split of the program fails so: "
-            "Paddle's fault, not the split's)"
-            % " and ".join("table %s's %s has" % (t, n) for t, n in found))
+            "Paddle's fault, not the split's: %s, which `paddle_faults: fix` corrects)"
+            % (" and ".join("table %s's %s has" % (t, n) for t, n in found),
+               PS_DENSE_EMPTY_INIT))
 
 
 def _geo_start_hang(run, t) -> str:

@@ -17,7 +17,7 @@ from ..plan.clip_faults import (geo_dense_table_fault, ids_fault, push_ids_lod2_
                                 sparse_clip_fault)
 from ..plan.faults import (PS_CLIP_BEFORE_MERGE, PS_GEO_DENSE_TABLE_GRAD, PS_GEO_NO_SPARSE_TABLE,
                            PS_LOOKUP_IDS_NOT_2D, PS_PUSH_IDS_LOD2, PS_SPARSE_CLIP_DROPPED,
-                           fault)
+                           dense_empty_init_fault, fault)
 from ..plan.ps import make_plan
 from .base import Prepared, Style, plan_knowing_the_scheduler
 
@@ -62,6 +62,9 @@ class PsStyle(Style):
                              % len(plan.clip_ops), config.fix_faults,
                              "Paddle's brpc tables have no clip: the trainers clip what they "
                              "send"))
+        empty = dense_empty_init_fault(plan.tables, config)
+        if empty is not None:
+            out.append(empty)
         return out
 
     def pipelines(self, mode: str) -> dict:
