@@ -180,9 +180,9 @@ def test_a_forked_child_writes_the_same_split(tmp_path, monkeypatch, family, nam
     real = forked.Forked
     monkeypatch.setattr(forked, "Forked", lambda fn: forks.append(1) or real(fn))
     ahead = []                      # plan.json entries encoded while the programs are built
-    real_entry = outdir.json_entry
-    monkeypatch.setattr(outdir, "json_entry", lambda obj, key: ahead.append(key) or
-                        real_entry(obj, key))
+    real_spill = outdir.spill_entries   # (to a scratch file, removed before the folder is put)
+    monkeypatch.setattr(outdir, "spill_entries", lambda obj, path: ahead.extend(obj) or
+                        real_spill(obj, path))
     for workers in ("1", "2"):
         monkeypatch.setenv("PSTRANSPILE_WORKERS", workers)
         out = str(tmp_path / ("out" + workers))

@@ -14,6 +14,7 @@ transpiler did not). `split --list-passes` prints each style's pipelines.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -22,6 +23,7 @@ from .core.errors import ConfigError, ProgramFormatError, UserError
 from .core.forked import (Forked, WorkQueue, share_pieces, take_pieces, workers_available,
                           worth_forking)
 from .core.gcpause import paused_gc
+from .core.jsonfmt import plain
 from .ir.program import Program
 from .ir.roles import is_optimize_op
 from .ir.validate import validate_for_split, validate_structure
@@ -41,10 +43,13 @@ class BuildOptions:
     and a sink that can be shared (split_to_folder's), a forked child and the parent share the
     pieces of work (Style.units: a trainer's programs and files, each pserver), each taking
     the next piece from one queue when it is free (the same bytes, gathered in the pieces'
-    order)."""
+    order); `lean`: the plan's lists of one entry per block are left as MadeItems
+    (core/jsonfmt.py: each entry made when it is read, never all held; split_to_folder's),
+    else made into lists (a plain JSON value)."""
     names: tuple = INPUT_NAMES
     after: Optional[AfterHook] = None
     workers: int = 1
+    lean: bool = False
 
 
 def split(main: Program, startup: Optional[Program], config: ClusterConfig,
@@ -82,6 +87,8 @@ def split(main: Program, startup: Optional[Program], config: ClusterConfig,
             made, parts = build.in_turn(progress)
         _gather(result, made, sink)
         result.plan = parts.finish(result)
+        if not how.lean:
+            plain(result.plan)
     return result
 
 
@@ -220,7 +227,7 @@ class _FolderSink:
         self.stage, self.main, self.out_dir = stage, main, out_dir
         self.title, self.config = title, config
         self.sections: dict = {}
-        self.plan_ready: dict = {}      # plan.json entries made ahead (outdir.json_entry)
+        self.plan_ready: dict = {}      # plan.json entries made ahead (outdir.spill_entries)
         self.report_head: Optional[list] = None     # report.md's head, made ahead
 
     def _write(self, rel: str, data) -> None:
@@ -233,11 +240,21 @@ class _FolderSink:
         """plan.json's entries that the plan alone decides (`parts.early`), encoded while the
         programs are built (split's first(): on a large split, most of plan.json's bytes),
         and report.md's head where they decide it."""
-        from .output.outdir import json_entry
+        from .output.outdir import spill_entries
         from .render.report import early_report_head
         early = parts.early
-        self.plan_ready = {k: json_entry(early, k) for k in early}
+        self.plan_ready = spill_entries(early, self.scratch())
         self.report_head = early_report_head(early, parts.LATE, self.title, self.config)
+
+    def scratch(self) -> str:
+        """The scratch file in the staging folder that plan_started writes (removed by
+        drop_scratch before the folder is put in place)."""
+        return os.path.join(self.stage.root, ".plan.json.early")
+
+    def drop_scratch(self) -> None:
+        if self.plan_ready:
+            os.remove(self.scratch())
+            self.plan_ready = {}
 
     def program(self, key: str, prog: Program) -> None:
         # each program is written as soon as it is built and then let go: a split to many
@@ -299,7 +316,8 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
 
             watched = how.dump_after or how.verify_each_pass
             result = split(main, startup, config, progress=progress, sink=sink,
-                           how=BuildOptions(how.names, after if watched else None, workers))
+                           how=BuildOptions(how.names, after if watched else None, workers,
+                                            lean=True))
             if how.dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % how.dump_after)
@@ -328,6 +346,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                 raise
             if writer is not None:
                 writer.result()
+            sink.drop_scratch()
     except OSError as e:
         raise _cannot_write(out_dir, e) from None
     result.replaced, result.kept = stage.replaced, stage.kept

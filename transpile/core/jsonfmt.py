@@ -36,3 +36,81 @@ _FIELD_NAMES: dict = {}
 def dumps_indented(obj) -> str:
     """json.dumps(obj, indent=1) with text as it is (not \\u-escaped)."""
     return json.dumps(obj, indent=1, ensure_ascii=False)
+
+
+class MadeItems:
+    """A read-only list of JSON items, each made when it is read and not kept: what plan.json
+    lists per block of a split to many pservers (a hundred thousand small dicts) then costs no
+    memory between its uses. Subclasses say how many items there are (`n`) and make item i
+    (item). It reads as the list it stands for (len, [i], slices, iteration, ==), and plain()
+    and the plan.json writer (output/outdir.py) write it as that list."""
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def item(self, i: int):
+        raise NotImplementedError
+
+    def column(self, key: str) -> list:
+        """[item.get(key) for each item]; subclasses read the fields they can without making
+        the items."""
+        return [self.item(i).get(key) for i in range(self.n)]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.item(k) for k in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError("item %d of %d" % (i, self.n))
+        return self.item(i)
+
+    def __iter__(self):
+        return map(self.item, range(self.n))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (MadeItems, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "%s(%r)" % (type(self).__name__, list(self))
+
+
+def plain(obj):
+    """`obj` with every MadeItems in it (in dicts and lists, at any depth) made into the list
+    it stands for, in place (a MadeItems given alone: a new list): what json.dumps and ==
+    take as they take any JSON value. Returns `obj`."""
+    if isinstance(obj, MadeItems):
+        return [plain(x) for x in obj]
+    if type(obj) is dict:
+        for k, v in obj.items():
+            if isinstance(v, (dict, list, MadeItems)):
+                obj[k] = plain(v)
+    elif type(obj) is list:
+        for i, v in enumerate(obj):
+            if isinstance(v, (dict, list, MadeItems)):
+                obj[i] = plain(v)
+    return obj
+
+
+def column(items, key: str) -> list:
+    """[item.get(key) for item in items], `items` a list of dicts or a MadeItems (which reads
+    the field without making each item where it can)."""
+    if isinstance(items, MadeItems):
+        return items.column(key)
+    return [x.get(key) for x in items]
+
+
+def made_default(obj):
+    """json.JSONEncoder's `default` that writes a MadeItems as its list."""
+    if isinstance(obj, MadeItems):
+        return list(obj)
+    raise TypeError("Object of type %s is not JSON serializable" % type(obj).__name__)

@@ -145,6 +145,7 @@ def _patched_attrs(src, patch: dict) -> bytes:
     made = src.patched
     if made is None:
         made = src.patched = {}
+        _PATCHED.append(src)
     out = made.get(chunks)
     if out is None:
         if len(made) >= _PATCHES_KEPT:
@@ -153,10 +154,26 @@ def _patched_attrs(src, patch: dict) -> bytes:
         parts = [new.get(name, raw) for name, raw in src.attr_chunks()]
         parts += [raw for name, raw in chunks if not src.has(name)]
         out = made[chunks] = b"".join(parts)
+        _PATCHED_BYTES[0] += len(out)
+        if _PATCHED_BYTES[0] > _PATCHED_BYTES_KEPT:
+            _forget_patches()
     return out
 
 
 _PATCHES_KEPT = 16      # patched attrs kept per source op
+# ... and in all at most about this many bytes of them: a split to many pservers patches the
+# copies of thousands of ops (attrs with their call stacks), megabytes held to the end
+_PATCHED_BYTES_KEPT = 4 << 20
+_PATCHED: list = []             # the source ops holding patched attrs
+_PATCHED_BYTES = [0]            # the bytes they hold
+
+
+def _forget_patches() -> None:
+    """Empty every source op's patched attrs (made again when next asked for)."""
+    for src in _PATCHED:
+        src.patched = None
+    _PATCHED.clear()
+    _PATCHED_BYTES[0] = 0
 
 
 # Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
@@ -335,6 +352,30 @@ def _block_bytes(b: Block) -> bytes:
     return b"".join(parts)
 
 
+# a block of more ops than this is written in pieces of this many ops (_large_block_chunks)
+_OPS_PER_PIECE = 1024
+
+
+def _large_block_chunks(b: Block):
+    """The BlockDesc field of a block of many ops (a trainer's global block) as _block_bytes
+    frames it, in pieces of _OPS_PER_PIECE ops: its size is summed from the ops' bytes and the
+    block is never joined into one string (the ops still as read are their input bytes; a
+    changed op's are new), so that it is not held twice."""
+    head = _block_head(b.idx, b.parent_idx)
+    tail = b"" if b.forward_block_idx is None else BlockDescMsg(
+        forward_block_idx=b.forward_block_idx).SerializePartialToString()
+    first = FAST.block(head, list(map(var_bytes, b.vars.values())), [], b"")
+    ops = list(map(op_bytes, b.ops))
+    # each op framed as field 4: its key, its length as a varint, its bytes
+    size = len(first) + len(tail) + sum(
+        [1 + ((n.bit_length() + 6) // 7 or 1) + n for n in map(len, ops)])
+    yield _KEY_BLOCK + varint_bytes(size)
+    yield first
+    for start in range(0, len(ops), _OPS_PER_PIECE):
+        yield FAST.block(b"", [], ops[start:start + _OPS_PER_PIECE], b"")
+    yield tail
+
+
 def _tail_bytes(program: Program) -> bytes:
     """The ProgramDesc fields after the blocks: version and op_version_map."""
     tail = ProgramDesc()
@@ -359,6 +400,9 @@ def encode_chunks(program: Program):
     Raises ProgramFormatError (while iterating) on a model that cannot be written."""
     try:
         for b in program.blocks:
+            if FAST is not None and len(b.ops) > _OPS_PER_PIECE:
+                yield from _large_block_chunks(b)
+                continue
             # one write per block: writing ops piece by piece costs more than joining them
             body = _block_bytes(b)
             yield _KEY_BLOCK + varint_bytes(len(body))

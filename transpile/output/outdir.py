@@ -20,6 +20,7 @@ import stat
 import tempfile
 from typing import Callable, Optional
 
+from ..core.jsonfmt import MadeItems, made_default
 from ..core.signals import signals_held, terminate_as_interrupt
 from . import target
 
@@ -218,8 +219,9 @@ def _commit(tmp: str, out_abs: str) -> tuple:
 
 
 # One encoder for every compact item: json.dumps would build a new one per call, which costs
-# more than encoding one small item.
-_compact = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": ")).encode
+# more than encoding one small item. A MadeItems (core/jsonfmt.py) is written as its list.
+_compact = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(", ", ": "),
+                            default=made_default).encode
 
 
 def _compact_all(items) -> list:
@@ -241,7 +243,9 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
     comes in pieces (an item, or a batch of one-line items) so that a large plan is never held
     as one string. The keys of a dict are sorted, except in the dicts that are the values of
     the keys in `keep` (`as_is`), which keep their order. `ready`: {key: text} of entries of
-    the dict `obj` already made (json_entry), given as they are."""
+    the dict `obj` already made (json_entry, or a Spilled: spill_entries), given as they are."""
+    if isinstance(obj, MadeItems):
+        obj = list(obj)
     if depth == 0 or not isinstance(obj, (dict, list)) or not obj:
         yield _compact(obj)
         return
@@ -262,7 +266,9 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
                 yield sep
             yield _compact(str(k)) + ": "
             done = ready.get(k) if ready else None
-            if done is not None:
+            if isinstance(done, Spilled):
+                yield from done.pieces()
+            elif done is not None:
                 yield done
             else:
                 yield from _pretty(obj[k], depth - 1, inner, keep, k in keep)
@@ -286,7 +292,7 @@ def json_chunks(obj, depth: int = 3, keep: frozenset = frozenset(), ready=None):
     if ready and (depth < 2 or not isinstance(obj, dict)):
         raise ValueError("json_chunks: entries made ahead need a dict shown 2 levels deep or more")
     for piece in _pretty(obj, depth, "", frozenset(keep), ready=ready):
-        yield piece.encode("utf-8")
+        yield piece if type(piece) is bytes else piece.encode("utf-8")
     yield b"\n"
 
 
@@ -295,6 +301,42 @@ def json_entry(obj: dict, key, depth: int = 3, keep: frozenset = frozenset()) ->
     `ready`)."""
     keep = frozenset(keep)
     return "".join(_pretty(obj[key], depth - 1, " ", keep, key in keep))
+
+
+class Spilled:
+    """Text made ahead and written to a scratch file (bytes `start` to `end` of `path`), read
+    back in pieces when it is written (json_chunks' `ready`): on a split to many pservers,
+    plan.json's entries made while the programs are built are megabytes not to hold."""
+
+    __slots__ = ("path", "start", "end")
+
+    def __init__(self, path: str, start: int, end: int):
+        self.path, self.start, self.end = path, start, end
+
+    def pieces(self):
+        with open(self.path, "rb") as f:
+            f.seek(self.start)
+            left = self.end - self.start
+            while left > 0:
+                piece = f.read(min(left, 1 << 20))
+                if not piece:
+                    raise OSError("%s: cut short" % self.path)
+                left -= len(piece)
+                yield piece
+
+
+def spill_entries(obj: dict, path: str, depth: int = 3, keep: frozenset = frozenset()) -> dict:
+    """{key: Spilled} of json_entry(obj, key, depth, keep) for every key of `obj`, the texts
+    written one after the other to the file `path` (made or emptied)."""
+    keep = frozenset(keep)
+    out = {}
+    with open(path, "wb") as f:
+        for k in obj:
+            start = f.tell()
+            for piece in _pretty(obj[k], depth - 1, " ", keep, k in keep):
+                f.write(piece.encode("utf-8"))
+            out[k] = Spilled(path, start, f.tell())
+    return out
 
 
 def json_bytes(obj, depth: int = 3, keep: frozenset = frozenset()) -> bytes:

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
+from ..core.jsonfmt import MadeItems
 from ..ir.program import Program, indexed
 from ..plan.fleet import STEP_COUNTER, trainer_send_queues
 from ..plan.placed import holdings, nbytes, placed_params
@@ -112,9 +113,67 @@ def _pserver_blocks(result: SplitResult, endpoints) -> dict:
 
 
 def _block_dict(b: VarBlock) -> dict:
+    # (VarBlock's row_numel, offset_elements, rows and nbytes, read once each)
+    shape = b.shape
+    row = 1
+    for d in shape[1:]:
+        row *= int(d)
+    rows = int(shape[0]) if shape else 1
     return {"name": b.name, "index": b.index, "row_offset": b.row_offset,
-            "offset_elements": b.offset_elements, "rows": b.rows, "shape": list(b.shape),
-            "dtype": b.dtype, "bytes": b.nbytes(), "endpoint": b.endpoint}
+            "offset_elements": b.row_offset * row, "rows": rows, "shape": list(shape),
+            "dtype": b.dtype, "bytes": nbytes(shape, b.dtype), "endpoint": b.endpoint}
+
+
+# plan.json's lists of one entry per block (a param's blocks, a grad's, the blocks an update op
+# moved to) are MadeItems: each entry made when it is read (written, rendered), so that a split
+# to many pservers never holds them all (a hundred thousand dicts at 64 pservers)
+class _ParamBlocks(MadeItems):
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: tuple):
+        super().__init__(len(blocks))
+        self.blocks = blocks
+
+    def item(self, i: int) -> dict:
+        return _block_dict(self.blocks[i])
+
+    def column(self, key: str) -> list:
+        if key == "endpoint":
+            return [b.endpoint for b in self.blocks]
+        if key == "bytes":
+            return [b.nbytes() for b in self.blocks]
+        return super().column(key)
+
+
+class _GradBlocks(MadeItems):
+    __slots__ = ("p", "where")
+
+    def __init__(self, p, where: dict):
+        super().__init__(min(len(p.blocks), len(p.merged), len(p.sent)))   # (as zip pairs)
+        self.p, self.where = p, where
+
+    def item(self, i: int) -> dict:
+        p = self.p
+        ep, m = p.blocks[i].endpoint, p.merged[i]
+        return {"merged": m, "endpoint": ep, "block": self.where[ep][0].get(m),
+                "sent": {str(t): name for t, name in enumerate(p.sent[i])}}
+
+    def column(self, key: str) -> list:
+        if key == "endpoint":
+            return [self.p.blocks[i].endpoint for i in range(self.n)]
+        return super().column(key)
+
+
+class _MovedTo(MadeItems):
+    __slots__ = ("p", "where")
+
+    def __init__(self, p, where: dict):
+        super().__init__(min(len(p.blocks), len(p.merged)))
+        self.p, self.where = p, where
+
+    def item(self, i: int) -> dict:
+        ep = self.p.blocks[i].endpoint
+        return {"endpoint": ep, "block": self.where[ep][0].get(self.p.merged[i])}
 
 
 def op_changes(before: Program, after: Program) -> tuple[int, int]:
@@ -188,7 +247,7 @@ class PlanParts:
                         "bytes": nbytes(p.shape, p.dtype), "grad": p.grad,
                         "sparse": p.table is not None, "optimizer": p.optimizer,
                         "optimizer_op": p.optimizer_op,
-                        "blocks": [_block_dict(b) for b in p.blocks],
+                        "blocks": _ParamBlocks(p.blocks),
                         "accumulators": p.accumulators} for p in params],
             "sparse_tables": [dict(p.table, name=p.name, grad=p.grad,
                                    endpoints=[b.endpoint for b in p.blocks])
@@ -209,24 +268,15 @@ class PlanParts:
         ops = self.main.global_block.ops
         params = self.params
 
-        def block_of(ep, merged):
-            return where[ep][0].get(merged)
-
-        grads = []
-        for p in params:
-            grads.append({"name": p.grad, "param": p.name, "kind": p.grad_kind, "blocks": [
-                {"merged": m, "endpoint": b.endpoint, "block": block_of(b.endpoint, m),
-                 "sent": {str(t): name for t, name in enumerate(sent)}}
-                for b, m, sent in zip(p.blocks, p.merged, p.sent)]})
+        grads = [{"name": p.grad, "param": p.name, "kind": p.grad_kind,
+                  "blocks": _GradBlocks(p, where)} for p in params]
 
         by_name = {p.name: p for p in params}
         removed_out = []
         for r in self.removed:
             moved = []
             if r.param in by_name:
-                p = by_name[r.param]
-                moved = [{"endpoint": b.endpoint, "block": block_of(b.endpoint, m)}
-                         for b, m in zip(p.blocks, p.merged)]
+                moved = _MovedTo(by_name[r.param], where)
             elif r.lr:
                 moved = [{"endpoint": ep, "block": where[ep][1]} for ep in endpoints]
             entry = {"index": r.index, "type": ops[r.index].type, "why": r.why,

@@ -58,9 +58,10 @@ class SplitResult:
     "trainer_0/main", "trainer_0/startup", "pserver_127.0.0.1_6174/main", ...
 
     `runtime` holds the fleet style's communicator settings per trainer folder ("trainer_0" ->
-    the runtime.json dict); `texts` other files by path ("trainer_0/worker_desc.txt" -> the
-    ps style's descriptor text); `plan` is the JSON-able plan (plan.json); `summaries` what
-    the plan says of each program; `faults` the Paddle faults the split reproduces or fixes.
+    the runtime.json dict) unless a sink wrote them; `texts` other files by path
+    ("trainer_0/worker_desc.txt" -> the ps style's descriptor text); `plan` is the JSON-able
+    plan (plan.json); `summaries` what the plan says of each program; `faults` the Paddle
+    faults the split reproduces or fixes.
 
     With a `sink`, each program is handed to sink.program(key, program) as soon as it is built
     and not kept in `programs` (the folder writer writes it and lets it go: a split to many
@@ -97,12 +98,14 @@ class SplitResult:
             self.add_text(rel, b"".join(pieces).decode("utf-8"))
 
     def add_runtime(self, folder: str, runtime: dict) -> None:
-        """A trainer's runtime.json (fleet style) is made: kept (plan.json and check read
-        it), and handed to a sink that writes it (sink.runtime) as it is made."""
-        self.runtime[folder] = runtime
+        """A trainer's runtime.json (fleet style) is made: handed to a sink that writes it
+        (sink.runtime) as it is made, else kept (simulate reads it; at 64 pservers its send
+        and receive contexts are megabytes)."""
         write = getattr(self.sink, "runtime", None)
         if write is not None:
             write(folder, runtime)
+        else:
+            self.runtime[folder] = runtime
 
     def add(self, key: str, prog: Program) -> None:
         """A program of the split is built: summarize it, then keep it or hand it over."""

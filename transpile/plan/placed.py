@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..core.jsonfmt import MadeItems
 from ..ir.optimizers import FLEET_UNSLICED_SLOTS, fleet_sliced_state_slots
 from ..ir.program import DTYPE_BYTES, Program, uid_index
 from .slicing import VarBlock
@@ -26,9 +27,24 @@ class PlacedParam:
     optimizer_op: Optional[int]      # the index of its optimizer op in the original program
     blocks: tuple                    # VarBlock, with endpoints
     merged: tuple                    # per block: the grad's name on the pserver
-    sent: tuple                      # per block: the names trainer 0, 1, ... send it under
+    sent: "SentNames"                # per block: the names trainer 0, 1, ... send it under
     accumulators: list = field(default_factory=list)
     table: Optional[dict] = None     # sparse-table facts, None for a dense param
+
+
+class SentNames(MadeItems):
+    """Per block of a param, the names trainer 0, 1, ... send its grad under (a tuple made
+    when it is read): name_of(key, trainer) for each of `keys`."""
+
+    __slots__ = ("keys", "name_of", "trainers")
+
+    def __init__(self, keys, name_of, trainers: int):
+        super().__init__(len(keys))
+        self.keys, self.name_of, self.trainers = keys, name_of, trainers
+
+    def item(self, i: int) -> tuple:
+        key, name_of = self.keys[i], self.name_of
+        return tuple([name_of(key, t) for t in range(self.trainers)])
 
 
 def nbytes(shape, dtype) -> int:
@@ -38,17 +54,50 @@ def nbytes(shape, dtype) -> int:
     return n * DTYPE_BYTES.get(dtype, 0)
 
 
+class StateBlocks(MadeItems):
+    """An accumulator's blocks as plan.json lists them ({"name", "endpoint", "shape",
+    "bytes"} per block of its parameter), each made when it is read: a split to many pservers
+    has a hundred thousand of them. bytes_at(i) and endpoint_at(i) read one without making
+    it."""
+
+    __slots__ = ("blocks", "sliced", "shape", "dtype", "whole", "name_of")
+
+    def __init__(self, blocks, sliced: bool, shape: tuple, dtype, name_of):
+        super().__init__(len(blocks))
+        self.blocks, self.sliced, self.shape, self.dtype = blocks, sliced, shape, dtype
+        self.whole = nbytes(shape, dtype)
+        self.name_of = name_of
+
+    def bytes_at(self, i: int) -> int:
+        return nbytes(self.blocks[i].shape, self.dtype) if self.sliced else self.whole
+
+    def endpoint_at(self, i: int) -> str:
+        return self.blocks[i].endpoint
+
+    def item(self, i: int) -> dict:
+        b = self.blocks[i]
+        return {"name": self.name_of(b), "endpoint": b.endpoint,
+                "shape": list(b.shape if self.sliced else self.shape),
+                "bytes": nbytes(b.shape, self.dtype) if self.sliced else self.whole}
+
+
+def state_bytes(state: dict, i: int) -> int:
+    """The bytes of block i of an accumulator entry (_state's, or plan.json's as read)."""
+    blocks = state["blocks"]
+    return blocks.bytes_at(i) if isinstance(blocks, StateBlocks) else blocks[i]["bytes"]
+
+
+def state_endpoint(state: dict, i: int) -> str:
+    """The endpoint of block i of an accumulator entry (see state_bytes)."""
+    blocks = state["blocks"]
+    return blocks.endpoint_at(i) if isinstance(blocks, StateBlocks) else blocks[i]["endpoint"]
+
+
 def _state(slot, var, sliced, blocks, name_of) -> dict:
     """An accumulator entry: its blocks follow the param's, sliced or whole."""
     shape = tuple(var.shape or ())
-    dtype = var.dtype
-    whole = nbytes(shape, dtype)
-    return {"slot": slot, "name": var.name, "dtype": dtype, "shape": list(shape),
-            "sliced": sliced,
-            "blocks": [{"name": name_of(b), "endpoint": b.endpoint,
-                        "shape": list(b.shape if sliced else shape),
-                        "bytes": nbytes(b.shape, dtype) if sliced else whole}
-                       for b in blocks]}
+    return {"slot": slot, "name": var.name, "dtype": var.dtype, "shape": list(shape),
+            "sliced": sliced, "blocks": StateBlocks(blocks, sliced, shape, var.dtype, name_of)}
 
 
 # --- the style readers (DistributionPlan.placed_params, FleetPlan.placed_params) ---------------
@@ -58,8 +107,7 @@ def classic_params(plan, main: Program) -> list:
     at = uid_index(gb.ops)
     params = []
     for p in plan.params:
-        sent = tuple(tuple(plan.sent_grad_name(g, t) for t in range(plan.trainers))
-                     for g in p.grad_blocks)
+        sent = SentNames(p.grad_blocks, plan.sent_grad_name, plan.trainers)
         acc = [_state(s.slot, gb.var(s.name), s.sliced, p.blocks,
                       lambda b, s=s, p=p: plan.state_name(p, s.name, b)) for s in p.states]
         table = None
@@ -82,8 +130,7 @@ def classic_params(plan, main: Program) -> list:
             t.name, t.grad, t.shape, t.dtype, "SELECTED_ROWS", "sgd", at.get(t.optimizer_op),
             blocks,
             tuple(plan.table_merged_name(i) for i in range(n)),
-            tuple(tuple(plan.table_sent_name(i, k) for k in range(plan.trainers))
-                  for i in range(n)), [],
+            SentNames(range(n), plan.table_sent_name, plan.trainers), [],
             {"split": "rows_per_pserver", "remote_prefetch": False, "distributed": True,
              "fake_init": True, "table_id": None}))
     return params
@@ -99,8 +146,7 @@ def fleet_params(plan, main: Program) -> list:
     for pair in plan.pairs:
         blocks = plan.param_slices[pair.param]
         merged = tuple(plan.merged_grad_names(pair.param))
-        sent = tuple(tuple(plan.sent_grad_name(m, t) for t in range(plan.trainers))
-                     for m in merged)
+        sent = SentNames(merged, plan.sent_grad_name, plan.trainers)
         upd = at.get(plan.update_ops.get(pair.param))
         op = gb.ops[upd] if upd is not None else None
         acc = []
@@ -140,8 +186,9 @@ def holdings(params: list, endpoints) -> dict:
             holds[b.endpoint]["blocks"].append(b.name)
             holds[b.endpoint]["param_bytes"] += b.nbytes()
         for s in p.accumulators:
-            for sb in s["blocks"]:
-                holds[sb["endpoint"]]["state_bytes"] += sb["bytes"]
+            blocks = s["blocks"]
+            for i in range(len(blocks)):
+                holds[state_endpoint(s, i)]["state_bytes"] += state_bytes(s, i)
     for h in holds.values():
         h["param_blocks"] = len(h["blocks"])
         h["bytes"] = h["param_bytes"] + h["state_bytes"]

@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 from ..ir.optimizers import (FLEET_UNSLICED_SLOTS, UNSLICED_SLOTS, fleet_sliced_state_slots,
                              is_optimizer_update, sliced_state_slots)
 from ..ir.program import DTYPE_BYTES, Block, Op, Program, numel
+from .placed import state_bytes
 from .slicing import balanced_dispatch, block_name
 
 # Tables whose placement no split_method changes (plan.json's sparse_tables[].split).
@@ -193,7 +194,7 @@ def block_costs(params):
     for p in params:
         pinned = bool(p.table) and p.table.get("split") in FIXED_TABLE_SPLITS
         for i, b in enumerate(p.blocks):
-            yield p, b, b.nbytes() + sum(a["blocks"][i]["bytes"] for a in p.accumulators), pinned
+            yield p, b, b.nbytes() + sum(state_bytes(a, i) for a in p.accumulators), pinned
 
 
 def best_placement(params, endpoints: Sequence[str]) -> tuple[Optional[float], bool]:

@@ -90,7 +90,7 @@ def block_name(name: str, index: int) -> str:
     return "%s%s%d" % (name, BLOCK_SUFFIX, index)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VarBlock:
     """One dim-0 block of a variable (the whole variable when it is not sliced): its name on
     the pserver, which rows it holds, and the endpoint it is dispatched to."""
@@ -123,19 +123,33 @@ class VarBlock:
 
     def at(self, endpoint: str) -> "VarBlock":
         """This block dispatched to `endpoint`."""
-        new = _new_block()
-        fields = new.__dict__
-        fields.update(self.__dict__)
-        fields["endpoint"] = endpoint
-        return new
+        return _block((self.name, self.origin, self.index, self.row_offset, self.shape,
+                       self.dtype, endpoint, self.kind, self.lod_level))
 
 
-def _new_block(_new=object.__new__, _cls=VarBlock) -> VarBlock:
-    """A VarBlock without its fields, to be filled through its __dict__: a frozen dataclass's
-    __init__ sets each field through object.__setattr__, three times the cost, and a split to
-    many pservers makes and places a hundred thousand blocks. Equality, hash, repr and pickling
-    see the same fields."""
-    return _new(_cls)
+_SETTERS = tuple(getattr(VarBlock, f).__set__ for f in (
+    "name", "origin", "index", "row_offset", "shape", "dtype", "endpoint", "kind", "lod_level"))
+
+
+def _block(fields: tuple, _new=object.__new__, _cls=VarBlock, _set=_SETTERS) -> VarBlock:
+    """The VarBlock of `fields` (its 9 fields in order), each set through its slot: a frozen
+    dataclass's __init__ sets each field through object.__setattr__, several times the cost,
+    and a split to many pservers makes and places a hundred thousand blocks (slots: a block
+    holds no dict of its own, half the memory). Equality, hash, repr and pickling see the
+    same fields."""
+    new = _new(_cls)
+    s0, s1, s2, s3, s4, s5, s6, s7, s8 = _set
+    v0, v1, v2, v3, v4, v5, v6, v7, v8 = fields
+    s0(new, v0)
+    s1(new, v1)
+    s2(new, v2)
+    s3(new, v3)
+    s4(new, v4)
+    s5(new, v5)
+    s6(new, v6)
+    s7(new, v7)
+    s8(new, v8)
+    return new
 
 
 def split_var(name: str, shape: Sequence[int], sizes: Sequence[int], dtype: Optional[str],
@@ -146,11 +160,7 @@ def split_var(name: str, shape: Sequence[int], sizes: Sequence[int], dtype: Opti
         return [VarBlock(name, name, 0, 0, shapes[0], dtype, "", kind, lod_level)]
     out, row = [], 0
     for i, s in enumerate(shapes):
-        block = _new_block()
-        block.__dict__.update(name=block_name(name, i), origin=name, index=i, row_offset=row,
-                              shape=s, dtype=dtype, endpoint="", kind=kind,
-                              lod_level=lod_level)
-        out.append(block)
+        out.append(_block((block_name(name, i), name, i, row, s, dtype, "", kind, lod_level)))
         row += int(s[0]) if s else 1
     return out
 

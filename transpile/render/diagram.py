@@ -9,6 +9,7 @@ GitHub, GitLab and most markdown viewers draw it.
 """
 from __future__ import annotations
 
+from ..core.jsonfmt import column
 from .show import human_bytes
 
 MAX_PSERVERS = 8        # pserver nodes drawn; the rest are one node with their sums
@@ -86,26 +87,28 @@ def _endpoint_flows(plan: dict, geo: bool) -> dict:
     remote = set() if geo else {t["name"] for t in plan.get("sparse_tables") or []
                                 if t.get("remote_prefetch") or t.get("distributed")}
     flows = {ep: _empty() for ep in plan["config"]["pservers"]}
+    # (the fields of each block read as columns: a split's blocks are made as they are read)
     for g in plan.get("grads") or []:
         p = params.get(g.get("param")) or {}
-        blocks = p.get("blocks") or []
-        for i, b in enumerate(g.get("blocks") or []):
-            f = flows.setdefault(b["endpoint"], _empty())
+        sizes = column(p.get("blocks") or [], "bytes")
+        for i, ep in enumerate(column(g.get("blocks") or [], "endpoint")):
+            f = flows.setdefault(ep, _empty())
             if g.get("param") in remote:
                 f["push"][g["param"]] = _row_bytes(p)
             elif g.get("kind") == "SELECTED_ROWS" or (geo and p.get("sparse")):
                 f["rows"][g["param"]] = _row_bytes(p)
             else:
                 f["send"][0] += 1
-                f["send"][1] += int(blocks[i]["bytes"]) if i < len(blocks) else 0
+                f["send"][1] += int(sizes[i]) if i < len(sizes) else 0
     for p in plan.get("params") or []:
-        for b in p.get("blocks") or []:
-            f = flows.setdefault(b["endpoint"], _empty())
+        blocks = p.get("blocks") or []
+        for ep, size in zip(column(blocks, "endpoint"), column(blocks, "bytes")):
+            f = flows.setdefault(ep, _empty())
             if p["name"] in remote or (geo and p.get("sparse")):
                 f["pull"][p["name"]] = _row_bytes(p)
             else:
                 f["recv"][0] += 1
-                f["recv"][1] += int(b.get("bytes", 0) or 0)
+                f["recv"][1] += int(size or 0)
     return flows
 
 

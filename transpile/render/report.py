@@ -13,6 +13,7 @@ from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..core.jsonfmt import column
 from ..core.styles import CLASSIC, FLEET, PS
 from ..core.stylehooks import REPORT
 from ..ir import roles
@@ -246,17 +247,16 @@ def _pserver_startup_section(name: str, prog: Program) -> list[str]:
 def _placement(plan: dict) -> list[str]:
     out = ["## Placement", ""]
     eps = plan.get("endpoints")
-    blocks = []
-    for p in plan.get("params", []) or []:
-        for blk in p.get("blocks", []) or []:
-            blocks.append((p.get("name"), blk))
     # what each endpoint holds: plan.json's count (blocks and their accumulators), else the
-    # parameter blocks' bytes
+    # parameter blocks' bytes (a block at a time: a split's are made as they are read)
     per_ep: dict = {}
-    for _, blk in blocks:
-        ep = blk.get("endpoint")
-        n, b = per_ep.get(ep, (0, 0))
-        per_ep[ep] = (n + 1, b + int(blk.get("bytes", 0) or 0))
+    blocks = 0
+    for p in plan.get("params", []) or []:
+        held = p.get("blocks", []) or []
+        for ep, size in zip(column(held, "endpoint"), column(held, "bytes")):
+            n, b = per_ep.get(ep, (0, 0))
+            per_ep[ep] = (n + 1, b + int(size or 0))
+            blocks += 1
     if isinstance(eps, dict):
         for ep, h in eps.items():
             if isinstance(h, dict) and "bytes" in h:
@@ -307,11 +307,18 @@ def _placement(plan: dict) -> list[str]:
         rows = ("| %s | %s | %s | %s | %s |" % (pname, blk.get("name"), blk.get("shape"),
                                                 human_bytes(int(blk.get("bytes", 0) or 0)),
                                                 blk.get("endpoint"))
-                for pname, blk in blocks)
+                for pname, blk in _param_blocks(plan))
         out += fold.table(["| parameter | block | shape | bytes | endpoint |",
                            "|---|---|---|---|---|"], rows, "parameter blocks",
-                          "plan.json's `params` lists them", count=len(blocks))
+                          "plan.json's `params` lists them", count=blocks)
     return out
+
+
+def _param_blocks(plan: dict):
+    """(parameter name, block) of every block of plan.json's params, one at a time."""
+    for p in plan.get("params", []) or []:
+        for blk in p.get("blocks", []) or []:
+            yield p.get("name"), blk
 
 
 def _faults(faults: list) -> list[str]:

@@ -1,0 +1,147 @@
+"""What a split to a folder holds while it runs (issue 47: its peak memory on a split to many
+pservers): structural checks, not timings. Each program is let go once written; plan.json's
+entries of one per block are made when they are read (MadeItems), never all held; the
+entries made ahead go to a scratch file; runtime.json is not kept once written; a large block
+is written in pieces; the writer's patched attrs are bounded. The bytes written are the same
+as the split kept in memory gives (test_streaming.py)."""
+import gc
+import importlib
+import json
+import os
+import weakref
+
+from click.testing import CliRunner
+
+from cli import main
+from transpile.core import gcpause
+from transpile.core.jsonfmt import MadeItems, column, plain
+from transpile.format import programio, protowrite
+from transpile.output import outdir
+from transpile.plan.slicing import VarBlock, split_var
+from transpile.split import WriteOptions, split, split_to_folder
+
+from golden import CORPUS, load_case, tree_files
+
+
+def _made_items(obj, found):
+    """Every MadeItems in a JSON value (dicts and lists, any depth)."""
+    if isinstance(obj, MadeItems):
+        found.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _made_items(v, found)
+    elif isinstance(obj, list):
+        for v in obj:
+            _made_items(v, found)
+    return found
+
+
+def test_a_split_to_a_folder_holds_no_entry_per_block(tmp_path):
+    """split_to_folder's plan keeps its per-block lists (a param's blocks and its accumulators'
+    blocks, a grad's blocks, the blocks an update moved to) as MadeItems; made into lists
+    they are split()'s plan, and json_bytes writes them the same."""
+    main_prog, startup, config = load_case("classic", "async_mlp_adam")
+    kept = split(main_prog, startup, config)
+    assert _made_items(kept.plan, []) == []                 # split() gives plain JSON
+    result = split_to_folder(main_prog, startup, config, str(tmp_path / "out"))
+    lean = result.plan
+    p = lean["params"][0]
+    assert isinstance(p["blocks"], MadeItems)
+    assert isinstance(p["accumulators"][0]["blocks"], MadeItems)
+    assert isinstance(lean["grads"][0]["blocks"], MadeItems)
+    assert column(p["blocks"], "endpoint") == [b["endpoint"] for b in p["blocks"]]
+    written = outdir.json_bytes(lean)
+    assert written == outdir.json_bytes(kept.plan)
+    with open(tmp_path / "out" / "plan.json", "rb") as f:
+        assert f.read() == written
+    assert plain(lean) == kept.plan == json.loads(written)
+
+
+def test_var_blocks_hold_no_dict_of_their_own():
+    """A hundred thousand of them at 64 pservers: slots, and at() / split_var fill them."""
+    b = VarBlock("w.block0", "w", 0, 0, (4, 3), "FP32")
+    assert not hasattr(b, "__dict__")
+    assert b.at("e:1") == VarBlock("w.block0", "w", 0, 0, (4, 3), "FP32", "e:1")
+    assert split_var("v", (6, 2), [4, 8], "FP32")[1] == VarBlock(
+        "v.block1", "v", 1, 2, (4, 2), "FP32")
+
+
+def test_runtime_json_is_not_kept_once_written(tmp_path):
+    main_prog, startup, config = load_case("fleet", "ctr_sparse_adam_sync")
+    assert split(main_prog, startup, config).runtime            # kept without a folder
+    result = split_to_folder(main_prog, startup, config, str(tmp_path / "out"))
+    assert result.runtime == {}
+    assert os.path.exists(tmp_path / "out" / "trainer_0" / "runtime.json")
+
+
+def test_each_program_is_let_go_once_written(tmp_path, monkeypatch):
+    """No program of the split outlives its writing (nothing caches it), with the collector
+    paused as split pauses it: one reference cycle would keep it to the end."""
+    split_module = importlib.import_module("transpile.split")
+    refs = []
+    real = split_module._FolderSink.program
+
+    def program(self, key, prog):
+        refs.append((key, weakref.ref(prog)))
+        real(self, key, prog)
+    monkeypatch.setattr(split_module._FolderSink, "program", program)
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "1")
+    main_prog, startup, config = load_case("classic", "async_mlp_adam")
+    with gcpause.paused_gc():
+        split_to_folder(main_prog, startup, config, str(tmp_path / "out"))
+        alive = [key for key, ref in refs if ref() is not None]
+    assert any(k.startswith("pserver_") for k, _ in refs) and alive == []
+
+
+def test_plan_entries_made_ahead_go_to_a_scratch_file(tmp_path):
+    obj = {"a": [{"x": 1}, {"y": "é"}], "b": {"c": [1, 2]}, "d": 3}
+    path = str(tmp_path / "scratch")
+    ready = outdir.spill_entries(obj, path)
+    assert set(ready) == set(obj) and all(isinstance(v, outdir.Spilled) for v in ready.values())
+    assert b"".join(outdir.json_chunks(obj, ready=ready)) == outdir.json_bytes(obj)
+    assert b"".join(ready["a"].pieces()).decode("utf-8") == outdir.json_entry(obj, "a")
+
+
+def test_a_large_block_is_written_in_pieces(monkeypatch):
+    """A block of more than _OPS_PER_PIECE ops is written a piece of ops at a time, never
+    joined: the same bytes."""
+    main_prog, _, _ = load_case("fleet", "ctr_sparse_adam_sync")
+    whole = programio.to_bytes(main_prog)
+    monkeypatch.setattr(protowrite, "_OPS_PER_PIECE", 3)
+    chunks = list(programio.to_chunks(main_prog))
+    assert b"".join(chunks) == whole
+    ops = len(main_prog.global_block.ops)
+    assert ops > 3 and max(map(len, chunks)) < len(whole) // 2 and len(chunks) > ops // 3
+
+
+def test_the_writers_patched_attrs_are_bounded(tmp_path, monkeypatch):
+    """The attrs of patched copies (a pserver's copies of init and update ops, shapes set per
+    block) are kept per source op up to a budget of bytes in all, then let go (made again
+    when asked for): the same bytes either way."""
+    case = os.path.join(CORPUS, "classic", "l2decay_piecewise")
+    args = ["split", os.path.join(case, "main.pb"), "--startup",
+            os.path.join(case, "startup.pb"), "--cluster", os.path.join(case, "cluster.yaml"),
+            "--quiet", "--out"]
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "1")
+    outs, held = [], []
+    for budget in (1 << 40, 300):
+        monkeypatch.setattr(protowrite, "_PATCHED_BYTES_KEPT", budget)
+        protowrite._forget_patches()
+        most = []
+        real = protowrite._patched_attrs
+
+        def patched(src, patch):
+            out = real(src, patch)
+            most.append(protowrite._PATCHED_BYTES[0])
+            return out
+        monkeypatch.setattr(protowrite, "_patched_attrs", patched)
+        out = str(tmp_path / ("out%d" % budget))
+        r = CliRunner().invoke(main, args + [out])
+        monkeypatch.setattr(protowrite, "_patched_attrs", real)
+        assert r.exit_code == 0, r.output
+        outs.append(tree_files(out))
+        held.append(max(most))
+    assert outs[0] == outs[1]
+    assert held[0] > 300 >= held[1]        # kept them all; let go of them past 300 bytes
+    protowrite._forget_patches()
+    gc.collect()
