@@ -77,16 +77,18 @@ SLOTS = {   # op -> (state inputs, outputs besides ParamOut, attrs)
 }
 
 
-def _optimizer_step(op_type, lazy, steps, attrs=None):
-    """Run `op_type` for len(steps) steps of SelectedRows grads on a 12-row table, dense or
-    lazy; returns the table and its state as dense arrays."""
+def _optimizer_step(op_type, lazy, steps, attrs=None, dense_grad=False):
+    """Run `op_type` for len(steps) steps of SelectedRows grads (`dense_grad`: the same grads
+    as dense tensors, a lookup's without is_sparse) on a 12-row table, dense or lazy; returns
+    the table and its state as dense arrays."""
     state, outs, extra = SLOTS[op_type]
     b = Block(0, -1)
     names = ["P", "LR", "B1", "B2"] + state
     for n in names:
         b.add_var(Var.tensor(n, "FP64", [12, 4] if n not in ("LR", "B1", "B2") else [1],
                              persistable=True))
-    b.add_var(Var.tensor("G", "FP64", [12, 4], kind="SELECTED_ROWS"))
+    b.add_var(Var.tensor("G", "FP64", [12, 4],
+                         kind="LOD_TENSOR" if dense_grad else "SELECTED_ROWS"))
     ins = {"Param": ["P"], "Grad": ["G"], "LearningRate": ["LR"]}
     ins.update({s: [s] for s in state})
     if op_type in ("adam", "adamax"):
@@ -109,7 +111,8 @@ def _optimizer_step(op_type, lazy, steps, attrs=None):
     ex.scope.put("B2", np.array([0.999]))
     rng = np.random.default_rng(0)
     for rows in steps:
-        ex.scope.put("G", SelectedRows(rows, rng.normal(size=(len(rows), 4)), 12))
+        g = SelectedRows(rows, rng.normal(size=(len(rows), 4)), 12)
+        ex.scope.put("G", g.to_dense() if dense_grad else g)
         ex.run_block(0)
     got = {n: ex.scope.get(n) for n in ["P"] + state}
     if lazy:
@@ -133,6 +136,77 @@ def test_lazy_optimizer_updates_equal_the_dense_ones(op_type):
         assert np.allclose(dense[n], lazy[n], rtol=0, atol=1e-15), n
     # adamax's infinity norm grows by epsilon on every row: materialized, run dense
     assert touched is None if op_type == "adamax" else touched <= {1, 3, 5}
+
+
+@pytest.mark.parametrize("op_type", sorted(SLOTS))
+def test_a_dense_gradient_updates_a_lazy_table_row_by_row(op_type):
+    """A lookup without is_sparse gives a dense gradient: a row-local optimizer updates the
+    lazy table on the gradient's nonzero rows and the rows with state, without materializing
+    it, to the values of the dense run (adamax: materialized, as with SelectedRows)."""
+    steps = [[1, 3, 3], [3, 5]]
+    dense, _ = _optimizer_step(op_type, False, steps, dense_grad=True)
+    lazy, touched = _optimizer_step(op_type, True, steps, dense_grad=True)
+    for n in dense:
+        assert np.array_equal(dense[n], lazy[n]), n
+    assert touched is None if op_type == "adamax" else touched <= {1, 3, 5}
+
+
+def test_a_dense_gradient_on_every_row_materializes_the_table():
+    """A dense gradient nonzero on every row (a weight decay's) runs the dense kernel on the
+    materialized tables, as before (and says so in the executor's densified)."""
+    b = Block(0, -1)
+    for n in ("P", "G", "LR"):
+        b.add_var(Var.tensor(n, "FP64", [1] if n == "LR" else [12, 4], persistable=n != "G"))
+    b.ops = [Op("sgd", {"Param": ["P"], "Grad": ["G"], "LearningRate": ["LR"]},
+                {"ParamOut": ["P"]})]
+    ex = Executor("t", Program([b]))
+    ex.scope.put("P", _table(12, 4))
+    ex.scope.put("LR", np.array([0.5]))
+    ex.scope.put("G", np.ones((12, 4)))
+    ex.run_block(0)
+    assert ex.densified == {"P": "sgd"}
+    assert np.array_equal(ex.scope.get("P"), _table(12, 4).to_dense() - 0.5)
+
+
+def test_the_row_blocks_of_a_table_stack_back_lazily():
+    """A trainer's recv (or classic concat) of the pservers' row blocks of a lazy table: one
+    lazy table of their rows, none drawn; blocks of other tables or out of order: None."""
+    t = _table(12, 4)
+    a, b = t.view(0, 5), t.view(5, 7)
+    a.set([1], np.full((1, 4), 7.0))
+    b.get([3])
+    s = LazyTable.stacked([a, b])
+    assert s.shape == (12, 4) and sorted(s.index) == [1, 8]
+    assert np.array_equal(s.to_dense(), np.concatenate([a.to_dense(), b.to_dense()]))
+    assert LazyTable.stacked([b, a]) is None and LazyTable.stacked([a, _table(7, 4)]) is None
+    blk = Block(0, -1)
+    for n, shape in (("A", [5, 4]), ("B", [7, 4]), ("W", [12, 4])):
+        blk.add_var(Var.tensor(n, "FP64", shape))
+    blk.ops = [Op("concat", {"X": ["A", "B"]}, {"Out": ["W"]}, {"axis": Attr.infer(0)})]
+    ex = Executor("t", Program([blk]))
+    ex.scope.put("A", a)
+    ex.scope.put("B", b)
+    ex.run_block(0)
+    w = ex.scope.get("W")
+    assert isinstance(w, LazyTable) and not ex.densified
+    assert np.array_equal(w.to_dense(), s.to_dense())
+
+
+def test_a_dense_lookups_table_is_kept_lazily_but_in_geo():
+    from transpile.simulate.refs.original import lazy_policy_for
+    b = Block(0, -1)
+    for n, shape in (("W", [200000, 8]), ("ids", [-1, 1]), ("emb", [-1, 1, 8]),
+                     ("emb@GRAD", [-1, 1, 8]), ("W@GRAD", [200000, 8]), ("LR", [1])):
+        b.add_var(Var.tensor(n, "FP64" if n != "ids" else "INT64", shape))
+    b.ops = [Op("lookup_table_v2", {"W": ["W"], "Ids": ["ids"]}, {"Out": ["emb"]},
+                {"is_sparse": Attr.infer(False)}),
+             Op("lookup_table_v2_grad", {"W": ["W"], "Ids": ["ids"], "Out@GRAD": ["emb@GRAD"]},
+                {"W@GRAD": ["W@GRAD"]}, {"is_sparse": Attr.infer(False)}),
+             Op("adagrad", {"Param": ["W"], "Grad": ["W@GRAD"], "LearningRate": ["LR"]},
+                {"ParamOut": ["W"]})]
+    main = Program([b])
+    assert lazy_policy_for(main)("W", (200000, 8))
+    assert not lazy_policy_for(main, dense_lookups=False)("W", (200000, 8))
 
 
 def test_adam_lazy_mode_moves_only_the_grads_rows():

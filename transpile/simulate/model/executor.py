@@ -35,7 +35,7 @@ LAZY_ROWS = 100_000
 LAZY_AWARE_OPS = frozenset({
     "lookup_table", "lookup_table_v2", "lookup_table_grad", "lookup_table_v2_grad",
     "sgd", "adam", "momentum", "adagrad", "decayed_adagrad", "rmsprop", "adamax",
-    "assign", "share_data", "memcpy", "sum"})
+    "assign", "share_data", "memcpy", "sum", "concat"})
 
 
 class Scope:

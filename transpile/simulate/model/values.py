@@ -2,6 +2,8 @@
 and cutting it by rows (what a send does)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ...core.errors import UserError
@@ -177,6 +179,32 @@ class LazyTable:
         """Rows `rows` (unique) take `values`."""
         slots = self._slots(rows)
         self.data[slots] = values
+
+    @staticmethod
+    def stacked(parts) -> Optional["LazyTable"]:
+        """The table whose rows are `parts`' one after the other, where every part is a
+        LazyTable of rows of one table in order (a trainer's recv of the pservers' row blocks
+        of a table: its rows as they are, none drawn); None otherwise."""
+        if not parts or not all(isinstance(p, LazyTable) for p in parts):
+            return None
+        first = parts[0]
+        at = first.offset
+        for p in parts:
+            if p.init is not first.init or p.offset != at or p.row_shape != first.row_shape \
+                    or p.dtype != first.dtype:
+                return None
+            at += p.height
+        out = LazyTable(at - first.offset, first.row_shape, first.dtype, first.init,
+                        first.offset)
+        data, base = [], 0
+        for p in parts:
+            shift = p.offset - first.offset
+            for r, slot in p.index.items():
+                out.index[r + shift] = base + slot
+            data.append(p.data)
+            base += len(p.data)
+        out.data = np.concatenate(data) if len(data) > 1 else data[0].copy()
+        return out
 
     def to_dense(self):
         out = self.initial(np.arange(self.height))

@@ -19,16 +19,18 @@ from ..model.executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
 
 
-def lazy_policy_for(main: Program):
+def lazy_policy_for(main: Program, dense_lookups: bool = True):
     """Which initializer outputs of the original become LazyTables: big tables that only
-    sparse lookups (a SelectedRows gradient) and row-wise ops read. A table a dense-gradient
-    lookup reads is materialized by its first step anyway: drawing it whole at once is
-    cheaper."""
+    lookups and row-wise ops read. A table a dense-gradient lookup reads too where
+    `dense_lookups` (its row-local optimizer updates the gradient's nonzero rows and the rows
+    with state, kernels/rowwise.py; not in geo, whose deltas read such a table whole: there it
+    is drawn whole at once, cheaper than materialized at its first step)."""
     whole = set()
     for _, _, op in main.ops():
         for slot, names in op.inputs.items():
             if op.type in LOOKUP_TABLE_TYPES and slot == "W":
-                if not (op.attr("is_sparse") is True or op.attr("is_distributed") is True):
+                if not (dense_lookups or op.attr("is_sparse") is True
+                        or op.attr("is_distributed") is True):
                     whole.update(names)
             elif op.type not in LOOKUP_GRAD_TYPES and op.type not in LAZY_AWARE_OPS:
                 whole.update(names)
@@ -51,7 +53,7 @@ class OriginalRun:
         self.fdt = fdt
         self.seed = seed
         self.ex_startup = Executor("original startup", startup, float_dtype=fdt, seed=seed)
-        self.ex_startup.lazy_policy = lazy_policy_for(main)
+        self.ex_startup.lazy_policy = lazy_policy_for(main, schedule.mode != "geo")
         self.scope = self.ex_startup.scope
         self.trainable = trainable_params(main)
         self.steps_run = 0

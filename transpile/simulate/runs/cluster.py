@@ -318,7 +318,7 @@ class Cluster:
             if v is None:
                 raise SimError("%s receives %s from pserver %s, which holds no such var"
                                % (tr.label, n, ep))
-            parts.append(dense(v))
+            parts.append(v)
         if not parts:
             raise SimError("recv_ctx %s has no split vars" % name)
         ex.write(block_idx, ctx.get("var_name") or name,
@@ -332,8 +332,11 @@ class Cluster:
         hit = self.recv_cache.get(key) if self.recv_cache is not None else None
         if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
             return hit[1]
+        v = LazyTable.stacked(parts)
         try:
-            v = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            if v is None:
+                arrays = [dense(p) for p in parts]
+                v = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=0)
         except ValueError as e:
             raise SimError("%s: the pieces do not concatenate: %s" % (what, e)) from None
         if self.recv_cache is not None:
@@ -359,7 +362,7 @@ class Cluster:
                 if v is None:
                     raise SimError("%s receives %s from pserver %s, which holds no such var"
                                    % (tr.label, n, ep))
-                parts.append(dense(v))
+                parts.append(v)
             ex.write(block_idx, outs[0], shared(self._assembled("recv of %s" % outs[0], parts)))
             return
         if len(eps) != len(outs) or len(names) != len(outs):

@@ -5,7 +5,8 @@ With a SelectedRows gradient, Paddle's sparse optimizer kernels touch only the g
 that is neither in the gradient nor carries optimizer state (a zero moment, velocity,
 accumulator) does not move in any of those: the update runs on the gradient's rows and on the
 rows whose state some earlier step set, with the dense kernel's own arithmetic, and writes
-those rows back. Anything else (a dense gradient, momentum's l2_decay, which moves every row,
+those rows back. A dense gradient (a lookup without is_sparse) is run so too, on its nonzero
+rows and the rows with state. Anything else (momentum's l2_decay, which moves every row,
 adamax) materializes the tables and runs the dense kernel.
 """
 from __future__ import annotations
@@ -137,6 +138,18 @@ def lazy_inputs(ctx) -> list:
     return out
 
 
+def _dense_rows(ctx, grad, height):
+    """A dense gradient (a lookup without is_sparse) over a lazy table: the RowCtx of its
+    nonzero rows and the rows with state (any other row has a zero gradient and zero state,
+    which no ROW_LOCAL update moves), or None where that is every row (a weight decay's
+    gradient: the tables are materialized, as for any dense update)."""
+    nonzero = np.nonzero(np.any(grad.reshape(height, -1) != 0, axis=1))[0]
+    if len(nonzero) == height:
+        return None
+    rows = np.unique(np.concatenate([nonzero] + _state_rows(ctx, height))).astype(np.int64)
+    return RowCtx(ctx, rows, height, grad[rows]) if len(rows) < height else None
+
+
 def run(ctx, fn):
     """Run optimizer kernel `fn`, row by row where its tables are lazy and that is exact."""
     slots = lazy_inputs(ctx)
@@ -144,10 +157,14 @@ def run(ctx, fn):
         return fn(ctx)
     t = ctx.op.type
     grad = ctx.raw("Grad")
-    exact = (t in ROW_LOCAL and isinstance(grad, SelectedRows)
+    height = ctx.shape("Param")[0]
+    dense_grad = isinstance(grad, np.ndarray) and grad.ndim >= 1 and grad.shape[0] == height
+    exact = (t in ROW_LOCAL and (isinstance(grad, SelectedRows) or dense_grad)
              and not (t == "momentum" and ctx.attr("regularization_method", "")))
+    rows_ctx = _dense_rows(ctx, grad, height) if exact and dense_grad else None
+    exact = exact and (rows_ctx is not None or not dense_grad)
     faithful = paddle_kernels(ctx)
-    if exact and faithful and t == "momentum" and grad.rows.size == 0:
+    if exact and faithful and t == "momentum" and not dense_grad and grad.rows.size == 0:
         # Paddle's MomentumSparseImpl returns before it updates (optim_ops.momentum)
         ctx.set("ParamOut", ctx.raw("Param"))
         ctx.set("VelocityOut", ctx.raw("Velocity"))
@@ -157,7 +174,8 @@ def run(ctx, fn):
             name = ctx.op.input(slot)[0]
             ctx.ex.densify(name, ctx.ex.scope.get(name), t)
         return fn(ctx)
-    height = ctx.shape("Param")[0]
+    if rows_ctx is not None:
+        return fn(rows_ctx)
     g = searched_rows(grad).merged() if faithful and t in SEARCHED else grad.merged()
     rows = [g.rows]
     if t not in GRAD_ROWS_ONLY and not (t == "adam" and ctx.attr("lazy_mode", False)):

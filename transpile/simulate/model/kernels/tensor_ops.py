@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import keyed
-from ..values import LazyTable, Pending, SelectedRows, SimError, dense, np_dtype
+from ..values import LazyTable, Pending, SelectedRows, SimError, dense, np_dtype, shape_of
 from .registry import kernel
 
 
@@ -250,7 +250,13 @@ def _axis(ctx, ndim):
 
 @kernel("concat")
 def concat(ctx):
-    xs = [dense(v) for v in ctx.xs("X")]
+    raw = ctx.xs("X")       # (lazy-aware: a classic trainer's concat of a table's row blocks)
+    if _axis(ctx, len(shape_of(raw[0]))) == 0:
+        table = LazyTable.stacked(raw)
+        if table is not None:
+            return ctx.set("Out", table)
+    xs = [ctx.ex.densify(n, v, ctx.op.type) if isinstance(v, LazyTable) else dense(v)
+          for n, v in zip(ctx.op.input("X"), raw)]
     axis = _axis(ctx, xs[0].ndim)
     for v in xs[1:]:
         if v.ndim != xs[0].ndim or any(a != b for i, (a, b) in enumerate(zip(v.shape, xs[0].shape))
