@@ -19,11 +19,13 @@ class OpChange:
     details: list = field(default_factory=list)   # "attr scale: 0.5 -> 1.0", ...
 
 
-@dataclass
+@dataclass(slots=True)
 class VarChange:
+    """One var's difference. Slots: a split's trainer main adds a var per gradient block
+    (~67k at 5k ops and 64 pservers), report.md's diff holds them all at once."""
     kind: str                       # added, removed, changed
     name: str
-    details: list = field(default_factory=list)
+    details: list = field(default_factory=list)   # () for added / removed without details
 
 
 @dataclass
