@@ -27,17 +27,24 @@ def _restore(t, state):
         t.values[n][:] = a
 
 
+def _pushed_in(t, grad, order):
+    """(Param after a push of `grad` in bucket `order`, the two powers after it, the state
+    before it); `t` is left as before the push."""
+    before = _state(t)
+    buckets.run_push(t, grad, order)
+    want = t.values["Param"].copy()
+    powers = (t.values["Beta1Pow"][0], t.values["Beta2Pow"][0])
+    _restore(t, before)
+    return want, powers, before
+
+
 def test_the_order_of_a_push_is_found_from_the_pulled_values():
     t = _adam()
     rng = np.random.default_rng(1)
     t.apply(rng.normal(size=40).astype(np.float32))     # a first push, in order
     grad = rng.normal(size=40).astype(np.float32)
-    before = _state(t)
     order = [4, 9, 1, 10, 2, 7, 3, 8, 6, 5]
-    buckets.run_push(t, grad, order)
-    want = t.values["Param"].copy()
-    powers = (t.values["Beta1Pow"][0], t.values["Beta2Pow"][0])
-    _restore(t, before)
+    want, powers, _ = _pushed_in(t, grad, order)
     found, worst = buckets.fit_push(t, grad, want)
     assert found == order and worst == 0.0
     assert np.array_equal(t.values["Param"], want)
@@ -68,10 +75,8 @@ def test_a_bucket_that_read_the_two_powers_at_different_steps_is_found():
     t = _adam()
     rng = np.random.default_rng(2)
     grad = rng.normal(size=40).astype(np.float32)
-    before = _state(t)
     order = [4, 9, 1, 10, (3, 5), 7, 2, 8, 6, 5]
-    buckets.run_push(t, grad, order)
-    want = t.values["Param"].copy()
+    want, _, before = _pushed_in(t, grad, order)
     for j in range(1, 11):      # no one number for bucket 4 does that
         _restore(t, before)
         buckets.run_push(t, grad, order[:4] + [j] + order[5:])
@@ -145,12 +150,8 @@ def test_a_bucket_with_nothing_to_update_leaves_the_last_power_to_the_unseen_thr
     t = _adam()
     grad = np.random.default_rng(3).normal(size=40).astype(np.float32)
     grad[:4] = 0                                  # bucket 0 of 40 values: 0..3
-    before = _state(t)
     order = [10, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-    buckets.run_push(t, grad, order)
-    want = t.values["Param"].copy()
-    powers = (t.values["Beta1Pow"][0], t.values["Beta2Pow"][0])
-    _restore(t, before)
+    want, powers, _ = _pushed_in(t, grad, order)
     found, worst = buckets.fit_push(t, grad, want)
     assert worst == 0.0 and found[1:] == order[1:]
     assert (t.values["Beta1Pow"][0], t.values["Beta2Pow"][0]) == powers

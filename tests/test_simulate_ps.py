@@ -57,6 +57,21 @@ def run(name, progs, texts, steps=3, batch=4, **kw):
                     expect_equal=True, ps_options=dict(texts=texts, **kw))
 
 
+def _trained_reference(main, startup, cfg, steps):
+    """The ps reference of `main` (our descriptors of it, the startup's values) trained
+    `steps` steps of batch 4."""
+    from transpile.simulate.ps.run import RefRun, reference_descs, train_reference
+    from transpile.simulate.ps.tables import TableOptions
+    from transpile.simulate.model.feeds import Feeder
+    from transpile.simulate.model.executor import Executor
+    ex = Executor("startup", startup, float_dtype=np.float64, seed=0)
+    ex.run_block(0)
+    plan, texts = reference_descs(main, startup, cfg)
+    return train_reference(RefRun(main, dict(ex.scope.vars), plan, cfg,
+                                  Feeder(main, 4, 0, np.float64), steps=steps, batch=4, seed=0,
+                                  fdt=np.float64), texts, TableOptions(seed=0))
+
+
 def param(res, name):
     return next(p for p in res.params if p.name == name)
 
@@ -77,19 +92,8 @@ def test_the_first_push_creates_the_row_and_loses_its_embedx_gradient():
     goes 0 -> -lr * sign(g) (Adam's first step: m / sqrt(v) = sign(g), lr_t's bias correction
     cancels), embedx_w keeps its initial draw (the extending push's gradient is lost), and the
     rule state counts one push (beta powers b1^2, b2^2)."""
-    from transpile.simulate.ps.run import RefRun, reference_descs, train_reference
-    from transpile.simulate.ps.tables import TableOptions
-    from transpile.simulate.model.feeds import Feeder
-    from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")
-    cfg = dataclasses.replace(cfg, trainers=1)
-    ex = Executor("startup", startup, float_dtype=np.float64, seed=0)
-    ex.run_block(0)
-    init = dict(ex.scope.vars)
-    plan, texts = reference_descs(main, startup, cfg)
-    ref = train_reference(RefRun(main, init, plan, cfg, Feeder(main, 4, 0, np.float64),
-                                 steps=1, batch=4, seed=0, fdt=np.float64),
-                          texts, TableOptions(seed=0))
+    ref = _trained_reference(main, startup, dataclasses.replace(cfg, trainers=1), steps=1)
     table = ref.servers[0].table(0)
     rows = ref.table_rows("SparseFeatFactors")
     assert rows and all(len(r) == table.accessor.dim for r in rows.values())
@@ -108,18 +112,8 @@ def test_the_ps_reference_drops_a_steps_temporaries():
     """The ps reference's trainers keep after a step only what their pushes read besides the
     persistables (ffm's slice grads were kept to the end of each step: 1.3 GB, ps sync at 2.5
     GB, 0.6 GB now); the run trains as before (the split still equals it)."""
-    from transpile.simulate.ps.run import RefRun, reference_descs, train_reference
-    from transpile.simulate.ps.tables import TableOptions
-    from transpile.simulate.model.feeds import Feeder
-    from transpile.simulate.model.executor import Executor
     main, startup, cfg = case("ps/ctr_adam_sync")
-    ex = Executor("startup", startup, float_dtype=np.float64, seed=0)
-    ex.run_block(0)
-    init = dict(ex.scope.vars)
-    plan, texts = reference_descs(main, startup, cfg)
-    ref = train_reference(RefRun(main, init, plan, cfg, Feeder(main, 4, 0, np.float64),
-                                 steps=2, batch=4, seed=0, fdt=np.float64),
-                          texts, TableOptions(seed=0))
+    ref = _trained_reference(main, startup, cfg, steps=2)
     block = main.global_block
     keep = ref._read_after_step()
     # what only the ops the reference skips (optimizer, LR schedule) read is never freed

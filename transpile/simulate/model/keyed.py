@@ -56,15 +56,12 @@ def _unit(z):
 
 def uniform(key: int, rows, width: int):
     """[len(rows), width] uniforms in [0, 1): entry (i, j) depends only on key, rows[i], j."""
-    r = np.asarray(rows, dtype=np.int64).reshape(-1).astype(np.uint64)[:, None]
-    j = np.arange(width, dtype=np.uint64)[None, :]
-    with np.errstate(over="ignore"):
-        z = _mix(np.uint64(key) + (r + np.uint64(1)) * _GOLDEN)
-        return _unit(_mix_into(z ^ ((j + np.uint64(1)) * _COL)))
+    return _uniform_at(key, np.asarray(rows, dtype=np.int64).reshape(-1)[:, None],
+                       np.arange(width)[None, :])
 
 
 def _uniform_at(key: int, rows, cols):
-    """uniform(key, ...)'s entries at (rows[i], cols[i]) alone."""
+    """The uniform of (key, row, column) at each (rows, cols) pair, broadcast."""
     r = np.asarray(rows, dtype=np.int64).astype(np.uint64)
     j = np.asarray(cols, dtype=np.int64).astype(np.uint64)
     with np.errstate(over="ignore"):
