@@ -328,3 +328,15 @@ def test_a_finding_says_the_model_change_that_avoids_its_fault():
     c = os.path.join(CORPUS, case)
     r = _check(case, c + "/cluster.yaml", c + "/expected")
     assert r.exit_code == 1 and AVOID["ps-sparse-clip-dropped"] in r.output, r.output
+
+
+def test_a_fault_quoted_by_check_quotes_what_fix_writes():
+    """A kind's `brief` (what check's finding quotes of what `fix` writes) is where its `fix`
+    starts, and the finding on Paddle's own split quotes it."""
+    briefed = [k for k in FAULT_KINDS if k.brief]
+    assert briefed and all(k.fix.startswith(k.brief) for k in briefed)
+    case = START_FAILS["ps-dense-empty-initializer"]
+    c = os.path.join(CORPUS, case)
+    r = _check(case, c + "/cluster.yaml", c + "/expected")
+    brief = KIND["ps-dense-empty-initializer"].brief
+    assert "what `paddle_faults: fix` writes: %s" % brief in r.output.replace("\n", " "), r.output

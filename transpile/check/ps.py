@@ -230,7 +230,7 @@ def check_ps_inits(ctx: CheckContext, descs: dict) -> None:
                                             ", ".join(empty), "has" if len(empty) == 1
                                             else "have"),
                     ("an initializer the server reads; what `paddle_faults: fix` writes: %s"
-                     % KIND[PS_DENSE_EMPTY_INIT].fix.split(" (")[0]) if fixable else
+                     % KIND[PS_DENSE_EMPTY_INIT].brief) if fixable else
                     "an initializer the server reads; no split can give %s one: the split "
                     "must not be used" % ", ".join(p for p in empty if p != "Param"),
                     PS_DENSE_EMPTY_INIT)

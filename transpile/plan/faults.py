@@ -60,7 +60,13 @@ class FaultKind:
     refused: bool = False           # Paddle refuses the program: `split` exits 2 unless fixed
     crash: bool = False             # Paddle's pipeline raises on the program (a bug of its
                                     # own): the split is what it writes with the bug mended
+    brief: str = ""                 # `fix` in one clause, for a finding that quotes it
 
+
+# what `fix` writes for ps-dense-empty-initializer, which check's finding quotes
+_DENSE_EMPTY_FIX = ("the dense table's Param starts as fill_constant&0.0, which the pserver "
+                    "reads: trainer 0 pushes its own initialized dense parameters to the table "
+                    "before any trainer pulls")
 
 FAULT_KINDS = (
     FaultKind(CLASSIC_LOCAL_TABLE_FAKE_INIT, CLASSIC.name, "sync, async, half_async",
@@ -244,11 +250,9 @@ FAULT_KINDS += (
               "which MemoryDenseTable::CreateInitializer cannot read: every pserver fails at "
               "its start (\"Param can not be supported\"; Paddle 2.6.2's pserver dies of "
               "signal 11)",
-              "the dense table's Param starts as fill_constant&0.0, which the pserver reads: "
-              "trainer 0 pushes its own initialized dense parameters to the table before any "
-              "trainer pulls (push_dense_params; geo: GeoCommunicator::InitDense), so the "
-              "table's start values are never read (an empty initializer of another input "
-              "can not be fixed)"),
+              _DENSE_EMPTY_FIX + " (push_dense_params; geo: GeoCommunicator::InitDense), so "
+              "the table's start values are never read (an empty initializer of another input "
+              "can not be fixed)", brief=_DENSE_EMPTY_FIX),
 )
 KIND = {k.id: k for k in FAULT_KINDS}
 
