@@ -126,3 +126,18 @@ def test_patched_and_renamed_ops_and_new_vars():
     assert protowrite.encode(prog) == _reference(prog)
     again = protoread.decode(protowrite.encode(prog))
     assert protowrite.encode(again) == protowrite.encode(prog)
+
+
+def test_released_caches_are_empty_and_encode_the_same_bytes():
+    """release_caches (split's, once every program is written) empties the writer's caches;
+    what is encoded after is the same bytes, patched copies included."""
+    main, startup, config = load_case("classic", os.path.basename(case_dirs("classic")[0]))
+    programs = split(main, startup, config).programs
+    first = {key: protowrite.encode(prog) for key, prog in programs.items()}
+    caches = (protowrite._ATTR_CHUNKS, protowrite._SLOT_NAMES, protowrite._ARGUMENTS,
+              protowrite._INPUTS, protowrite._OP_TYPES)
+    assert protowrite._ATTR_CHUNKS and protowrite._PATCHED     # (names: the Python writer's)
+    protowrite.release_caches()
+    assert not any(caches) and not protowrite._PATCHED
+    assert not protowrite._OUTPUTS and not protowrite._VAR_HEADS and not protowrite._OP_HEADS
+    assert {key: protowrite.encode(prog) for key, prog in programs.items()} == first

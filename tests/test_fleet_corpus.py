@@ -123,3 +123,31 @@ def test_a_scheduled_learning_rate_stays_on_the_trainer():
     assert lr.persistable and lr.shape == m.global_block.vars["learning_rate_0"].shape
     assert [op.type for op in scheduled.global_block.ops] == \
         [op.type for op in plain.global_block.ops]
+
+
+def test_endpoint_of_names_every_endpoint_holding_a_slice_once_in_order():
+    """endpoint_of (Paddle's build_ctx lookup): the endpoints holding a slice of that name,
+    each once, in endpoint order: one string per slice held by one endpoint, a tuple when
+    several hold it (a split to many pservers has a hundred thousand slices)."""
+    from types import SimpleNamespace
+    from transpile.plan.fleet import FleetPlan
+    from transpile.plan.slicing import VarBlock
+
+    def blk(name, ep):
+        return VarBlock(name, name, 0, 0, (4,), "FP32", ep)
+    eps = ("a:1", "b:2", "c:3")
+    fake = SimpleNamespace(endpoints=eps, ep_params={
+        "a:1": (blk("w", "a:1"), blk("t", "a:1")), "b:2": (blk("t", "b:2"),),
+        "c:3": (blk("t", "c:3"), blk("t", "c:3"))}, ep_grads={
+        "a:1": (blk("w@GRAD", "a:1"), blk("w@GRAD", "a:1")), "b:2": (), "c:3": ()})
+    fake._slice_endpoints = FleetPlan._slice_endpoints.func(fake)
+    of = lambda name: FleetPlan.endpoint_of(fake, name)     # noqa: E731
+    assert of("w") == ["a:1"] and of("w@GRAD") == ["a:1"]
+    assert of("t") == ["a:1", "b:2", "c:3"] and of("nowhere") == []
+    assert of("t") is not of("t")               # a list of its own each time
+    m, s, c = load_case("fleet", "ctr_sparse_adam_sync")
+    plan = make_plan(m, s, c)
+    for ep in plan.endpoints:
+        for b in plan.ep_params[ep] + plan.ep_grads[ep]:
+            assert plan.endpoint_of(b.name) == [e for e in plan.endpoints if any(
+                x.name == b.name for x in plan.ep_params[e] + plan.ep_grads[e])]

@@ -127,3 +127,12 @@ def test_blocks_made_through_their_fields_are_the_dataclass_s_own():
         with pytest.raises(dataclasses.FrozenInstanceError):
             placed.endpoint = "x"
     assert split_var("v", (5,), [5], None) == [VarBlock("v", "v", 0, 0, (5,), None)]
+
+
+def test_blocks_of_one_size_share_one_shape():
+    """A var's blocks have one or two shapes (the remainder's): each made once and shared
+    (a split to many pservers makes a hundred thousand blocks)."""
+    shapes = block_shapes((10, 4), [12, 12, 12, 4])
+    assert shapes == [(3, 4), (3, 4), (3, 4), (1, 4)]
+    assert shapes[0] is shapes[1] is shapes[2]
+    assert block_shapes((7, 2, 3), [42]) == [(7, 2, 3)]

@@ -297,7 +297,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     """Split and write the split folder `out_dir` atomically: every program (.pb), runtime.json
     or the descriptors, plan.json and report.md. Nothing is written when anything fails.
     `how`: WriteOptions."""
-    from .format import textform
+    from .format import protowrite, textform
     from .output import outdir
     from .render.report import report_chunks
     workers = workers_available()
@@ -318,6 +318,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
             result = split(main, startup, config, progress=progress, sink=sink,
                            how=BuildOptions(how.names, after if watched else None, workers,
                                             lean=True))
+            protowrite.release_caches()         # every program is written
             if how.dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % how.dump_after)

@@ -67,7 +67,7 @@ class OpSource:
     op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
     (and kept decoded)."""
     __slots__ = ("wire", "type", "inputs", "outputs", "is_target", "names", "_positions",
-                 "block_attrs", "_role", "_index", "_decoded", "_spans", "_attrs_raw",
+                 "block_attrs", "_role", "_index", "_decoded", "_attrs_raw",
                  "patched")
 
     def __init__(self, wire: bytes, op_type: str, slots: tuple, is_target, layout: tuple,
@@ -84,7 +84,6 @@ class OpSource:
         self._role = role               # the op_role Attr (shared), None when absent
         self._index = None
         self._decoded = decoded         # attr name -> Attr, made on first use
-        self._spans = None              # where each attr entry is in `wire` (attr_spans)
         self._attrs_raw = None          # attrs_bytes(): (start, end) in `wire`, or the bytes
         self.patched = None             # protowrite's {patch: the attrs' bytes} of copies
 
@@ -109,11 +108,11 @@ class OpSource:
 
     def attr_spans(self) -> tuple:
         """((start, end), ...) of each OpDesc.attrs entry (key and length included) in the
-        op's bytes, in file order: found once, for an op the writer writes again (a pserver
-        copies an optimizer op once per block it holds)."""
-        if self._spans is None:
-            self._spans = _attr_spans(self.wire)
-        return self._spans
+        op's bytes, in file order. Found again when asked (by the compiled reader, a scan of
+        the op's bytes), not kept: what the writer needs of them is kept where it is made
+        (attrs_bytes' span, protowrite's patched attrs), and a tuple per op read held to the
+        end of a split was megabytes."""
+        return _attr_spans(self.wire)
 
     def attr_chunks(self) -> list:
         """[(name, the attr's OpDesc.attrs entry as bytes)] in file order, cut out of the op's

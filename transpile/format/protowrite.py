@@ -318,6 +318,16 @@ _VAR_HEADS = _Made(lambda n: _KEY_VAR + varint_bytes(n))
 _OP_HEADS = _Made(lambda n: _KEY_OP + varint_bytes(n))
 
 
+def release_caches() -> None:
+    """Empty the writer's caches (attr entries, patched attrs, names and heads as bytes): once
+    a split's programs are written, what comes after (plan.json, report.md) writes no program,
+    and the megabytes they hold would only raise the peak of what does."""
+    _forget_patches()
+    _ATTR_CHUNKS.clear()
+    for made in (_SLOT_NAMES, _ARGUMENTS, _OP_TYPES, _INPUTS, _OUTPUTS, _VAR_HEADS, _OP_HEADS):
+        made.clear()
+
+
 def _block_head(idx, parent_idx) -> bytes:
     """BlockDesc fields 1-2 (idx, parent_idx: int32, both required), written directly; any
     other value goes through protobuf (which refuses what is not an int32)."""

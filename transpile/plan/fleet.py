@@ -153,16 +153,25 @@ class FleetPlan(ModeQuestions):
 
     def endpoint_of(self, slice_name: str) -> list:
         """Endpoints holding a param or grad slice of that name (Paddle's build_ctx lookup)."""
-        return list(self._slice_endpoints.get(slice_name, ()))
+        eps = self._slice_endpoints.get(slice_name, ())
+        return [eps] if eps.__class__ is str else list(eps)
 
     @cached_property
     def _slice_endpoints(self) -> dict:
+        """slice name -> its endpoint, or a tuple of them when several hold a slice of that
+        name (the endpoint's own string, not a list per slice: a split to many pservers has a
+        hundred thousand slices)."""
         out: dict = {}
         for ep in self.endpoints:
             for s in self.ep_params[ep] + self.ep_grads[ep]:
-                eps = out.setdefault(s.name, [])
-                if not eps or eps[-1] != ep:
-                    eps.append(ep)
+                eps = out.get(s.name)
+                if eps is None:
+                    out[s.name] = ep
+                elif eps.__class__ is str:
+                    if eps != ep:
+                        out[s.name] = (eps, ep)
+                elif eps[-1] != ep:
+                    out[s.name] = eps + (ep,)
         return out
 
 

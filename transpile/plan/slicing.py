@@ -82,8 +82,18 @@ def block_shapes(shape: Sequence[int], sizes: Sequence[int]) -> list[tuple]:
     """The shapes of the dim-0 blocks of `shape` holding `sizes` elements each."""
     if len(sizes) == 1:
         return [tuple(shape)]
-    row = _prod(shape[1:])
-    return [tuple([size // row] + list(shape[1:])) for size in sizes]
+    row, tail = _prod(shape[1:]), tuple(shape[1:])
+    # the blocks of a var have one or two shapes (the remainder's): one tuple each, shared by
+    # the blocks that have it (a split to many pservers makes a hundred thousand blocks)
+    made: dict = {}
+    out = []
+    for size in sizes:
+        rows = size // row
+        s = made.get(rows)
+        if s is None:
+            s = made[rows] = (rows,) + tail
+        out.append(s)
+    return out
 
 
 def block_name(name: str, index: int) -> str:
