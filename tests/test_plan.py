@@ -136,3 +136,14 @@ def test_blocks_of_one_size_share_one_shape():
     assert shapes == [(3, 4), (3, 4), (3, 4), (1, 4)]
     assert shapes[0] is shapes[1] is shapes[2]
     assert block_shapes((7, 2, 3), [42]) == [(7, 2, 3)]
+
+
+def test_split_var_dispatched_where_endpoints_put_its_blocks():
+    """split_var with endpoints: the blocks as dispatching them afterwards (at) gives them."""
+    eps = {"w.block0": "b:2", "w.block1": "a:1", "w.block2": "b:2", "b": "a:1"}
+    for name, shape, sizes in (("w", (1000, 10), [3340, 3340, 3320]), ("b", (10,), [10])):
+        made = split_var(name, shape, sizes, "FP32", endpoints=eps)
+        assert made == [b.at(eps[b.name]) for b in split_var(name, shape, sizes, "FP32")]
+        assert [b.endpoint for b in made] == [eps[b.name] for b in made]
+    with pytest.raises(KeyError):
+        split_var("v", (4,), [4], "FP32", endpoints=eps)

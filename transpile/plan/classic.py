@@ -358,7 +358,7 @@ def _param_plan(block, pname: str, gname: str, sizes: list, eps: dict, upd, op_u
     """The plan of one parameter: its blocks where `eps` puts them, its optimizer states."""
     p = block.var(pname)
     g = block.var(gname)
-    blocks = [b.at(eps[b.name]) for b in split_var(pname, p.shape, sizes, p.dtype, p.kind)]
+    blocks = split_var(pname, p.shape, sizes, p.dtype, p.kind, endpoints=eps)
     grad_blocks = tuple(block_name(gname, i) for i in range(len(sizes))) \
         if len(sizes) > 1 else (gname,)
     slots = sliced_state_slots(upd.type)

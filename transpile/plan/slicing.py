@@ -163,14 +163,19 @@ def _block(fields: tuple, _new=object.__new__, _cls=VarBlock, _set=_SETTERS) -> 
 
 
 def split_var(name: str, shape: Sequence[int], sizes: Sequence[int], dtype: Optional[str],
-              kind: str = "LOD_TENSOR", lod_level: Optional[int] = None) -> list[VarBlock]:
-    """The blocks (not yet dispatched) of a var cut into `sizes` elements each."""
+              kind: str = "LOD_TENSOR", lod_level: Optional[int] = None,
+              endpoints: Optional[dict] = None) -> list[VarBlock]:
+    """The blocks of a var cut into `sizes` elements each: not yet dispatched, or dispatched
+    where `endpoints` ({block name: endpoint}) puts them."""
     shapes = block_shapes(shape, sizes)
     if len(shapes) == 1:
-        return [VarBlock(name, name, 0, 0, shapes[0], dtype, "", kind, lod_level)]
+        return [VarBlock(name, name, 0, 0, shapes[0], dtype,
+                         endpoints[name] if endpoints is not None else "", kind, lod_level)]
     out, row = [], 0
     for i, s in enumerate(shapes):
-        out.append(_block((block_name(name, i), name, i, row, s, dtype, "", kind, lod_level)))
+        bname = block_name(name, i)
+        ep = endpoints[bname] if endpoints is not None else ""
+        out.append(_block((bname, name, i, row, s, dtype, ep, kind, lod_level)))
         row += int(s[0]) if s else 1
     return out
 
