@@ -298,6 +298,7 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
     or the descriptors, plan.json and report.md. Nothing is written when anything fails.
     `how`: WriteOptions."""
     from .format import protowrite, textform
+    from .format.opsource import changed_inputs
     from .output import outdir
     from .render.report import report_chunks
     workers = workers_available()
@@ -319,6 +320,10 @@ def split_to_folder(main: Program, startup: Optional[Program], config: ClusterCo
                            how=BuildOptions(how.names, after if watched else None, workers,
                                             lean=True))
             protowrite.release_caches()         # every program is written
+            changed = changed_inputs(main, startup)
+            if changed:
+                raise UserError("%s: written while it was being split (the split read it "
+                                "again as it wrote): nothing written" % ", ".join(changed))
             if how.dump_after and not dumped:
                 raise UserError("--dump-after %s: no pipeline of this split runs a pass of "
                                 "that name (split --list-passes lists them)" % how.dump_after)

@@ -8,8 +8,10 @@ times as large). An op's other attrs are decoded on demand from its bytes parsed
 from __future__ import annotations
 
 import copy as _copy
+import os
 from collections.abc import Mapping
 
+from ..core.errors import ProgramFormatError
 from ..ir.program import Attr, Op, Var, VarType
 from . import wirescan
 from .proto import OpDescMsg, VarDescMsg, decode_attr
@@ -50,6 +52,120 @@ class VarSource:
         return self.wire
 
 
+class InputFile:
+    """A program file held open while a program read from it lives: its ops keep where their
+    bytes are in it (OpSource's `at`) instead of the bytes, read again when asked for (the
+    page cache has them). A program as Paddle saves it is mostly its ops' call stacks: bytes
+    the split copies, never reads, and held by every process of it (a forked builder too).
+
+    The file is read through its own descriptor, so a file replaced after it was read (a new
+    file by that name) changes nothing; one written over in place is found by `changed()`
+    (split_to_folder asks before it puts its output in place)."""
+    __slots__ = ("fd", "path", "_stamp")
+
+    def __init__(self, path: str, fd: int):
+        self.path, self.fd = path, fd
+        self._stamp = _stamp(os.fstat(fd))
+
+    @classmethod
+    def open(cls, path: str):
+        """The file at `path` open for reading by offset, or None where that cannot be (not a
+        regular file, no os.pread): the program then keeps its bytes."""
+        import stat
+        if not hasattr(os, "pread"):
+            return None
+        try:            # (looked at before it is opened: opening a named pipe waits)
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return cls(path, fd)
+        except OSError:
+            pass
+        os.close(fd)
+        return None
+
+    def read_all(self) -> bytes:
+        """The whole file, as it is now (the bytes the program is decoded from)."""
+        size = os.fstat(self.fd).st_size
+        return self.read(0, size)
+
+    def read(self, start: int, end: int) -> bytes:
+        """The bytes [start, end) of the file."""
+        try:
+            data = os.pread(self.fd, end - start, start)
+        except OSError as e:
+            raise ProgramFormatError("%s: cannot read it again: %s" % (self.path, e)) from None
+        if len(data) != end - start:
+            raise ProgramFormatError("%s: changed while it was being read (now %d bytes)"
+                                     % (self.path, os.fstat(self.fd).st_size))
+        return data
+
+    def changed(self) -> bool:
+        """Whether the file was written since it was read (size, mtime, inode)."""
+        try:
+            return _stamp(os.fstat(self.fd)) != self._stamp
+        except OSError:
+            return True
+
+    def __reduce__(self):
+        raise TypeError("an InputFile is not sent to another process (its descriptor)")
+
+    def __del__(self):
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+# the texts OpSource.lacks has been asked about: text -> its bits' position (the first 16)
+_TEXT_BITS: dict = {}
+
+# the ops read from a file more than once whose bytes are kept, at most about this many bytes
+# of them (all let go when there are more: a split to many pservers copies some ops into every
+# pserver, and would otherwise keep most of its input)
+_KEPT_BYTES_MAX = 4 << 20
+_KEPT: list = []
+_KEPT_BYTES = [0]
+
+
+def _keep(src: "OpSource", wire: bytes) -> None:
+    if _KEPT_BYTES[0] + len(wire) > _KEPT_BYTES_MAX:
+        forget_kept()
+    src._wire = wire
+    _KEPT.append(src)
+    _KEPT_BYTES[0] += len(wire)
+
+
+def forget_kept() -> None:
+    """Let go of the bytes kept of ops read from a file (read again when next asked for)."""
+    for src in _KEPT:
+        src._wire = None
+    _KEPT.clear()
+    _KEPT_BYTES[0] = 0
+
+
+def _stamp(st) -> tuple:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def changed_inputs(*programs) -> list:
+    """The paths of the files `programs` keep their ops' bytes in (InputFile) that were
+    written since they were read."""
+    files = {}
+    for prog in programs:
+        for b in () if prog is None else prog.blocks:
+            for op in b.ops:
+                src = op.source
+                at = src._at if src is not None else None
+                if at is not None:
+                    files[id(at[0])] = at[0]
+    return sorted(f.path for f in files.values() if f.changed())
+
+
 def serialized(msg) -> bytes:
     """Protobuf's deterministic serialization of `msg` (the reader has checked its required
     fields)."""
@@ -66,13 +182,21 @@ class OpSource:
     attr names (a tuple shared by the ops with the same names, with the name -> position map),
     op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
     (and kept decoded)."""
-    __slots__ = ("wire", "type", "inputs", "outputs", "is_target", "names", "_positions",
-                 "block_attrs", "_role", "_index", "_decoded", "_attrs_raw",
-                 "patched")
+    __slots__ = ("_wire", "_at", "_reads", "_lacks", "type", "inputs", "outputs",
+                 "is_target", "names", "_positions", "block_attrs", "_role", "_index",
+                 "_decoded", "_attrs_raw", "patched")
 
-    def __init__(self, wire: bytes, op_type: str, slots: tuple, is_target, layout: tuple,
-                 block_attrs: tuple, role: Attr | None, decoded: dict | None):
-        self.wire = wire
+    def __init__(self, wire: bytes | tuple, op_type: str, slots: tuple, is_target,
+                 layout: tuple, block_attrs: tuple, role: Attr | None, decoded: dict | None):
+        # the op's bytes, or where they are: (InputFile, start, end) (`_at`), read again when
+        # asked for, and kept from the second time on (an op a split writes again and again:
+        # a pserver's copies of an update or an init)
+        if wire.__class__ is tuple:
+            self._wire, self._at = None, wire
+        else:
+            self._wire, self._at = wire, None
+        self._reads = 0
+        self._lacks = 0         # lacks(): two bits per text asked about (asked, lacks it)
         self.type = op_type             # the Op's own string (msg.type would make another)
         # the slots as read, (inputs, outputs): dicts and lists no Op shares
         self.inputs, self.outputs = slots
@@ -86,6 +210,46 @@ class OpSource:
         self._decoded = decoded         # attr name -> Attr, made on first use
         self._attrs_raw = None          # attrs_bytes(): (start, end) in `wire`, or the bytes
         self.patched = None             # protowrite's {patch: the attrs' bytes} of copies
+
+    @property
+    def wire(self) -> bytes:
+        """The OpDesc bytes as read (from the file when the op keeps where they are)."""
+        w = self._wire
+        if w is None:
+            f, start, end = self._at
+            w = f.read(start, end)
+            self._reads += 1
+            if self._reads > 1:
+                _keep(self, w)
+        return w
+
+    def _slice(self, a: int, b: int) -> bytes:
+        """wire[a:b], read alone where the op keeps where its bytes are (the first time)."""
+        w = self._wire
+        if w is None and not self._reads:
+            self._reads = 1
+            f, start, _ = self._at
+            return f.read(start + a, start + b)
+        return self.wire[a:b]
+
+    def lacks(self, text: bytes) -> bool:
+        """Whether the op's bytes lack `text`: for an op that keeps where its bytes are,
+        remembered per text (Op.lacks_text asks it of every op, more than once)."""
+        w = self._wire
+        if w is not None:
+            return text not in w
+        bit = _TEXT_BITS.get(text)
+        if bit is None:
+            if len(_TEXT_BITS) >= 16:
+                f, start, end = self._at
+                return text not in f.read(start, end)
+            bit = _TEXT_BITS[text] = 2 * len(_TEXT_BITS)
+        known = self._lacks
+        if not known >> bit & 1:
+            f, start, end = self._at
+            known |= (1 | (text not in f.read(start, end)) << 1) << bit
+            self._lacks = known
+        return bool(known >> (bit + 1) & 1)
 
     def _message(self):
         """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
@@ -134,7 +298,7 @@ class OpSource:
                 where = b"".join(raw for _, raw in self.attr_chunks())
             self._attrs_raw = where
         if where.__class__ is tuple:
-            return self.wire[where[0]:where[1]]
+            return self._slice(where[0], where[1])
         return where
 
     def raw(self) -> bytes:

@@ -8,6 +8,7 @@ from ..core.errors import ProgramFormatError
 from ..core.files import read_bytes
 from ..core.gcpause import paused_gc
 from ..ir.program import Program
+from .opsource import InputFile
 
 BINARY_EXTS = (".pb", ".pdmodel")
 TEXT_EXTS = (".json",)
@@ -49,11 +50,14 @@ def load(path: str, read_only: bool = False) -> Program:
     """Read a program file; errors name the file. `read_only`: a binary program only looked
     at, kept small (protoread.decode's; a JSON one keeps no bytes anyway)."""
     fmt = program_format(path)
-    data = read_file_bytes(path)
+    # a binary program to be written again keeps where its ops' bytes are in the file, not
+    # the bytes (opsource.InputFile): most of a program as Paddle saves it is call stacks
+    file = InputFile.open(path) if fmt == "pb" and not read_only else None
+    data = read_file_bytes(path) if file is None else _read_all(file, path)
     try:
         if fmt == "pb":
             with paused_gc():
-                prog = protoread.decode(data, read_only)
+                prog = protoread.decode(data, read_only, file)
         else:
             from . import textform
             prog = textform.loads(data)
@@ -62,6 +66,13 @@ def load(path: str, read_only: bool = False) -> Program:
         return prog
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
+
+
+def _read_all(file: InputFile, path: str) -> bytes:
+    try:
+        return file.read_all()
+    except ProgramFormatError as e:
+        raise ProgramFormatError("cannot read %s: %s" % (path, e.message)) from None
 
 
 def dumps(program: Program, fmt: str) -> bytes:

@@ -22,7 +22,7 @@ from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, Decode
 from .wirecheck import Located, first_incomplete, where_incomplete
 from .wireruns import KEY_BLOCKS, KEY_OPS, KEY_VARS, fields, parse, runs, split_fields
 from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
-from .wire import NotPlain
+from .wire import NotPlain, varint_bytes
 
 
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
@@ -36,9 +36,10 @@ class _Seen:
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
     `drop`: the name of an attr left out of every op, or None; `share`: decode's read_only
     (an op's OpSource holds the op's own slots rather than copies, a var has no source)."""
-    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share")
+    __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share",
+                 "file")
 
-    def __init__(self, read_only: bool = False):
+    def __init__(self, read_only: bool = False, file=None):
         self.types: dict = {}
         self.names: dict = {}
         self.roles: dict = {}
@@ -46,6 +47,9 @@ class _Seen:
         self.shape_bytes: dict = {}
         self.drop = UNREAD_ATTR if read_only else None
         self.share = read_only
+        # the InputFile the bytes are read from (decode's `file`): ops keep where their bytes
+        # are in it instead of the bytes
+        self.file = file
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -245,7 +249,7 @@ def _program_fields(msg) -> dict:
 UNREAD_ATTR = "op_callstack"
 
 
-def decode(data: bytes, read_only: bool = False) -> Program:
+def decode(data: bytes, read_only: bool = False, file=None) -> Program:
     """Parse ProgramDesc bytes into a Program. Raises ProgramFormatError on anything unusable.
     `read_only`: a program only looked at, never written (check's), kept small: its ops
     without UNREAD_ATTR, each OpSource holding its op's slots (not copies: nothing changes
@@ -254,11 +258,14 @@ def decode(data: bytes, read_only: bool = False) -> Program:
     The program is read piece by piece from its bytes (_decode_pieces), never as one message
     tree (about three times the size of the bytes). Whatever that reading does not take,
     malformed or merely unusual bytes, is read again as one tree (_decode_tree), which says
-    what is wrong exactly as it always did, or reads what is unusual but valid."""
+    what is wrong exactly as it always did, or reads what is unusual but valid.
+
+    `file`: the opsource.InputFile `data` was read from (all of it): the ops read piece by
+    piece keep where their bytes are in it instead of the bytes."""
     if not data:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
     try:
-        prog = _decode_pieces(data, read_only)
+        prog = _decode_pieces(data, read_only, file)
     except Located:
         raise
     except (NotPlain, ProgramFormatError):
@@ -272,7 +279,7 @@ def decode(data: bytes, read_only: bool = False) -> Program:
 # ----------------------------------------------------------------------------------------------
 # reading piece by piece
 
-def _decode_pieces(data: bytes, read_only: bool = False) -> Program:
+def _decode_pieces(data: bytes, read_only: bool = False, file=None) -> Program:
     """The program read block by block, its vars and ops a run of about _RUN_BYTES at a time:
     the only message trees made are those of one run. Raises NotPlain or ProgramFormatError
     on anything _decode_tree is to look at."""
@@ -282,7 +289,7 @@ def _decode_pieces(data: bytes, read_only: bool = False) -> Program:
     if not blocks or _has_unknown_fields(rest_msg):
         raise NotPlain()
     fields = _program_fields(rest_msg)
-    seen = _Seen(read_only)
+    seen = _Seen(read_only, file)
     return Program([_decode_block_bytes(data, start, end, seen, n)
                     for n, (_, _, start, end) in enumerate(blocks)], **fields)
 
@@ -296,7 +303,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
         scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share)
         if scanned is not None:
             try:
-                return _decode_scanned(*scanned, seen)
+                return _decode_scanned(*scanned, seen, (data, start))
             except ProgramFormatError:
                 pass                    # read again run by run: it says where
     rest: list = []
@@ -318,11 +325,13 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
-def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -> Block:
+def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
+                    where: tuple = (b"", 0)) -> Block:
     """The Block from what wirescan_c.block() read of it: its other fields' bytes, and a tuple
     for each var and op (see wirescan_c.c: take_var, take_op), or the item's bytes alone where
     protobuf is to read it (a var with attrs, an op that repeats a name). Every item is
-    protobuf's own serialization of itself: its bytes are its wire, as in _run_items."""
+    protobuf's own serialization of itself: its bytes are its wire, as in _run_items.
+    `where`: (the program's bytes, where the block starts in them), for seen.file."""
     head = parse(BlockDescMsg, rest)
     idx = head.idx
     types = seen.types
@@ -339,6 +348,7 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     add = ops.append
     shared = seen.names
     role_bytes, shape_bytes = seen.role_bytes, seen.shape_bytes
+    placed = _Placed(seen.file, *where) if seen.file is not None else None
     for item in op_items:
         if item.__class__ is bytes:
             add(_decode_op(OpDescMsg.FromString(item), False, seen, item))
@@ -356,11 +366,32 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
             attr = shape_bytes.get(shape)
             shape = {SHAPE_ATTR: attr if attr is not None
                      else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
+        at = placed.at(wire) if placed is not None else None
         add(Op(op_type, inputs, outputs, None, is_target,
-               source=OpSource(wire, op_type, (read_inputs, read_outputs), is_target, found,
-                               block_attrs, role, shape)))
+               source=OpSource(wire if at is None else at, op_type,
+                               (read_inputs, read_outputs), is_target, found, block_attrs,
+                               role, shape)))
     return Block(idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
+
+
+class _Placed:
+    """Where each op of a block is in the file (its bytes found in order in the program's
+    bytes, after their field key and length): (file, start, end), or None for an op not found
+    just so (it keeps its bytes)."""
+    __slots__ = ("file", "data", "cursor")
+
+    def __init__(self, file, data: bytes, start: int):
+        self.file, self.data, self.cursor = file, data, start
+
+    def at(self, wire: bytes):
+        start = self.data.find(wire, self.cursor)
+        n = len(wire)
+        head = b"\x22" + varint_bytes(n)            # BlockDesc.ops = 4, length-delimited
+        if start < 0 or self.data[start - len(head):start] != head:
+            return None
+        self.cursor = start + n
+        return (self.file, start, start + n)
 
 
 def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:

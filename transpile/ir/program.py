@@ -172,7 +172,7 @@ class Op:
     def lacks_text(self, text: bytes) -> bool:
         """True when no attr can hold `text` (UTF-8), told without decoding: the op is as read
         and its bytes lack it. False says nothing (look at the attrs)."""
-        return self._attrs is None and not self._patch and text not in self.source.wire
+        return self._attrs is None and not self._patch and self.source.lacks(text)
 
     def attr(self, name: str, default: Any = None) -> Any:
         a = self.find_attr(name)

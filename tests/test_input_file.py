@@ -1,0 +1,133 @@
+"""A program read from a .pb file keeps where its ops' bytes are in the file, not the bytes
+(format/opsource.py InputFile): what is written is the same, the file is read again only where
+it must be, and a file written over while it is split is an error, not a wrong split."""
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from cli import main as cli_main
+from transpile.format import opsource, programio, protoread, protowrite
+from transpile.split import split
+
+from golden import case_dirs, load_case
+
+CLASSIC = case_dirs("classic")[0]
+
+
+def _copy(tmp_path, case=CLASSIC):
+    for name in ("main.pb", "startup.pb", "cluster.yaml"):
+        shutil.copy(os.path.join(case, name), tmp_path / name)
+    return str(tmp_path / "main.pb"), str(tmp_path / "startup.pb"), str(tmp_path / "cluster.yaml")
+
+
+def _sources(prog):
+    return [op.source for b in prog.blocks for op in b.ops if op.source is not None]
+
+
+def test_ops_read_from_a_file_keep_where_their_bytes_are_and_write_the_same(tmp_path):
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    prog = programio.load(path)
+    sources = _sources(prog)
+    assert sources and all(s._wire is None and s._at for s in sources)
+    assert protowrite.encode(prog) == protowrite.encode(protoread.decode(data)) == data
+    # read again for each ask, kept from the second on (up to a bound)
+    opsource.forget_kept()
+    s = sources[0]
+    s._reads = 0
+    first = s.wire
+    assert s._wire is None and s.wire == first and s._wire == first
+    opsource.forget_kept()
+    assert s._wire is None and s.wire == first
+
+
+def test_bytes_in_memory_and_a_program_only_read_keep_their_bytes(tmp_path):
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    for prog in (protoread.decode(data), programio.load(path, read_only=True)):
+        assert all(s._wire is not None for s in _sources(prog))
+
+
+def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):
+    path, _, _ = _copy(tmp_path)
+    prog = programio.load(path)
+    ops = [op for op in prog.global_block.ops if op.source is not None]
+    want = {(id(op), t): t not in op.source.wire for op in ops for t in (b"op_role", b"@@no@@")}
+    for op in ops:
+        op.source._wire = None          # (the reads above kept some)
+    reads = []
+    real = opsource.InputFile.read
+    monkeypatch.setattr(opsource.InputFile, "read",
+                        lambda self, a, b: reads.append(a) or real(self, a, b))
+    for _ in range(3):
+        for op in ops:
+            for t in (b"op_role", b"@@no@@"):
+                assert op.lacks_text(t) == want[id(op), t]
+    assert len(reads) == 2 * len(ops)   # once per op and text
+
+
+def test_the_kept_bytes_are_bounded(tmp_path, monkeypatch):
+    path, _, _ = _copy(tmp_path)
+    prog = programio.load(path)
+    sources = _sources(prog)
+    monkeypatch.setattr(opsource, "_KEPT_BYTES_MAX", 2 * max(len(s.wire) for s in sources))
+    opsource.forget_kept()
+    for s in sources:
+        s.wire, s.wire
+        assert opsource._KEPT_BYTES[0] <= opsource._KEPT_BYTES_MAX
+    assert sum(s._wire is not None for s in sources) <= 2
+
+
+def test_a_split_of_a_file_equals_the_split_of_its_bytes(tmp_path):
+    path, spath, _ = _copy(tmp_path)
+    _, _, config = load_case("classic", os.path.basename(CLASSIC))
+    lazy = split(programio.load(path), programio.load(spath), config).programs
+    with open(path, "rb") as f, open(spath, "rb") as g:
+        eager = split(protoread.decode(f.read()), protoread.decode(g.read()), config).programs
+    assert lazy.keys() == eager.keys()
+    assert all(protowrite.encode(lazy[k]) == protowrite.encode(eager[k]) for k in lazy)
+
+
+def test_an_input_written_over_while_it_is_split_writes_nothing(tmp_path, monkeypatch):
+    path, spath, cluster = _copy(tmp_path)
+    out = tmp_path / "out"
+    real = protowrite.release_caches
+
+    def written_over():             # once every program is written: the input changes
+        real()
+        with open(path, "r+b") as f:
+            f.seek(0, 2)
+            f.write(b"\x00")
+    monkeypatch.setattr(protowrite, "release_caches", written_over)
+    monkeypatch.setenv("PSTRANSPILE_WORKERS", "1")
+    r = CliRunner().invoke(cli_main, ["split", path, "--startup", spath, "--cluster", cluster,
+                                      "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "main.pb: written while it was being split" in r.output
+    assert not out.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_program_from_a_pipe_is_read_as_bytes(tmp_path):
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    fifo = str(tmp_path / "pipe.pb")
+    os.mkfifo(fifo)
+    pid = os.fork()
+    if pid == 0:                    # the writer end
+        try:
+            with open(fifo, "wb") as f:
+                f.write(data)
+        finally:
+            os._exit(0)
+    try:
+        prog = programio.load(fifo)
+    finally:
+        os.waitpid(pid, 0)
+    assert all(s._wire is not None for s in _sources(prog))
+    assert protowrite.encode(prog) == data
