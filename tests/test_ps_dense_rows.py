@@ -40,7 +40,7 @@ def _start_and_grads(seed=0):
     return [("emb", emb), ("b", small)], grads
 
 
-@pytest.mark.parametrize("rule", ["sgd", "adam"])
+@pytest.mark.parametrize("rule", ["sgd", "adam", "sum"])
 @pytest.mark.parametrize("sync", [False, True])
 def test_a_table_kept_by_rows_equals_the_whole_one(rule, sync):
     start, grads = _start_and_grads()
@@ -117,9 +117,8 @@ def _sized(t, dim):
 
 
 def test_a_rule_that_moves_zero_gradients_makes_the_table_whole():
-    """A learning rate of NaN (0 * NaN moves every value) or a rule not in ROW_RULES (sum:
-    Param + 0 turns a -0.0 into 0.0; adam_d2sum moves its state): the table runs whole, as
-    before, with the same values."""
+    """A learning rate of NaN (0 * NaN moves every value) or a rule not in ROW_RULES
+    (adam_d2sum moves its state): the table runs whole, as before, with the same values."""
     start, grads = _start_and_grads()
     kept = frozenset({"emb"})
     t = _rule_tables("sgd", False)[0]
@@ -128,7 +127,6 @@ def test_a_rule_that_moves_zero_gradients_makes_the_table_whole():
     t.values["LearningRate"][0] = np.nan
     t.push(denseflat.grad_values(grads[0], kept, {"emb": (H, W)}))
     assert t.rows is None and np.isnan(t.pull()).all()
-    assert not _rule_tables("sum", False)[0].row_ready()
     d2 = table("adam_d2sum", [("Param", SIZE, "fill_constant&0.0")] + [
         (n, SIZE, "fill_constant&0.0") for n in ("D2Sum", "G2Sum", "Moment")] + [
         (n, 1, "fill_constant&0.5") for n in ("MomentDecayRate", "AdaDecayRate", "AdaEpsilon",
@@ -138,6 +136,28 @@ def test_a_rule_that_moves_zero_gradients_makes_the_table_whole():
     d2.push_param(denseflat.start_values(start, kept)[0])
     assert d2.rows is None
     np.testing.assert_array_equal(d2.pull(), denseflat.start_values(start, frozenset())[0])
+
+
+def test_a_sum_table_is_kept_by_rows_from_a_start_without_negative_zeros():
+    """geo's sum: Param + 0 turns a -0.0 into 0.0, so a start that may hold one (a LazyTable's
+    draws, an array with a -0.0) makes the table whole at its first push, with the values of
+    the whole table; a start without one stays kept by rows."""
+    start, grads = _start_and_grads()
+    kept = frozenset({"emb"})
+    for emb, by_rows in ((start[0][1], True), (np.where(start[0][1] > 1, -0.0, start[0][1]),
+                                               False)):
+        values = [("emb", emb), start[1]]
+        flat, _ = denseflat.start_values(values, kept)
+        assert flat.signed_zero is not by_rows
+        t, w = _rule_tables("sum", False)[0], _rule_tables("sum", False)[0]
+        t.push_param(flat)
+        w.push_param(denseflat.start_values(values, frozenset())[0])
+        t.push(denseflat.grad_values(grads[0], kept, {"emb": (H, W)}))
+        w.push(denseflat.grad_values(grads[0], frozenset(), {"emb": (H, W)}))
+        assert (t.rows is not None) is by_rows
+        got = denseflat.joined([t.pull()])
+        got = got.take(0, SIZE) if by_rows else got
+        np.testing.assert_array_equal(got.view(np.uint32), w.pull().view(np.uint32))
 
 
 def test_gather_reads_a_lazy_tables_rows_without_materializing_it():
@@ -184,3 +204,94 @@ def test_a_ps_run_with_its_dense_params_kept_by_rows_equals_the_whole_run(name, 
     assert any(kept) and got.exit_code == want.exit_code == 0
     assert want.params == got.params and want.ps.original == got.ps.original
     assert want.ps.why == got.ps.why and want.notes == got.notes
+
+
+class _Server:
+    """A pserver of one dense table (GeoClient reads `table(tid)` and `index`)."""
+
+    def __init__(self, t, index):
+        self.t, self.index = t, index
+
+    def table(self, tid):
+        return self.t
+
+
+def _geo_exchange(keep_rows, monkeypatch):
+    """Two geo trainers' clients over two pservers' sum tables: a start, two rounds of local
+    moves (rows of the table, the small param) and push_pull; every trainer's values and
+    what it last pulled."""
+    from transpile.simulate.model.executor import Scope
+    from transpile.simulate.ps.geo import GeoClient
+    monkeypatch.setattr(denseflat, "default_lazy_policy", lambda n, shape: shape[0] >= H)
+    start, _ = _start_and_grads(2)
+    servers = [_Server(_sized(t, d), i)
+               for i, (t, d) in enumerate(zip(_rule_tables("sum", False), (64, 62)))]
+    clients = []
+    for t in range(2):
+        scope = Scope()
+        for name, v in start:
+            scope.put(name, np.array(v))
+        c = GeoClient("trainer_%d" % t, t, 2, servers, {}, {1: ["emb", "b"]}, scope,
+                      np.float64)
+        c.keep_rows = keep_rows
+        clients.append(c)
+    for c in clients:
+        c.init_params(clients[0])
+    rng = np.random.default_rng(5)
+    for moves in (([3, 21], [21]), ([39], [])):
+        for c, rows in zip(clients, moves):
+            emb = c.scope.get("emb")
+            emb = emb.copy() if isinstance(emb, LazyTable) else np.array(emb)
+            for r in rows:
+                new = np.asarray(emb.get([r]) if isinstance(emb, LazyTable) else emb[[r]])
+                new = new + rng.normal(size=(1, W))
+                emb.set([r], new) if isinstance(emb, LazyTable) else emb.__setitem__([r], new)
+            c.scope.put("emb", emb)
+            c.scope.put("b", c.scope.get("b") + rng.normal(size=6))
+        for c in clients:
+            c.push_pull()
+    return clients
+
+
+def test_geo_exchanges_with_a_param_kept_by_rows_equal_the_whole_ones(monkeypatch):
+    """GeoClient keep_rows: trainer 0's start, the deltas pushed and the pulls of a big dense
+    param as LazyTables over the start, the sum tables kept by rows: the same values, bit for
+    bit, as the whole arrays; only the rows a trainer moved are held."""
+    whole = _geo_exchange(False, monkeypatch)
+    rows = _geo_exchange(True, monkeypatch)
+    for w, r in zip(whole, rows):
+        emb, old = r.scope.get("emb"), r.old["emb"]
+        assert isinstance(emb, LazyTable) and isinstance(old, LazyTable)
+        assert sorted(emb.index) == [3, 21, 39]
+        np.testing.assert_array_equal(emb.to_dense(), w.scope.get("emb"))
+        np.testing.assert_array_equal(old.to_dense().reshape(-1), w.old["emb"])
+        np.testing.assert_array_equal(r.scope.get("b"), w.scope.get("b"))
+        np.testing.assert_array_equal(r.old["b"], w.old["b"])
+    assert rows[0].servers[0].t.rows is not None
+
+
+@pytest.mark.parametrize("name", ["ps/ctr_adam_geo", "ps/two_tables_sgd_geo"])
+def test_a_geo_run_with_its_dense_params_kept_by_rows_equals_the_whole_run(name, monkeypatch):
+    """simulate of a ps geo split with every 2-D dense param kept by rows in the original's geo
+    run (georef.GeoRun), the ps geo reference and the split (the size threshold lowered;
+    mul reads the fc weights whole, so a trainer's copy turns into an array and that param's
+    pushes run whole from then on): every figure equals the run with whole values."""
+    from tests.test_simulate_ps import ours, run
+    from transpile.simulate.refs import georef
+    progs, texts = ours(name)
+    want = run(name, progs, texts, why=True)
+    kept = []
+    real = georef.GeoRun._by_rows
+
+    def by_rows(self, p):
+        real(self, p)
+        kept.append(isinstance(self.values.get(p), LazyTable))
+    policy = lambda n, shape: len(shape) >= 2      # noqa: E731
+    monkeypatch.setattr(denseflat, "default_lazy_policy", policy)
+    monkeypatch.setattr(georef, "default_lazy_policy", policy)
+    monkeypatch.setattr(georef.GeoRun, "_by_rows", by_rows)
+    progs, texts = ours(name)
+    got = run(name, progs, texts, why=True)
+    assert any(kept) and got.exit_code == want.exit_code
+    assert want.params == got.params and want.ps.original == got.ps.original
+    assert want.notes == got.notes

@@ -74,12 +74,14 @@ def _unique(rows):
 
 
 def _table_base(v):
-    """base(rows) of a param's start: the LazyTable's draws, else one float32 copy."""
+    """(base(rows) of a param's start: the LazyTable's draws, else one float32 copy; whether
+    it may hold a -0.0)."""
     if isinstance(v, LazyTable):
-        return lambda rows: np.asarray(v.initial(rows), dtype=F32)
+        return (lambda rows: np.asarray(v.initial(rows), dtype=F32)), True
     arr = np.asarray(v, dtype=F32)
     arr = arr.reshape(arr.shape[0], -1)
-    return lambda rows: arr[np.asarray(rows, dtype=np.int64)]
+    signed = bool(np.any(np.signbit(arr) & (arr == 0)))
+    return (lambda rows: arr[np.asarray(rows, dtype=np.int64)]), signed
 
 
 def start_values(values: list, kept: frozenset):
@@ -90,10 +92,11 @@ def start_values(values: list, kept: frozenset):
         return np.concatenate([np.asarray(dense(v), dtype=F32).reshape(-1)
                                for _, v in values]), {}
     lay = layout(values)
-    pos, vals, bases, at = [], [], {}, 0
+    pos, vals, bases, at, signed = [], [], {}, 0, False
     for (name, v), (_, shape, size) in zip(values, lay):
         if name in kept:
-            bases[name] = _table_base(v)
+            bases[name], zero = _table_base(v)
+            signed = signed or zero
             if isinstance(v, LazyTable) and v.index:
                 rows = v.touched()
                 pos.append(_row_positions(at, rows, size // shape[0]))
@@ -102,7 +105,8 @@ def start_values(values: list, kept: frozenset):
             pos.append(np.arange(at, at + size, dtype=np.int64))
             vals.append(np.asarray(dense(v), dtype=F32).reshape(-1))
         at += size
-    return _sorted(FlatRows(at, _cat(pos), _cat(vals, F32), _rows_base(lay, bases))), bases
+    return _sorted(FlatRows(at, _cat(pos), _cat(vals, F32), _rows_base(lay, bases),
+                            signed)), bases
 
 
 def grad_values(grads: list, kept: frozenset, shapes: dict):
@@ -148,17 +152,31 @@ def pulled_values(got, lay: list, bases: dict, fdt) -> list:
 def _lazy(got: FlatRows, at, shape, size, fdt, base) -> LazyTable:
     width = size // shape[0]
     part = got.cut(at, at + size)
-
-    def init(rows):
-        return np.asarray(base(rows), dtype=F32).reshape(len(rows), width)
-    table = LazyTable(shape[0], shape[1:], fdt, init)
     rows = np.unique(part.pos // width)
+    return lazy_table(base, shape, fdt, rows, part.read(_row_positions(0, rows, width)))
+
+
+def lazy_table(base, shape, dtype, rows, values) -> LazyTable:
+    """A LazyTable of `shape` over `base` (a kept param's start rows, float32) whose rows
+    `rows` (unique) hold `values`."""
+    width = int(np.prod(shape[1:]))
+
+    def init(rs):
+        return np.asarray(base(rs), dtype=F32).reshape(len(rs), width)
+    table = LazyTable(shape[0], shape[1:], dtype, init)
     if len(rows):
-        vals = init(rows).reshape(-1)
-        at_pos = np.searchsorted(_row_positions(0, rows, width), part.pos)
-        vals[at_pos] = part.values
-        table.set(rows, vals.reshape((len(rows),) + tuple(shape[1:])))
+        table.set(rows, np.asarray(values).reshape((len(rows),) + tuple(shape[1:])))
     return table
+
+
+def table_rows(got: FlatRows, at, shape, size):
+    """The rows of the kept param at `at` a pull named (sorted)."""
+    return np.unique(got.cut(at, at + size).pos // (size // shape[0]))
+
+
+def row_positions(at, rows, shape):
+    """The flat positions of rows `rows` of a param of `shape` laid out from `at`."""
+    return _row_positions(at, rows, int(np.prod(shape[1:])))
 
 
 def _row_positions(at, rows, width):

@@ -191,7 +191,8 @@ class MemoryDenseTable:
         return np.zeros(dim, dtype=F32)
 
     def pull(self):
-        """PullDense: a copy of Param (a FlatRows where the table is kept by rows)."""
+        """PullDense: a copy of Param (kept by rows: a FlatRows of views of its arrays, which
+        the client copies as it joins the pservers' pulls, ps/denseflat.py)."""
         if self.rows is not None:
             return self.rows.pulled()
         return self.values["Param"].copy()
@@ -283,7 +284,7 @@ class MemoryDenseTable:
         if self.rows is not None:
             consts = self.rows.consts
             if fixed_point(type(self.rule), self.values, self.rows.vector, consts,
-                           TASK_POOL_SIZE):
+                           TASK_POOL_SIZE, self.rows.signed_zero):
                 bounds = self.rows.bounds(bounds)
                 compact = dict(self.values)
                 compact.update(self.rows.cv)

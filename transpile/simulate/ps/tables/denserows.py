@@ -17,8 +17,9 @@ from typing import Callable, Optional
 import numpy as np
 
 F32 = np.float32
-# rules whose zero gradient can leave a value alone (sum's Param + 0 turns a -0.0 into 0.0)
-ROW_RULES = ("sgd", "adam")
+# rules whose zero gradient can leave a value alone (sum's Param + 0 turns a -0.0 into 0.0:
+# a sum table is kept by rows from a start with no -0.0, FlatRows.signed_zero)
+ROW_RULES = ("sgd", "adam", "sum")
 PROBE = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -3.0e-3, 1.0e-30, 7.0e3], dtype=F32)
 
 
@@ -26,11 +27,13 @@ class FlatRows:
     """`size` float32 values: `values` at `pos` (sorted, unique), `base(positions)` elsewhere
     (None: zeros)."""
 
-    def __init__(self, size: int, pos, values, base: Optional[Callable] = None):
+    def __init__(self, size: int, pos, values, base: Optional[Callable] = None,
+                 signed_zero: bool = True):
         self.size = int(size)
         self.pos = np.asarray(pos, dtype=np.int64)
         self.values = np.asarray(values, dtype=F32)
         self.base = base
+        self.signed_zero = signed_zero      # whether the base may hold a -0.0
 
     def __len__(self):
         return self.size
@@ -44,11 +47,26 @@ class FlatRows:
     def cut(self, lo: int, hi: int) -> "FlatRows":
         """Values lo .. hi - 1 as a FlatRows of their own (positions from 0)."""
         a, b = np.searchsorted(self.pos, [lo, hi])
+        if lo == 0:     # views: a cut at the start copies nothing
+            return FlatRows(hi, self.pos[:b], self.values[:b], self.base, self.signed_zero)
         base = None if self.base is None else _shifted(self.base, lo)
-        return FlatRows(hi - lo, self.pos[a:b] - lo, self.values[a:b], base)
+        return FlatRows(hi - lo, self.pos[a:b] - lo, self.values[a:b], base, self.signed_zero)
+
+    def read(self, positions) -> np.ndarray:
+        """The values at `positions` (sorted)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = self.base_at(positions)
+        at = np.searchsorted(self.pos, positions)
+        hit = at < len(self.pos)
+        hit[hit] = self.pos[at[hit]] == positions[hit]
+        out[hit] = self.values[at[hit]]
+        return out
 
     def take(self, lo: int, hi: int) -> np.ndarray:
         """Values lo .. hi - 1 as one float32 array."""
+        a, b = np.searchsorted(self.pos, [lo, hi])
+        if b - a == hi - lo:        # every value given (a param not kept by rows)
+            return np.array(self.values[a:b], dtype=F32)
         part = self.cut(lo, hi)
         out = part.base_at(np.arange(hi - lo))
         out[part.pos] = part.values
@@ -57,13 +75,17 @@ class FlatRows:
     @staticmethod
     def joined(parts) -> "FlatRows":
         """The parts one after the other (a pull over the pservers' slices)."""
-        pos, values, bases, at = [], [], [], 0
+        count = sum(len(p.pos) for p in parts)
+        pos, values = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
+        bases, at, k = [], 0, 0
         for p in parts:
-            pos.append(p.pos + at)
-            values.append(p.values)
+            n = len(p.pos)
+            np.add(p.pos, at, out=pos[k:k + n])
+            values[k:k + n] = p.values
             bases.append((at, at + p.size, p.base))
             at += p.size
-        return FlatRows(at, np.concatenate(pos), np.concatenate(values), _pieced(bases))
+            k += n
+        return FlatRows(at, pos, values, _pieced(bases), any(p.signed_zero for p in parts))
 
 
 def _shifted(base, lo):
@@ -93,20 +115,23 @@ def constant_of(spec: str) -> Optional[float]:
         return None
 
 
-def fixed_point(rule_cls, values: dict, vector: list, consts: dict, buckets: int) -> bool:
+def fixed_point(rule_cls, values: dict, vector: list, consts: dict, buckets: int,
+                signed_zero: bool = True) -> bool:
     """Whether a push of zeros through `buckets` calls of the rule (on a copy of the scalars)
-    leaves a value at any base and its state at their constants alone, bit for bit."""
+    leaves a value at any base (`signed_zero`: -0.0 among them) and its state at their
+    constants alone, bit for bit."""
+    start = PROBE if signed_zero else PROBE[~(np.signbit(PROBE) & (PROBE == 0))]
     probe = {n: np.array(v, copy=True) for n, v in values.items() if n not in vector}
     for n in vector:
-        probe[n] = PROBE.copy() if n == "Param" else np.full(len(PROBE), consts[n], dtype=F32)
+        probe[n] = start.copy() if n == "Param" else np.full(len(start), consts[n], dtype=F32)
     rule = rule_cls(probe)
-    zeros = np.zeros(len(PROBE), dtype=F32)
+    zeros = np.zeros(len(start), dtype=F32)
     with np.errstate(all="ignore"):
         for _ in range(buckets):
-            rule.update(zeros, 0, len(PROBE))
+            rule.update(zeros, 0, len(start))
     return all(np.array_equal(probe[n].view(np.uint32),
-                              (PROBE if n == "Param" else
-                               np.full(len(PROBE), consts[n], dtype=F32)).view(np.uint32))
+                              (start if n == "Param" else
+                               np.full(len(start), consts[n], dtype=F32)).view(np.uint32))
                for n in vector)
 
 
@@ -116,7 +141,7 @@ class RowValues:
 
     def __init__(self, dim: int, vector: list, consts: dict, start: FlatRows, initial: dict):
         self.dim, self.vector, self.consts = dim, list(vector), dict(consts)
-        self.base = start.base
+        self.base, self.signed_zero = start.base, start.signed_zero
         self.pos = start.pos.copy()
         self.cv = {n: (np.array(start.values, dtype=F32) if n == "Param"
                        else np.asarray(initial[n], dtype=F32)[self.pos].copy())
@@ -124,22 +149,21 @@ class RowValues:
         self.reservoir = np.zeros(len(self.pos), dtype=F32)
 
     def activate(self, positions) -> np.ndarray:
-        """Keep `positions` (sorted, unique) too; their indexes in the compact arrays."""
-        new = np.setdiff1d(positions, self.pos, assume_unique=True)
-        if len(new):
-            merged = np.union1d(self.pos, new)
-            old_at = np.searchsorted(merged, self.pos)
-            new_at = np.searchsorted(merged, new)
-            for n in self.vector:
-                arr = np.empty(len(merged), dtype=F32)
-                arr[old_at] = self.cv[n]
-                arr[new_at] = (np.asarray(self.base(new), dtype=F32) if n == "Param"
-                               else F32(self.consts[n]))
-                self.cv[n] = arr
-            res = np.zeros(len(merged), dtype=F32)
-            res[old_at] = self.reservoir
-            self.reservoir = res
-            self.pos = merged
+        """Keep `positions` (sorted, unique) too; their indexes in the compact arrays (the
+        new ones inserted in order: no sort of the kept ones, which may be millions)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        at = np.searchsorted(self.pos, positions)
+        hit = at < len(self.pos)
+        hit[hit] = self.pos[at[hit]] == positions[hit]
+        if hit.all():
+            return at
+        new, ins = positions[~hit], at[~hit]
+        for n in self.vector:
+            fill = (np.asarray(self.base(new), dtype=F32) if n == "Param"
+                    else np.full(len(new), self.consts[n], dtype=F32))
+            self.cv[n] = np.insert(self.cv[n], ins, fill)
+        self.reservoir = np.insert(self.reservoir, ins, np.zeros(len(new), dtype=F32))
+        self.pos = np.insert(self.pos, ins, new)
         return np.searchsorted(self.pos, positions)
 
     def grad(self, push: FlatRows) -> np.ndarray:
@@ -154,7 +178,9 @@ class RowValues:
         return np.searchsorted(self.pos, bounds).tolist()
 
     def pulled(self) -> FlatRows:
-        return FlatRows(self.dim, self.pos.copy(), self.cv["Param"].copy(), self.base)
+        """Param as a FlatRows: views of the kept arrays (the client joins the pservers'
+        pulls into arrays of its own at once: denseflat.joined)."""
+        return FlatRows(self.dim, self.pos, self.cv["Param"], self.base, self.signed_zero)
 
     def whole(self, name) -> np.ndarray:
         """Slot `name` as one array of the slice's values."""
