@@ -273,7 +273,7 @@ def test_geo_exchanges_with_a_param_kept_by_rows_equal_the_whole_ones(monkeypatc
 @pytest.mark.parametrize("name", ["ps/ctr_adam_geo", "ps/two_tables_sgd_geo"])
 def test_a_geo_run_with_its_dense_params_kept_by_rows_equals_the_whole_run(name, monkeypatch):
     """simulate of a ps geo split with every 2-D dense param kept by rows in the original's geo
-    run (georef.GeoRun), the ps geo reference and the split (the size threshold lowered;
+    run (georef.GeoRun), the ps geo reference and the split (the policy widened;
     mul reads the fc weights whole, so a trainer's copy turns into an array and that param's
     pushes run whole from then on): every figure equals the run with whole values."""
     from tests.test_simulate_ps import ours, run
@@ -283,15 +283,45 @@ def test_a_geo_run_with_its_dense_params_kept_by_rows_equals_the_whole_run(name,
     kept = []
     real = georef.GeoRun._by_rows
 
-    def by_rows(self, p):
-        real(self, p)
+    def by_rows(self, p, policy):
+        real(self, p, policy)
         kept.append(isinstance(self.values.get(p), LazyTable))
     policy = lambda n, shape: len(shape) >= 2      # noqa: E731
     monkeypatch.setattr(denseflat, "default_lazy_policy", policy)
-    monkeypatch.setattr(georef, "default_lazy_policy", policy)
+    monkeypatch.setattr(georef, "lazy_policy_for", lambda main: policy)
     monkeypatch.setattr(georef.GeoRun, "_by_rows", by_rows)
     progs, texts = ours(name)
     got = run(name, progs, texts, why=True)
     assert any(kept) and got.exit_code == want.exit_code
     assert want.params == got.params and want.ps.original == got.ps.original
     assert want.notes == got.notes
+
+
+def test_a_geo_table_an_op_reads_whole_is_not_kept_by_rows(monkeypatch):
+    """fleet geo with an L2 decay (`scale` reads both big tables whole): the original's geo
+    run keeps neither by rows (lazy_policy_for's judgement), so its notes and figures are the
+    ones of a run that never keeps one (with every big dense param kept, its notes said the
+    tables were kept lazily and materialized)."""
+    import os
+    from transpile.core.config import load_config_text
+    from transpile.format import programio
+    from transpile.simulate import simulate
+    from transpile.simulate.refs import georef
+    from transpile.split import split
+    case = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "clip",
+                        "fleet_ctr2_emb_l2_geo")
+    main = programio.load(os.path.join(case, "main.pb"))
+    startup = programio.load(os.path.join(case, "startup.pb"))
+    with open(os.path.join(case, "cluster.yaml")) as f:
+        cfg = load_config_text(f.read() + "\npaddle_faults: fix\n", "cluster.yaml")
+    res = split(main, startup, cfg, trainer_ids=list(range(cfg.trainers)))
+
+    def simulated():
+        return simulate(main, startup, cfg, {k: p.copy() for k, p in res.programs.items()},
+                        res.runtime, steps=3, seed=0)
+    got = simulated()
+    monkeypatch.setattr(georef.GeoRun, "_by_rows", lambda self, *args: None)
+    want = simulated()
+    assert got.exit_code == want.exit_code == 0
+    assert got.notes == want.notes and got.params == want.params
+    assert not any("kept lazily" in n for n in got.notes)

@@ -40,7 +40,8 @@ def kept_by_rows(lay: list, tables: list) -> frozenset:
 
 
 def _rows_base(lay, bases):
-    """base(positions) of the flat layout from {param: base(rows) -> [rows, width]}."""
+    """base(positions) of the flat layout from {param: base(rows) -> [rows, width]} (the
+    positions sorted and unique, as a FlatRows holds them)."""
     spans, at = [], 0
     for name, shape, size in lay:
         if name in bases:
@@ -49,6 +50,9 @@ def _rows_base(lay, bases):
 
     def base(positions):
         positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) > 1 and positions[-1] - positions[0] == len(positions) - 1 \
+                and positions[0] <= positions[-1]:
+            return _span_base(spans, int(positions[0]), int(positions[-1]) + 1)
         out = np.zeros(len(positions), dtype=F32)
         for lo, hi, width, fn in spans:
             m = (positions >= lo) & (positions < hi)
@@ -60,6 +64,20 @@ def _rows_base(lay, bases):
                 out[m] = got[inv, col]
         return out
     return base
+
+
+def _span_base(spans, p0, p1):
+    """base(positions p0 .. p1 - 1): each span's rows read as one block (a table made whole
+    reads its every value so: no position arrays of its size)."""
+    out = np.zeros(p1 - p0, dtype=F32)
+    for lo, hi, width, fn in spans:
+        a, b = max(lo, p0), min(hi, p1)
+        if a >= b:
+            continue
+        r0, r1 = (a - lo) // width, (b - 1 - lo) // width + 1
+        block = np.asarray(fn(np.arange(r0, r1, dtype=np.int64)), dtype=F32).reshape(-1)
+        out[a - p0:b - p0] = block[a - lo - r0 * width:b - lo - r0 * width]
+    return out
 
 
 def _unique(rows):

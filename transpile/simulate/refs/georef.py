@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.executor import Executor, Scope, default_lazy_policy
+from ..model.executor import Executor, Scope
 from .geo import delta_of, pulled, rows_of, with_rows
-from .original import OriginalRun
+from .original import OriginalRun, lazy_policy_for
 from .reference import snapshot
 from ..model.values import LazyTable, SelectedRows, dense
 
@@ -35,8 +35,9 @@ class GeoRun(OriginalRun):
         params = sorted(p for p in self.trainable if self.scope.get(p) is not None)
         self.values = {p: snapshot(self.scope.get(p)) for p in params}
         self.old = [{p: snapshot(self.scope.get(p)) for p in params} for _ in range(n)]
+        policy = lazy_policy_for(self.main)
         for p in params:
-            self._by_rows(p)
+            self._by_rows(p, policy)
         self.sparse: set = set()
         self.touched = [{} for _ in range(n)]
         self.updated: dict = {}          # sparse table -> [rows pushed since trainer t pulled]
@@ -44,15 +45,16 @@ class GeoRun(OriginalRun):
                         for i, op in enumerate(self.main.global_block.ops)
                         if op.input("Param") and op.input("Grad")]
 
-    def _by_rows(self, p) -> None:
-        """A big dense param (a table looked up without is_sparse, drawn whole: geo's lazy
-        policy) kept by rows from here on: each trainer's copy, what it last pulled and the
+    def _by_rows(self, p, policy) -> None:
+        """A big dense param that only lookups and row-wise ops read (`policy`:
+        lazy_policy_for's; a table looked up without is_sparse, drawn whole in geo) kept by
+        rows from here on: each trainer's copy, what it last pulled and the
         pservers' value LazyTables over its initial values (no copy), a push and a pull
         computed on the rows any of them moved (any other row is the initial one in all
         three: its delta is 0). Not where the initial values hold a -0.0, which a delta of
         0 would turn into 0.0."""
         v = self.scope.get(p)
-        if not isinstance(v, np.ndarray) or not default_lazy_policy(p, v.shape) \
+        if not isinstance(v, np.ndarray) or not policy(p, tuple(v.shape)) \
                 or np.any(np.signbit(v) & (v == 0)):
             return
         table = LazyTable.over(snapshot(v))
