@@ -359,4 +359,3 @@ class PsCluster:
         except TableError as e:
             raise SimError("%s at the barrier of pserver %d: %s"
                            % (tr.label, server.index, e)) from None
-
