@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compare import ParamDiff, abs_diff, movement, noise, relative
+from .compare import (ParamDiff, abs_diff, movement, movement_chunked, noise, relative,
+                      row_chunks, rows_per_chunk)
 from ..model.values import LazyTable, Unallocated, dense
 
 
@@ -33,6 +34,30 @@ def diff_of(name, shape, a, b, moved, rtol, f32, who="") -> ParamDiff:
     m = float(d.max()) if d.size else 0.0
     scale = max(float(np.abs(a).max()) if a.size else 0.0, 1e-6)
     rel, ok = relative(m, scale, moved, rtol, f32)
+    return ParamDiff(name, shape, m, rel, ok, "" if ok else ("worst: " + who if who else ""))
+
+
+def chunked(*values) -> bool:
+    """Whether values are compared in chunks: a big table of which one is a LazyTable (whole
+    copies of it, of the other and of their difference would each be its size)."""
+    return any(isinstance(v, LazyTable) for v in values) and all(
+        isinstance(v, (LazyTable, np.ndarray)) and len(v.shape) >= 1 for v in values) and \
+        len({tuple(v.shape) for v in values}) == 1
+
+
+def diff_chunked(name, shape, a, b, moved, rtol, f32, who="") -> ParamDiff:
+    """diff_of(a, b) read in chunks of rows: the same figures, bit for bit (every one a max
+    of elementwise values)."""
+    m, top, per = 0.0, 0.0, rows_per_chunk(a.shape)
+    for ca, cb in zip(row_chunks(a, per), row_chunks(b, per)):
+        d = abs_diff(ca, cb)
+        if np.isnan(d).any():
+            return ParamDiff(name, shape, float("nan"), float("nan"), False, "NaN")
+        if d.size:
+            m = max(m, float(d.max()))
+            big = float(np.abs(ca).max())       # NaN where both hold one there, as whole
+            top = big if np.isnan(big) or np.isnan(top) else max(top, big)
+    rel, ok = relative(m, max(top, 1e-6), moved, rtol, f32)
     return ParamDiff(name, shape, m, rel, ok, "" if ok else ("worst: " + who if who else ""))
 
 
@@ -86,7 +111,7 @@ def _value(scope, name):
     v = scope.get(name)
     if v is None or isinstance(v, Unallocated):
         return None
-    return v.to_dense() if isinstance(v, LazyTable) else dense(v)
+    return v if isinstance(v, LazyTable) else dense(v)
 
 
 def _dense_diff(name, shape, psref, cluster, init, rtol, f32) -> ParamDiff:
@@ -98,10 +123,21 @@ def _dense_diff(name, shape, psref, cluster, init, rtol, f32) -> ParamDiff:
         if b is None:
             return ParamDiff(name, shape, float("nan"), float("nan"), False,
                              "%s holds no value" % tr.label)
-        moved = movement(init.get(name), a) if name in init else None
-        d = diff_of(name, shape, a, b, moved, rtol, f32, tr.label)
+        if chunked(a, b):
+            start = init.get(name)
+            moved = (movement_chunked(start, a) if chunked(start, a)
+                     else movement(start, _whole(a))) if name in init else None
+            d = diff_chunked(name, shape, a, b, moved, rtol, f32, tr.label)
+        else:
+            a, b = _whole(a), _whole(b)
+            moved = movement(init.get(name), a) if name in init else None
+            d = diff_of(name, shape, a, b, moved, rtol, f32, tr.label)
         d.changed = None if moved is None else moved > noise(1.0, f32)
         if worst is None or (worst.ok and (not d.ok or d.max_abs > worst.max_abs)):
             worst = d
     return worst or ParamDiff(name, shape, float("nan"), float("nan"), False,
                               "no trainer of the reference holds it")
+
+
+def _whole(v):
+    return v.to_dense() if isinstance(v, LazyTable) else v

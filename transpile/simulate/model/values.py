@@ -181,6 +181,13 @@ class LazyTable:
         self.data[slots] = values
 
     @staticmethod
+    def over(array) -> "LazyTable":
+        """A table whose untouched rows are read from `array` (held, not copied: the caller
+        leaves it unchanged)."""
+        return LazyTable(array.shape[0], array.shape[1:], array.dtype,
+                         lambda rows: array[np.asarray(rows, dtype=np.int64)])
+
+    @staticmethod
     def stacked(parts) -> Optional["LazyTable"]:
         """The table whose rows are `parts`' one after the other, where every part is a
         LazyTable of rows of one table in order (a trainer's recv of the pservers' row blocks

@@ -26,10 +26,11 @@ import numpy as np
 
 from ...format import psdesc
 from ..model.executor import Executor, Scope
+from . import denseflat
 from .tables import TableError, TableOptions
 from .tables.client import Push, batch_size, fit_push, merge_by_key, push_values
-from .tables.server import PsServer, sparse_server, split_dense
-from ..model.values import SimError, Unallocated, dense
+from .tables.server import PsServer, sparse_server
+from ..model.values import SimError, Unallocated, dense, shape_of
 
 RPC_IGNORED = ("listen_and_serv", "checkpoint_notify", "recv_save", "fetch_barrier")
 
@@ -60,6 +61,7 @@ class PsTrainer:
         self.ex.free_temporaries()
         self.client = _client_tables(worker_text, "%s/worker_desc.txt" % self.label)
         self.dense = dense_tables(main)
+        self.sent = sent_params(main)
         self.at_barrier = False
 
     def run_main(self):
@@ -99,6 +101,13 @@ def dense_tables(main) -> dict:
     return out
 
 
+def sent_params(main) -> dict:
+    """{var a dense send sends: the param it is the gradient of}."""
+    writer = {n: op for _, _, op in main.ops() for n in op.output_names()}
+    return {g: grad_param(sent_grad(g, writer)) for _, _, op in main.ops()
+            if op.type == "send" and not op.attr("is_sparse", 0) for g in op.input("X")}
+
+
 def sent_grad(name: str, writer: dict) -> str:
     """The `<param>@GRAD` a sent var is made of: itself, or what the clip op writing it (a
     ClipGradByValue / ByNorm output the optimizer read) clips."""
@@ -111,7 +120,10 @@ def sent_grad(name: str, writer: dict) -> str:
 
 class PsCluster:
     """Trainers and pservers of a style-ps split (`sp`: splitprograms.SplitPrograms;
-    `descs`: "trainer_0/worker_desc.txt" / "pserver_<host>_<port>/server_desc.txt" -> text)."""
+    `descs`: "trainer_0/worker_desc.txt" / "pserver_<host>_<port>/server_desc.txt" -> text).
+    `keep_rows`: big dense params kept by rows in the tables and the trainers (denseflat.py;
+    simulate's run sets it, run --local's prediction reads the tables' arrays whole)."""
+    keep_rows = False
 
     def __init__(self, sp, descs: dict, config, *, float_dtype, seed, reference=None,
                  options: TableOptions = TableOptions()):
@@ -119,6 +131,8 @@ class PsCluster:
         self.config, self.float_dtype, self.seed = config, float_dtype, seed
         self.reference = reference
         self.sync = config.mode == "sync"
+        self.kept: dict = {}        # dense table id -> the params kept by rows (denseflat.py)
+        self.bases: dict = {}       # dense table id -> {kept param: its untouched rows}
         self.notes = list(sp.notes)
         n = len(config.pservers)
         self.servers = []
@@ -260,38 +274,40 @@ class PsCluster:
         tid = op.attr("table_id")
         if tid is None:
             raise SimError("send of %s has no table_id" % op.input("X"))
-        flat = [np.asarray(dense(ex.read(g)), dtype=np.float32).reshape(-1)
-                for g in op.input("X")]
-        self.push_dense(int(tid), np.concatenate(flat) if flat else np.zeros(0, np.float32))
+        tid = int(tid)
+        kept = self.kept.get(tid, frozenset())
+        grads = [(tr.sent.get(g, g), ex.read(g)) for g in op.input("X")]
+        shapes = {n: shape_of(tr.scope.get(n)) for n in kept}
+        self.push_dense(tid, denseflat.grad_values(grads, kept, shapes))
 
     def push_dense(self, tid, values):
-        for server, part in zip(self.servers, split_dense(values, len(self.servers))):
+        for server, part in zip(self.servers, denseflat.split(values, len(self.servers))):
             server.table(tid).push(part)
 
     # --- start, steps, pulls ------------------------------------------------------------
     def dense_values(self, tr, tid):
-        names = tr.dense[tid]
-        return np.concatenate([np.asarray(dense(tr.ex.read(n)), dtype=np.float32).reshape(-1)
-                               for n in names])
+        return [(n, tr.ex.read(n)) for n in tr.dense[tid]]
 
     def pull_dense(self, tr):
         """The trainer pulls every dense table its sends name into its params."""
         for tid, names in sorted(tr.dense.items()):
             try:
-                got = np.concatenate([s.table(tid).pull() for s in self.servers])
+                got = denseflat.joined([s.table(tid).pull() for s in self.servers])
             except TableError as e:
                 raise SimError("%s pulls dense table %d: %s" % (tr.label, tid, e)) from None
-            at = 0
+            lay = []
             for n in names:
                 var = tr.main.find_var(n)
-                shape = tuple(np.shape(dense(tr.scope.get(n)))) if tr.scope.get(n) is not None \
-                    and not isinstance(tr.scope.get(n), Unallocated) else tuple(var.shape or ())
-                size = int(np.prod(shape)) if shape else 1
-                if at + size > len(got):
-                    raise SimError("%s pulls dense table %d: %d values for params %s"
-                                   % (tr.label, tid, len(got), names))
-                tr.scope.put(n, got[at:at + size].reshape(shape).astype(self.float_dtype))
-                at += size
+                v = tr.scope.get(n)
+                shape = tuple(shape_of(v)) if v is not None \
+                    and not isinstance(v, Unallocated) else tuple(var.shape or ())
+                lay.append((n, shape, int(np.prod(shape)) if shape else 1))
+            if sum(size for _, _, size in lay) > len(got):
+                raise SimError("%s pulls dense table %d: %d values for params %s"
+                               % (tr.label, tid, len(got), names))
+            for n, v in denseflat.pulled_values(got, lay, self.bases.get(tid, {}),
+                                                self.float_dtype):
+                tr.scope.put(n, v)
 
     def startup(self):
         for tr in self.trainers:
@@ -304,7 +320,11 @@ class PsCluster:
         try:
             for tid in sorted(first.dense):
                 values = self.dense_values(first, tid)
-                for server, part in zip(self.servers, split_dense(values, len(self.servers))):
+                self.kept[tid] = denseflat.kept_by_rows(
+                    denseflat.layout(values), [s.table(tid) for s in self.servers]) \
+                    if self.keep_rows else frozenset()
+                start, self.bases[tid] = denseflat.start_values(values, self.kept[tid])
+                for server, part in zip(self.servers, denseflat.split(start, len(self.servers))):
                     server.table(tid).push_param(part)
         except TableError as e:
             raise SimError("trainer_0 pushes its dense params: %s" % e) from None

@@ -21,10 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..refs.geo import rows_of, with_rows
+from . import denseflat
+from .denseflat import FlatRows
 from .tables import TableError
-from .tables.server import geo_server, split_dense
+from .tables.server import geo_server
 from ..refs.reference import snapshot
-from ..model.values import SelectedRows, SimError, Unallocated, dense, shape_of
+from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense, shape_of
 
 F32 = np.float32
 GEO = "MemorySparseGeoTable"
@@ -38,13 +40,19 @@ def _flat(v, fdt):
 
 class GeoClient:
     """One trainer's GeoCommunicator. `sparse`: {param: table id}; `dense`: {table id: [params
-    in send order]}; `scope`: the trainer's Scope."""
+    in send order]}; `scope`: the trainer's Scope. `keep_rows`: a big dense param is kept by
+    rows (denseflat.py; simulate's ps geo run sets it): trainer 0's start read from one
+    float32 copy, a push carrying the rows its trainer or the tables moved, its params and
+    what it last pulled LazyTables over that start."""
+    keep_rows = False
 
     def __init__(self, label, tid, trainers, servers, sparse, dense_tables, scope, fdt):
         self.label, self.tid, self.trainers = label, tid, max(int(trainers), 1)
         self.servers, self.sparse, self.dense = servers, dict(sparse), dict(dense_tables)
         self.scope, self.fdt = scope, fdt
         self.old: dict = {}
+        self.kept: dict = {}        # dense table id -> its params kept by rows
+        self.bases: dict = {}       # dense table id -> {kept param: its start's rows}
         self.touched = {p: set() for p in self.sparse}
         self.unsent_pulls: set = set()   # tables whose rows it pulled from a pserver it sent none
 
@@ -81,11 +89,20 @@ class GeoClient:
             self.old[p] = snapshot(self._get(p))
         for tid, params in sorted(self.dense.items()):
             if self is first:
-                vals = np.concatenate([_flat(self._get(p), F32) for p in params])
-                for server, part in zip(self.servers, split_dense(vals, n)):
+                values = [(p, self._get(p)) for p in params]
+                self.kept[tid] = denseflat.kept_by_rows(
+                    denseflat.layout(values), [self._table(s, tid) for s in self.servers]) \
+                    if self.keep_rows else frozenset()
+                start, self.bases[tid] = denseflat.start_values(values, self.kept[tid])
+                for server, part in zip(self.servers, denseflat.split(start, n)):
                     self._table(server, tid).push_param(part)
+            else:
+                self.kept[tid], self.bases[tid] = first.kept[tid], first.bases[tid]
             got = self._pull_dense(tid, params)
-            self._put_dense(self._layout(params), got.astype(self.fdt), got)
+            if isinstance(got, FlatRows):
+                self._put_rows(tid, self._layout(params), got, None)
+            else:
+                self._put_dense(self._layout(params), got.astype(self.fdt), got)
 
     # --- the push interval ------------------------------------------------------------
     def record(self, param, value):
@@ -141,13 +158,15 @@ class GeoClient:
         the pushed slices, the delta recomputed after the pull rather than kept: a dense
         table of 70M floats holds its float32 push and pull at once, and slices."""
         layout = self._layout(params)
+        if self._by_rows(tid, layout):
+            return self._dense_rows(tid, layout)
         n = len(self.servers)
         total = sum(size for _, _, size in layout)
         per = total // n + 1
         padded = np.zeros(per * n, dtype=F32)       # split_dense's layout: float32 slices
         at = 0
         for p, _, size in layout:
-            latest, old = _flat(self._get(p), self.fdt), self.old[p].reshape(-1)
+            latest, old = _flat(self._get(p), self.fdt), _flat(self.old[p], F32)
             for lo, hi in _chunks(size):
                 padded[at + lo:at + hi] = self._delta(latest[lo:hi], old[lo:hi])
             at += size
@@ -160,9 +179,10 @@ class GeoClient:
         del padded
         got = self._pull_dense(tid, params)
         local = np.empty(total, dtype=self.fdt)
+        got = got.take(0, total) if isinstance(got, FlatRows) else got
         at, latest, old = 0, None, None
         for p, _, size in layout:
-            latest, old = _flat(self._get(p), self.fdt), self.old[p].reshape(-1)
+            latest, old = _flat(self._get(p), self.fdt), _flat(self.old[p], F32)
             for lo, hi in _chunks(size):
                 t = np.add(old[lo:hi], self._delta(latest[lo:hi], old[lo:hi]))  # old += delta
                 t = np.subtract(got[at + lo:at + hi].astype(self.fdt), t, out=t)
@@ -171,6 +191,94 @@ class GeoClient:
             at += size
         del latest, old
         self._put_dense(layout, local, got)
+
+    def _by_rows(self, tid, layout) -> bool:
+        """Whether the table's kept params are still LazyTables (an op that read one whole
+        left an array: then the whole arithmetic, on every value)."""
+        kept = self.kept.get(tid)
+        return bool(kept) and all(isinstance(self._get(p), LazyTable)
+                                  and isinstance(self.old.get(p), LazyTable)
+                                  for p, _, _ in layout if p in kept)
+
+    def _dense_rows(self, tid, layout):
+        """_dense with kept params: the delta of every value of the others and of the kept
+        ones' rows this trainer holds (any other row is the start's in both latest and old:
+        its delta is 0), pushed as a FlatRows; the pull (_put_rows) updates those rows and
+        the rows the tables moved."""
+        kept = self.kept[tid]
+        rows = {p: np.union1d(self._get(p).touched(), self.old[p].touched())
+                for p, _, _ in layout if p in kept}
+        count = sum(len(rows[p]) * (size // shape[0]) if p in kept else size
+                    for p, shape, size in layout)
+        pos, vals = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
+        at = k = 0
+        for p, shape, size in layout:
+            latest, old = self._get(p), self.old[p]
+            if p in kept:
+                here = denseflat.row_positions(at, rows[p], shape)
+                pos[k:k + len(here)] = here
+                vals[k:k + len(here)] = self._delta(     # float32 as the whole push rounds
+                    np.asarray(latest.get(rows[p]), self.fdt).reshape(-1),
+                    old.get(rows[p]).reshape(-1))
+                k += len(here)
+            else:
+                latest, old = _flat(latest, self.fdt), _flat(old, F32)
+                pos[k:k + size] = np.arange(at, at + size, dtype=np.int64)
+                for lo, hi in _chunks(size):
+                    vals[k + lo:k + hi] = self._delta(latest[lo:hi], old[lo:hi])
+                k += size
+            at += size
+        push = FlatRows(at, pos, vals)
+        for server, part in zip(self.servers, denseflat.split(push, len(self.servers))):
+            try:
+                self._table(server, tid).push(part)
+            except TableError as e:
+                raise SimError("geo: %s pushes dense table %d: %s" % (self.label, tid, e)) \
+                    from None
+        got = self._pull_dense(tid, [p for p, _, _ in layout])
+        if not isinstance(got, FlatRows):       # a table made whole (denserows.py)
+            got = FlatRows(len(got), np.arange(len(got)), got)
+        self._put_rows(tid, layout, got, rows)
+
+    def _put_rows(self, tid, layout, got: FlatRows, rows):
+        """A pull kept by rows (`rows`: {kept param: the rows it pushed}, None at the start):
+        a kept param and what was last pulled of it become LazyTables over its start with
+        those rows and the rows the tables moved; the others as _dense / _put_dense make
+        them (views of one array laid out as the table, its kept spans never written)."""
+        kept, bases = self.kept[tid], self.bases[tid]
+        local = np.empty(sum(size for _, _, size in layout), dtype=self.fdt)
+        at = 0
+        for p, shape, size in layout:
+            if p in kept:
+                rs = np.union1d(rows.get(p, np.zeros(0, np.int64)) if rows is not None
+                                else np.zeros(0, np.int64),
+                                denseflat.table_rows(got, at, shape, size))
+                g = got.read(denseflat.row_positions(at, rs, shape))
+                t = self._pulled(self._get(p).get(rs), self.old[p].get(rs), g) \
+                    if rows is not None else g.astype(self.fdt)
+                self.scope.put(p, denseflat.lazy_table(bases[p], shape, self.fdt, rs, t))
+                self.old[p] = denseflat.lazy_table(bases[p], shape, F32, rs, g)
+            else:
+                g = got.take(at, at + size)
+                if rows is None:
+                    local[at:at + size] = g
+                else:
+                    latest, old = _flat(self._get(p), self.fdt), _flat(self.old[p], F32)
+                    for lo, hi in _chunks(size):
+                        local[at + lo:at + hi] = self._pulled(latest[lo:hi], old[lo:hi],
+                                                              g[lo:hi])
+                self.scope.put(p, local[at:at + size].reshape(shape))
+                self.old[p] = g
+            at += size
+
+    def _pulled(self, latest, old, got):
+        """local = pulled - (old + delta) + latest, as _dense computes it."""
+        latest = np.asarray(latest, dtype=self.fdt).reshape(-1)
+        old = np.asarray(old).reshape(-1)
+        t = np.add(old, self._delta(latest, old))
+        t = np.subtract(np.asarray(got).reshape(-1).astype(self.fdt), t, out=t)
+        t += latest
+        return t
 
     def _delta(self, latest, old):
         """(latest - old) / trainers, as the whole-array update computes it."""
@@ -190,13 +298,13 @@ class GeoClient:
         """The table's float32 values over the pservers, as many as its params hold."""
         total = sum(size for _, _, size in self._layout(params))
         try:
-            got = np.concatenate([self._table(s, tid).pull() for s in self.servers])
+            got = denseflat.joined([self._table(s, tid).pull() for s in self.servers])
         except TableError as e:
             raise SimError("geo: %s pulls dense table %d: %s" % (self.label, tid, e)) from None
         if len(got) < total:
             raise SimError("geo: %s pulls dense table %d: %d values for params %s (%d values)"
                            % (self.label, tid, len(got), ", ".join(params), total))
-        return got[:total]
+        return got if isinstance(got, FlatRows) else got[:total]
 
     def _put_dense(self, layout, local, got):
         """The trainer's params become views of `local` (one array of the table's values in

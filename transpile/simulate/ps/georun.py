@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...format import psdesc
-from ..explain.compare import Judge, ParamDiff, movement, noise
-from ..model.executor import Executor
+from ..explain.compare import Judge, ParamDiff, movement, movement_chunked, noise
+from ..model.executor import Executor, default_lazy_policy
 from .cluster import PsCluster
-from ..explain.pscompare import diff_of, table_rows
+from ..explain.pscompare import chunked, diff_chunked, diff_of, table_rows
 from .geo import GeoClient, dense_groups, geo_dense_params, updated_params
 from .ref import RefRun, RefTrainer
 from ..runs.runner import train_steps
@@ -143,9 +143,22 @@ class PsGeoCluster(PsCluster):
                     v = first.scope.get(p)
                     if v is not None:
                         tr.scope.put(p, snapshot(v))
+            if self.clients and self.clients[0].keep_rows:
+                self._alone_by_rows(geo_dense_params(first.main))
             return
         for c in self.clients:
             c.init_params(self.clients[0])
+
+    def _alone_by_rows(self, params):
+        """Trainers that train alone keep a big dense param as a LazyTable over trainer 0's
+        start (its row-local optimizer updates the rows a gradient or its state names: the
+        same values; no trainer holds the table whole)."""
+        for p in params:
+            v = self.trainers[0].scope.get(p)
+            if isinstance(v, np.ndarray) and default_lazy_policy(p, v.shape):
+                table = LazyTable.over(snapshot(v))
+                for tr in self.trainers:
+                    tr.scope.put(p, table.copy())
 
     def step(self, step, shards, per):
         for tr, feed in zip(self.trainers, shards):
@@ -208,6 +221,15 @@ def _trainer_diffs(name, shape, pairs, keys, judge: Judge, who):
             a, b = _rows(a, keys), _rows(b, keys)
             start = _rows(init[name], keys) if name in init else None
             moved = float(np.abs(a - start).max()) if start is not None and a.size else None
+        elif chunked(a, b):
+            start = init.get(name)
+            moved = (movement_chunked(start, a) if chunked(start, a)
+                     else movement(start, _whole(a))) if name in init else None
+            d = diff_chunked(name, shape, a, b, moved, judge.rtol, judge.f32,
+                             "%s%s" % (label, who))
+            d.changed = None if moved is None else moved > noise(1.0, judge.f32)
+            out.append(d)
+            continue
         else:
             a, b = _whole(a), _whole(b)
             moved = movement(init.get(name), a) if name in init else None
@@ -313,6 +335,8 @@ def run_geo(ctx, plan, *, texts, ref_texts, options, why, report):
     try:
         psref = PsGeoReference(RefRun(main, ref.init, plan, config, feeder, steps, batch, seed,
                                       fdt), ref_texts, schedule, options)
+        for c in psref.clients:     # big dense params kept by rows (geo.py)
+            c.keep_rows = True
         psref.startup()
         train_steps(psref, feeder, n, steps, per=per,
                     done=lambda s: progress(steps + s, 3 * steps))
@@ -332,6 +356,8 @@ def run_geo(ctx, plan, *, texts, ref_texts, options, why, report):
         if len(cluster.trainers) != n:
             raise SimError("the split has %d trainers, the config %d"
                            % (len(cluster.trainers), n))
+        for c in cluster.clients:
+            c.keep_rows = True
         cluster.startup()       # its trainers: trainer_0 .. n-1 (splitprograms.py)
         train_steps(cluster, feeder, n, steps, per=per,
                     done=lambda s: progress(2 * steps + s, 3 * steps))

@@ -32,9 +32,10 @@ from ...format import psdesc
 from ..model.executor import Executor, Scope
 from .tables import TableOptions
 from .tables.client import Push, batch_size, fit_push, merge_by_key, push_values
-from .tables.server import PsServer, sparse_server, split_dense
+from .tables.server import PsServer, sparse_server
+from . import denseflat
 from ..refs.reference import snapshot
-from ..model.values import LazyTable, SimError, dense
+from ..model.values import LazyTable, SimError, dense, shape_of
 
 
 def show_click_names(grad_op, block) -> tuple:
@@ -149,6 +150,8 @@ class PsReference:
                          if w in plan.table_ids}
         self.pushes = {w: g for w, g in self.pushes.items() if w in plan.table_ids}
         self.dense = {c.table_id: (list(c.params), list(c.grads)) for c in plan.dense_ctxs}
+        self.kept: dict = {}        # dense table id -> the params kept by rows (denseflat.py)
+        self.bases: dict = {}       # dense table id -> {kept param: its untouched rows}
         self.touched: dict = {}         # table -> set of keys looked up or pushed
         self.deferred: list = []
         self.cut_pushes: set = set()    # table ids whose pushes the client cut (fit_push)
@@ -223,22 +226,22 @@ class PsReference:
     def startup(self):
         first = self.trainers[0]
         for tid, (params, _) in sorted(self.dense.items()):
-            vals = np.concatenate([np.asarray(dense(first.scope.get(p)), dtype=np.float32)
-                                   .reshape(-1) for p in params])
-            for server, part in zip(self.servers, split_dense(vals, len(self.servers))):
+            values = [(p, first.scope.get(p)) for p in params]
+            self.kept[tid] = denseflat.kept_by_rows(
+                denseflat.layout(values), [s.table(tid) for s in self.servers])
+            start, self.bases[tid] = denseflat.start_values(values, self.kept[tid])
+            for server, part in zip(self.servers, denseflat.split(start, len(self.servers))):
                 server.table(tid).push_param(part)
         for tr in self.trainers:
             self.pull_dense(tr)
 
     def pull_dense(self, tr):
         for tid, (params, _) in sorted(self.dense.items()):
-            got = np.concatenate([s.table(tid).pull() for s in self.servers])
-            at = 0
-            for p in params:
-                shape = tuple(np.shape(dense(tr.scope.get(p))))
-                size = int(np.prod(shape)) if shape else 1
-                tr.scope.put(p, got[at:at + size].reshape(shape).astype(self.fdt))
-                at += size
+            got = denseflat.joined([s.table(tid).pull() for s in self.servers])
+            lay = denseflat.layout([(p, tr.scope.get(p)) for p in params])
+            for p, v in denseflat.pulled_values(got, lay, self.bases.get(tid, {}),
+                                                self.fdt):
+                tr.scope.put(p, v)
 
     # --- a step -------------------------------------------------------------------------
     def _lookup(self, tr, op):
@@ -323,11 +326,12 @@ class PsReference:
             self._push_rows(w, tid, keys, vals)
 
     def _push_dense(self, tr):
-        for tid, (_, grads) in sorted(self.dense.items()):
-            flat = [np.asarray(dense(tr.scope.get(g)), dtype=np.float32).reshape(-1)
-                    for g in grads]
-            for server, part in zip(self.servers, split_dense(np.concatenate(flat),
-                                                              len(self.servers))):
+        for tid, (params, grads) in sorted(self.dense.items()):
+            kept = self.kept.get(tid, frozenset())
+            values = denseflat.grad_values(
+                [(p, tr.scope.get(g)) for p, g in zip(params, grads)], kept,
+                {p: shape_of(tr.scope.get(p)) for p in kept})
+            for server, part in zip(self.servers, denseflat.split(values, len(self.servers))):
                 server.table(tid).push(part)
 
     def turn(self, tr, feed, step, per):

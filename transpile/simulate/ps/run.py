@@ -97,6 +97,7 @@ def run_ps(ctx: "RunContext"):
     try:
         cluster = PsCluster(sp, texts, config, float_dtype=fdt, seed=seed, reference=ref,
                             options=options)
+        cluster.keep_rows = True
         n = len(cluster.trainers)
         if n != config.trainers:
             raise SimError("the split has %d trainers, the config %d" % (n, config.trainers))

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..model.executor import Executor, Scope
 from .geo import delta_of, pulled, rows_of, with_rows
-from .original import OriginalRun
+from .original import OriginalRun, lazy_policy_for
 from .reference import snapshot
-from ..model.values import SelectedRows
+from ..model.values import LazyTable, SelectedRows, dense
 
 
 class GeoRun(OriginalRun):
@@ -35,12 +35,33 @@ class GeoRun(OriginalRun):
         params = sorted(p for p in self.trainable if self.scope.get(p) is not None)
         self.values = {p: snapshot(self.scope.get(p)) for p in params}
         self.old = [{p: snapshot(self.scope.get(p)) for p in params} for _ in range(n)]
+        policy = lazy_policy_for(self.main)
+        for p in params:
+            self._by_rows(p, policy)
         self.sparse: set = set()
         self.touched = [{} for _ in range(n)]
         self.updated: dict = {}          # sparse table -> [rows pushed since trainer t pulled]
         self.updates = [(i, op.input("Param")[0], op.input("Grad")[0])
                         for i, op in enumerate(self.main.global_block.ops)
                         if op.input("Param") and op.input("Grad")]
+
+    def _by_rows(self, p, policy) -> None:
+        """A big dense param that only lookups and row-wise ops read (`policy`:
+        lazy_policy_for's; a table looked up without is_sparse, drawn whole in geo) kept by
+        rows from here on: each trainer's copy, what it last pulled and the
+        pservers' value LazyTables over its initial values (no copy), a push and a pull
+        computed on the rows any of them moved (any other row is the initial one in all
+        three: its delta is 0). Not where the initial values hold a -0.0, which a delta of
+        0 would turn into 0.0."""
+        v = self.scope.get(p)
+        if not isinstance(v, np.ndarray) or not policy(p, tuple(v.shape)) \
+                or np.any(np.signbit(v) & (v == 0)):
+            return
+        table = LazyTable.over(snapshot(v))
+        for ex, old in zip(self.exs, self.old):
+            ex.scope.put(p, table.copy())
+            old[p] = table.copy()
+        self.values[p] = table.copy()
 
     def step(self, step, shards, per):
         for t, feed in enumerate(shards):
@@ -94,9 +115,17 @@ class GeoRun(OriginalRun):
                     rows.update(ids.tolist())
                 pushed.add(p)
                 continue
-            delta = delta_of(latest, old[p], n)
-            old[p] = np.asarray(old[p]) + delta
-            self.values[p] = np.asarray(self.values[p]) + delta
+            if _lazy(latest, old[p], self.values[p]):
+                ids = np.union1d(latest.touched(), old[p].touched())
+                lo = rows_of(old[p], ids)
+                delta = delta_of(rows_of(latest, ids), lo, n)
+                old[p] = with_rows(old[p], ids, lo + delta)
+                self.values[p] = with_rows(self.values[p], ids,
+                                           rows_of(self.values[p], ids) + delta)
+                continue
+            delta = delta_of(dense(latest), dense(old[p]), n)
+            old[p] = np.asarray(dense(old[p])) + delta
+            self.values[p] = np.asarray(dense(self.values[p])) + delta
         return pushed
 
     def _pull(self, t, pushed):
@@ -115,8 +144,16 @@ class GeoRun(OriginalRun):
                                               vals)))
                 old[p] = with_rows(old[p], ids, vals)
                 continue
-            scope.put(p, pulled(scope.get(p), old[p], self.values[p]))
-            old[p] = np.array(self.values[p], copy=True)
+            latest = scope.get(p)
+            if _lazy(latest, old[p], self.values[p]):
+                ids = np.union1d(np.union1d(latest.touched(), old[p].touched()),
+                                 self.values[p].touched())
+                scope.put(p, with_rows(latest, ids, pulled(
+                    rows_of(latest, ids), rows_of(old[p], ids), rows_of(self.values[p], ids))))
+                old[p] = self.values[p].copy()
+                continue
+            scope.put(p, pulled(dense(latest), dense(old[p]), dense(self.values[p])))
+            old[p] = np.array(dense(self.values[p]), copy=True)
 
     def server(self, name):
         return self.values.get(name)
@@ -138,3 +175,9 @@ class GeoRun(OriginalRun):
         """The trainers' values go (style ps has compared them: ps/georun.py)."""
         for ex in self.exs:
             ex.scope.keep_only(())
+
+
+def _lazy(*values) -> bool:
+    """Whether a dense param's copies are all kept by rows (GeoRun._by_rows; an op that read
+    a trainer's whole left an array: then every value is computed whole)."""
+    return all(isinstance(v, LazyTable) for v in values)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...ir.program import Program
 from ...ir.tables import LOOKUP_GRAD_TYPES, LOOKUP_TABLE_TYPES
-from ..explain.compare import movement, noise, scale_of, trainable_params
+from ..explain.compare import abs_max, movement, noise, scale_of, trainable_params
 from ..model.executor import LAZY_AWARE_OPS, Executor, default_lazy_policy
 from .reference import snapshot
 
@@ -108,7 +108,7 @@ class OriginalRun:
                 if v is None:
                     continue
                 v = getattr(v, "value", v)
-                peak = float(np.max(np.abs(v))) if np.size(v) else 0.0
+                peak = abs_max(v) if np.size(v) else 0.0     # no temporary of v's size
                 self.grad_peaks[p] = max(self.grad_peaks.get(p, 0.0), peak)
         ex.after_op = after
         return ex

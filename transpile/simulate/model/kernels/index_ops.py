@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..values import SimError, dense, np_dtype
+from ..values import LazyTable, SimError, dense, np_dtype
 from .registry import kernel
 from .shape_ops import sum_to
 
@@ -24,12 +24,19 @@ def _gather_axis(ctx, ndim):
 
 @kernel("gather")
 def gather(ctx):
-    x = dense(ctx.x("X"))
+    raw = ctx.raw("X")
     idx = _index(ctx)
     if idx.ndim > 1:
         if idx.shape[-1] != 1:
             raise SimError("gather: Index of shape %s" % (idx.shape,))
         idx = idx.reshape(-1)
+    if isinstance(raw, LazyTable) and _gather_axis(ctx, len(raw.shape)) == 0:
+        # rows of a lazily kept table (style ps's pulled dense tables, ps/denseflat.py)
+        h = raw.height
+        if idx.size and (idx.min() < -h or idx.max() >= h):
+            raise SimError("gather: index %d outside dim 0 of size %d" % (int(idx.max()), h))
+        return ctx.set("Out", raw.get(idx % h))
+    x = dense(ctx.x("X"))
     axis = _gather_axis(ctx, x.ndim)
     if idx.size and (idx.min() < -x.shape[axis] or idx.max() >= x.shape[axis]):
         raise SimError("gather: index %d outside dim %d of size %d"

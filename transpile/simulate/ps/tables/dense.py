@@ -16,6 +16,7 @@ import numpy as np
 from ....core.errors import UserError
 from ...model import keyed
 from . import PserverRefuses, TableError, TableOptions
+from .denserows import ROW_RULES, FlatRows, RowValues, constant_of, fixed_point
 from .rules import F32
 
 TASK_POOL_SIZE = 10
@@ -160,6 +161,7 @@ class MemoryDenseTable:
         self.count = 0
         # the order Paddle's threads run the buckets in: racing there, 0..9 here
         self.bucket_order = tuple(range(TASK_POOL_SIZE))
+        self.rows = None        # RowValues: started from a FlatRows (denserows.py)
 
     def _values(self, common, options, where, shard):
         names, dims, inits = list(common.params), list(common.dims), list(common.initializers)
@@ -168,6 +170,7 @@ class MemoryDenseTable:
                             "Param (%d params, %d dims, %d initializers)"
                             % (where, len(names), len(dims), len(inits)))
         out = {}
+        self.specs = dict(zip(names, inits))
         for name, dim, spec in zip(names, dims, inits):
             if not spec:
                 out[name] = self._empty_initializer(name, int(dim), options, where)
@@ -188,44 +191,124 @@ class MemoryDenseTable:
         return np.zeros(dim, dtype=F32)
 
     def pull(self):
-        """PullDense: a copy of Param."""
+        """PullDense: a copy of Param (kept by rows: a FlatRows of views of its arrays, which
+        the client copies as it joins the pservers' pulls, ps/denseflat.py)."""
+        if self.rows is not None:
+            return self.rows.pulled()
         return self.values["Param"].copy()
 
     def _check(self, values, what):
+        if isinstance(values, FlatRows):
+            if len(values) < self.param_dim:
+                raise TableError("table %d: %s of %d values, the slice holds %d"
+                                 % (self.table_id, what, len(values), self.param_dim))
+            return values.cut(0, self.param_dim)
         values = np.asarray(values, dtype=F32).reshape(-1)
         if len(values) < self.param_dim:
             raise TableError("table %d: %s of %d values, the slice holds %d"
                              % (self.table_id, what, len(values), self.param_dim))
         return values[:self.param_dim]
 
+    # --- kept by rows (denserows.py) ------------------------------------------------------
+    def _vector(self) -> list:
+        return [n for n, v in self.values.items() if len(v) == self.param_dim]
+
+    def row_ready(self) -> bool:
+        """Whether a start from a FlatRows keeps the table by rows: a rule a zero gradient
+        can leave alone, every slot one value or as long as Param, every long one but Param a
+        constant."""
+        return self.rule_name in ROW_RULES and self.param_dim > 1 and all(
+            len(v) in (1, self.param_dim) for v in self.values.values()) and all(
+            constant_of(self.specs.get(n, "")) is not None for n in self._vector()
+            if n != "Param")
+
+    def _by_rows(self, start: FlatRows):
+        vector = self._vector()
+        consts = {n: constant_of(self.specs[n]) for n in vector if n != "Param"}
+        self.rows = RowValues(self.param_dim, vector, consts, start, self.values)
+        for n in vector:
+            del self.values[n]
+        self.reservoir = np.zeros(0, dtype=F32)
+
+    def _whole(self):
+        """Kept by rows no longer: every slot as one array again."""
+        rows, self.rows = self.rows, None
+        for n in rows.vector:
+            self.values[n] = rows.whole(n)
+        self.reservoir = rows.whole_reservoir()
+
+    def values_of(self, name) -> np.ndarray:
+        """Slot `name` as one array (whole or kept by rows)."""
+        if self.rows is not None and name in self.rows.vector:
+            return self.rows.whole(name)
+        return self.values[name]
+
+    # --- pushes ---------------------------------------------------------------------------
     def push_param(self, values):
-        """PushDenseParam: Param becomes the first param_dim values (trainer 0's start)."""
-        self.values["Param"][:] = self._check(values, "dense param")
+        """PushDenseParam: Param becomes the first param_dim values (trainer 0's start); from
+        a FlatRows the table is kept by rows where it can be."""
+        values = self._check(values, "dense param")
+        if isinstance(values, FlatRows):
+            if self.rows is not None:
+                self._whole()
+            if self.row_ready():
+                return self._by_rows(values)
+            values = values.take(0, self.param_dim)
+        if self.rows is not None:
+            self._whole()
+        self.values["Param"][:] = values
 
     def push(self, grad):
         """PushDense: sync tables keep the sum and the count for pour(); others apply it."""
         grad = self._check(grad, "dense push")
+        if isinstance(grad, FlatRows):
+            grad = self.rows.grad(grad) if self.rows is not None \
+                else grad.take(0, self.param_dim)
+        elif self.rows is not None:
+            self._whole()
         if self.sync:
-            self.reservoir = self.reservoir + grad
+            if self.rows is not None:
+                self.rows.reservoir = self.rows.reservoir + grad
+            else:
+                self.reservoir = self.reservoir + grad
             self.count += 1
         else:
             self.apply(grad)
 
     def apply(self, grad):
-        """_PushDense: the rule once per bucket, the buckets in `bucket_order`."""
+        """_PushDense: the rule once per bucket, the buckets in `bucket_order` (kept by rows:
+        on the kept values, where a zero gradient leaves the others alone)."""
         grad = np.asarray(grad, dtype=F32)
         bounds = bucket(self.param_dim, TASK_POOL_SIZE)
+        rule = self.rule
+        if self.rows is not None:
+            consts = self.rows.consts
+            if fixed_point(type(self.rule), self.values, self.rows.vector, consts,
+                           TASK_POOL_SIZE, self.rows.signed_zero):
+                bounds = self.rows.bounds(bounds)
+                compact = dict(self.values)
+                compact.update(self.rows.cv)
+                rule = type(self.rule)(compact)
+            else:
+                whole = np.zeros(self.param_dim, dtype=F32)
+                whole[self.rows.pos] = grad
+                grad = whole
+                self._whole()
         with np.errstate(divide="ignore", invalid="ignore"):
             for k in self.bucket_order:
-                self.rule.update(grad, bounds[k], bounds[k + 1])
+                rule.update(grad, bounds[k], bounds[k + 1])
 
     def pour(self):
         """Pour (the barrier's): the reservoir's mean over its pushes through the rule, then an
         empty reservoir. With no push it applies zeros (Paddle's avg() returns early, the
         update still runs)."""
-        grads = self.reservoir
+        rows = self.rows
+        grads = self.reservoir if rows is None else rows.reservoir
         if self.count:
             grads = grads * (F32(1) / F32(self.count))
         self.apply(grads)
-        self.reservoir = np.zeros(self.param_dim, dtype=F32)
+        if self.rows is not None:
+            self.rows.reservoir = np.zeros(len(self.rows.pos), dtype=F32)
+        else:
+            self.reservoir = np.zeros(self.param_dim, dtype=F32)
         self.count = 0
