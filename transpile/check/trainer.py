@@ -170,6 +170,7 @@ def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
     by_ctx = ctx.config.traits.runtime_json
     _check_recvs(ctx, tid, main, recvs, by_ctx)
     _check_barriers(ctx, main, by_ctx)
+    ctx.forget(("trainer_edges", tid))      # (its last reader: the later checks read none)
 
 
 def _runtime_name(main: Part) -> str:
@@ -179,29 +180,43 @@ def _runtime_name(main: Part) -> str:
 def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]:
     """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
     (a missing runtime.json is a finding), from its send and recv ops otherwise; `sends`
-    False: the recvs' only (the send edges left empty)."""
+    False: the recvs' only (the send edges left empty). Read once per check (streamed_edges
+    and both halves of the trainer checks ask for them: tens of thousands at 64 pservers),
+    what reading them finds said again at each call."""
+    pre, out, sent, recvs, got = ctx.memo(("trainer_edges", tid), lambda: _read_edges(ctx, tid))
+    for found in (pre, sent, got) if sends else (pre, got):
+        ctx.findings.extend(found[0])
+        ctx.warnings.extend(found[1])
+    return (out if sends else []), recvs
+
+
+def _read_edges(ctx: CheckContext, tid: int) -> tuple:
+    """_edges' edges of trainer `tid` and what reading them found, apart: (what the trainer
+    as a whole lacks, the send edges, their findings, the recv edges, theirs)."""
     t = ctx.split.trainers[tid]
     main = t["main"]
     out: list = []
     recvs: list = []
-    if ctx.config.traits.runtime_json:
+    with ctx.collecting() as pre:
         rt = t.get("runtime")
-        rt_name = _runtime_name(main)
-        if rt is None:
-            ctx.add("send", rt_name, None, None,
+        by_ctx = ctx.config.traits.runtime_json
+        if by_ctx and rt is None:
+            ctx.add("send", _runtime_name(main), None, None,
                     "no runtime.json", "the communicator's send_ctx and recv_ctx "
                     "(fleet style)")
-        else:
-            if sends:
-                _edges_from_ctx(ctx, rt_name, rt, "send_ctx", out)
-            _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
-    else:
-        if sends:
+    with ctx.collecting() as sent:
+        if by_ctx and rt is not None:
+            _edges_from_ctx(ctx, _runtime_name(main), rt, "send_ctx", out)
+        elif not by_ctx:
             _edges_from_ops(ctx, main, "send", "X", out)
-        _edges_from_ops(ctx, main, "recv", "Out", recvs)
-        if t["startup"] is not None:
-            _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
-    return out, recvs
+    with ctx.collecting() as got:
+        if by_ctx and rt is not None:
+            _edges_from_ctx(ctx, _runtime_name(main), rt, "recv_ctx", recvs)
+        elif not by_ctx:
+            _edges_from_ops(ctx, main, "recv", "Out", recvs)
+            if t["startup"] is not None:
+                _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
+    return pre, out, sent, recvs, got
 
 
 def _check_trainer_ops(ctx, tid, part: Part) -> None:
@@ -278,10 +293,11 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
 def _check_sends(ctx, tid, main: Part, sends: list) -> None:
     cfg = ctx.config
     fed: dict = {}
+    known = set(cfg.pservers)
     for i, e in enumerate(sends):
         if e.name.startswith("__control_var@"):
             continue
-        if e.endpoint not in cfg.pservers:
+        if e.endpoint not in known:
             ctx.add("send", e.part, e.block, e.op,
                     "sends %s to %s, which is not a pserver of the cluster" % (e.name,
                                                                               e.endpoint),
@@ -358,9 +374,9 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param:
                 held.setdefault(pb.param, []).append(pb)
-    got = set()
+    known = set(cfg.pservers)
     for e in recvs:
-        if e.endpoint not in cfg.pservers:
+        if e.endpoint not in known:
             ctx.add("recv", e.part, e.block, e.op,
                     "receives %s from %s, which is not a pserver of the cluster"
                     % (e.name, e.endpoint), "one of %s" % ", ".join(cfg.pservers))
@@ -381,7 +397,6 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
                         % (e.name, e.endpoint),
                         "a parameter block %s optimizes" % e.endpoint)
             continue
-        got.add((e.endpoint, e.name))
         pb = here[0]
         if pb.sparse or not is_dense(pb.var):
             continue
@@ -393,14 +408,19 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param is None or pb.sparse or pb.var is None or not is_dense(pb.var):
                 continue
-            origin = BLOCK_SUFFIX.match(pb.param)
-            if pb.param in looked_up or (origin and origin.group(1) in looked_up):
+            if looked_up and (pb.param in looked_up or _origin_in(pb.param, looked_up)):
                 continue
             if (ep, pb.param) not in main_got:
                 ctx.add("recv", main, None, None,
                         "trainer %d never receives %s from %s" % (tid, pb.param, ep),
                         "a %s of %s from %s" % ("recv_ctx entry" if by_ctx else "recv",
                                                 pb.param, ep))
+
+
+def _origin_in(param: str, names: set) -> bool:
+    """Whether `param` is a block (`<origin>.block<i>`) of one of `names`."""
+    origin = BLOCK_SUFFIX.match(param)
+    return bool(origin) and origin.group(1) in names
 
 
 def _looked_up_params(prog: Program) -> set:
