@@ -170,7 +170,7 @@ def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
     by_ctx = ctx.config.traits.runtime_json
     _check_recvs(ctx, tid, main, recvs, by_ctx)
     _check_barriers(ctx, main, by_ctx)
-    ctx.forget(("trainer_edges", tid))      # (its last reader: the later checks read none)
+    _let_edges_go(ctx, tid)     # (their last reader: the later checks read none)
 
 
 def _runtime_name(main: Part) -> str:
@@ -180,43 +180,53 @@ def _runtime_name(main: Part) -> str:
 def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]:
     """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
     (a missing runtime.json is a finding), from its send and recv ops otherwise; `sends`
-    False: the recvs' only (the send edges left empty). Read once per check (streamed_edges
-    and both halves of the trainer checks ask for them: tens of thousands at 64 pservers),
-    what reading them finds said again at each call."""
-    pre, out, sent, recvs, got = ctx.memo(("trainer_edges", tid), lambda: _read_edges(ctx, tid))
-    for found in (pre, sent, got) if sends else (pre, got):
-        ctx.findings.extend(found[0])
-        ctx.warnings.extend(found[1])
-    return (out if sends else []), recvs
-
-
-def _read_edges(ctx: CheckContext, tid: int) -> tuple:
-    """_edges' edges of trainer `tid` and what reading them found, apart: (what the trainer
-    as a whole lacks, the send edges, their findings, the recv edges, theirs)."""
+    False: the recvs' only (the send edges left empty). Each kind is read once and kept
+    until the trainer checks are done with it (tens of thousands at 64 pservers: the sends
+    are read for streamed_edges and kept, the recvs read again for the trainer checks), what
+    reading them finds said again at each call."""
     t = ctx.split.trainers[tid]
-    main = t["main"]
-    out: list = []
-    recvs: list = []
-    with ctx.collecting() as pre:
-        rt = t.get("runtime")
-        by_ctx = ctx.config.traits.runtime_json
-        if by_ctx and rt is None:
-            ctx.add("send", _runtime_name(main), None, None,
-                    "no runtime.json", "the communicator's send_ctx and recv_ctx "
-                    "(fleet style)")
-    with ctx.collecting() as sent:
-        if by_ctx and rt is not None:
-            _edges_from_ctx(ctx, _runtime_name(main), rt, "send_ctx", out)
-        elif not by_ctx:
-            _edges_from_ops(ctx, main, "send", "X", out)
-    with ctx.collecting() as got:
-        if by_ctx and rt is not None:
-            _edges_from_ctx(ctx, _runtime_name(main), rt, "recv_ctx", recvs)
-        elif not by_ctx:
-            _edges_from_ops(ctx, main, "recv", "Out", recvs)
-            if t["startup"] is not None:
-                _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
-    return pre, out, sent, recvs, got
+    by_ctx = ctx.config.traits.runtime_json
+    rt = t.get("runtime")
+    if by_ctx and rt is None:
+        ctx.add("send", _runtime_name(t["main"]), None, None,
+                "no runtime.json", "the communicator's send_ctx and recv_ctx "
+                "(fleet style)")
+        return [], []
+
+    def send_edges(edges):
+        if by_ctx:
+            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "send_ctx", edges)
+        else:
+            _edges_from_ops(ctx, t["main"], "send", "X", edges)
+
+    def recv_edges(edges):
+        if by_ctx:
+            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "recv_ctx", edges)
+            return
+        _edges_from_ops(ctx, t["main"], "recv", "Out", edges)
+        if t["startup"] is not None:
+            _edges_from_ops(ctx, t["startup"], "recv", "Out", edges)
+    out = _kept_edges(ctx, ("send_edges", tid), send_edges) if sends else []
+    return out, _kept_edges(ctx, ("recv_edges", tid), recv_edges)
+
+
+def _kept_edges(ctx: CheckContext, key: tuple, read) -> list:
+    """The edges `read(edges)` adds to a list, read once and kept as memo `key`, with the
+    findings and warnings reading them made (added again at each call)."""
+    def made():
+        edges: list = []
+        with ctx.collecting() as got:
+            read(edges)
+        return edges, got
+    edges, got = ctx.memo(key, made)
+    ctx.findings.extend(got[0])
+    ctx.warnings.extend(got[1])
+    return edges
+
+
+def _let_edges_go(ctx: CheckContext, tid: int, kinds=("send_edges", "recv_edges")) -> None:
+    for kind in kinds:
+        ctx.forget((kind, tid))
 
 
 def _check_trainer_ops(ctx, tid, part: Part) -> None:
@@ -364,6 +374,7 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, frozenset]:
                 if e.endpoint in ctx.split.pservers:
                     targets.setdefault(e.endpoint, []).append((tid, i, e))
             received.update(e.name for e in recvs)
+            _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
     return targets, frozenset(received)
 
 
