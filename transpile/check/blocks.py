@@ -16,7 +16,10 @@ _REF_NAMES_KEPT = 4096
 
 
 def _ref_names(op: Op) -> tuple:
-    names = tuple(op.attr_names())
+    return _ref_names_of(tuple(op.attr_names()))
+
+
+def _ref_names_of(names: tuple) -> tuple:
     found = _REF_NAMES.get(names)
     if found is None:
         if len(_REF_NAMES) >= _REF_NAMES_KEPT:
@@ -28,6 +31,10 @@ def _ref_names(op: Op) -> tuple:
 
 def block_refs(op: Op) -> list:
     """Blocks an op makes run: BLOCK(S) attrs, *block_id ints, name:block string maps."""
+    src = op.source
+    if src is not None and not op.attrs_decoded and not op.attr_patch and \
+            not src.block_attrs and not _ref_names_of(src.names):
+        return []           # an op as read, none of whose attrs can name a block (most)
     refs = list(op.block_refs())
     for k in _ref_names(op):
         a = op.find_attr(k)     # only the attrs that can name a block are decoded

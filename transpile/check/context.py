@@ -69,6 +69,10 @@ class CheckContext:
     def pserver_summary(self, endpoint: str) -> PserverSummary:
         """What the trainer checks read of the main program of `endpoint` (pssummary.py):
         made while the program is loaded, kept after it is let go."""
+        found = self._memo.get(("pserver_summary", endpoint))
+        if found is not None:       # (asked once per send: tens of thousands of times)
+            return found
+
         def make():
             prog = self.split.pservers[endpoint]["main"].prog
             return summarize(prog, self.grad_keys.get(endpoint, {}).values())
@@ -82,6 +86,10 @@ class CheckContext:
         except KeyError:
             v = self._memo[key] = make()
             return v
+
+    def forget(self, key) -> None:
+        """Let memo(key, ...)'s value go (made again if asked for): what no later check reads."""
+        self._memo.pop(key, None)
 
     def remember(self, key, value) -> None:
         """Keep `value` as memo(key, ...)'s: what another process made (check/stream.py)."""

@@ -100,21 +100,24 @@ def _rows_add_up(ctx, name, pv: Var, parts: list, shards: bool = False) -> None:
     if any(pb.var is None or pb.var.shape is None for _, pb in parts):
         return      # a large-scale table lives outside the program: its size is not declared
     rows = 0
-    offsets = []
+    rest = tuple(pv.shape[1:])
     for label, pb in parts:
         v = pb.var
-        if tuple(v.shape[1:]) != tuple(pv.shape[1:]) or len(v.shape) != len(pv.shape):
+        if tuple(v.shape[1:]) != rest or len(v.shape) != len(pv.shape):
             ctx.add("coverage", pb.prog, 0, None,
                     "slice %s is %s" % (label, fmt_shape(v.shape)),
                     "[rows, %s] like %s %s" % (", ".join(str(d) for d in pv.shape[1:]), name,
                                                fmt_shape(pv.shape)))
             return
-        offsets.append("%s@%d+%d" % (label, rows, v.shape[0]))
         rows += v.shape[0]
     per_shard = -(-pv.shape[0] // len(parts))
     if shards and all(pb.var.shape[0] == per_shard for _, pb in parts):
         return
     if rows != pv.shape[0]:
+        offsets, at = [], 0         # (said only here: most parameters' rows add up)
+        for label, pb in parts:
+            offsets.append("%s@%d+%d" % (label, at, pb.var.shape[0]))
+            at += pb.var.shape[0]
         pb = parts[-1][1]
         ctx.add("coverage", pb.prog, 0, None,
                 "the slices of %s cover %d rows (%s)" % (name, rows, ", ".join(offsets)),

@@ -17,12 +17,13 @@ from ..ir.program import Op, Var
 from .blocks import reachable_blocks, structure_broken
 from .findings import Finding
 from .loading import Part, Split
-from .ops import colon_pairs, is_geo_update, is_update_op
+from .ops import colon_pairs, is_geo_update, is_update_op, var_in
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParamBlock:
-    """A pserver optimize block that updates one parameter (or one slice of it)."""
+    """A pserver optimize block that updates one parameter (or one slice of it). (Slots: a
+    large split has one per parameter slice, tens of thousands, kept to the end.)"""
     endpoint: str
     prog: str
     block: int
@@ -48,6 +49,21 @@ class SplitIndex:
 
     def findings_of(self, check: str) -> list:
         return [f for f in self.findings if f.check == check]
+
+
+_EVERY_BLOCK: dict = {}          # n -> frozenset(range(n))
+_EVERY_BLOCK_KEPT = 256
+
+
+def every_block(n: int) -> frozenset:
+    """frozenset(range(n)), one shared set per n: the reach of each pserver main program of
+    a large split (hundreds of blocks, tens of such programs) is all of its blocks."""
+    found = _EVERY_BLOCK.get(n)
+    if found is None:
+        if len(_EVERY_BLOCK) >= _EVERY_BLOCK_KEPT:
+            _EVERY_BLOCK.clear()
+        found = _EVERY_BLOCK[n] = frozenset(range(n))
+    return found
 
 
 def build_index(config: ClusterConfig, split: Split, parts: list) -> SplitIndex:
@@ -78,9 +94,12 @@ class IndexBuilder:
         n = len(part.prog.blocks)
         if structure_broken(part.prog):
             self.broken.add(part.name)
-            self.reach[part.name] = frozenset(range(n))
+            self.reach[part.name] = every_block(n)
         else:
-            self.reach[part.name] = frozenset(reachable_blocks(part.prog))
+            reach = reachable_blocks(part.prog)
+            # (every block of the program, as in a pserver's: one set shared by the programs
+            # with as many blocks; reach holds only blocks 0..n-1)
+            self.reach[part.name] = every_block(n) if len(reach) == n else frozenset(reach)
 
     def read_pserver(self, ep: str, part: Part) -> None:
         self.reader.read(ep, part)
@@ -186,7 +205,7 @@ class _ListenReader:
             self.add("optimize", part, bi, j, "%s names no parameter" % op.type,
                      "a Param input, a tablename attr or a sparse_grad_to_param entry")
             return ParamBlock(ep, part.name, bi, grad, None, None, j, op, sparse)
-        var = prog.find_var(param, bi)
+        var = var_in(prog, param, bi)
         if var is not None and (var.kind == "SELECTED_ROWS" or param in sparse_map.values()):
             sparse = True
         return ParamBlock(ep, part.name, bi, grad, param, var, j, op, sparse)

@@ -188,8 +188,10 @@ def _block_reads(part, prog, bi: int, early: set, misses: list) -> None:
         chain = not update and roles.role(op) == roles.OPTIMIZE
         reads = input_names(op) if chain else (op.input("Grad") if update else ())
         for name in reads:
+            if name in early or name in have:
+                continue
             base = name.split(".trainer_")[0]
-            if name in early or name in have or base in early or base in have:
+            if base in early or base in have:
                 continue
             misses.append((part, bi, j, op.type, name))
             have.add(name)

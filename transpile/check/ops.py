@@ -5,7 +5,7 @@ import re
 from itertools import chain
 from typing import Optional
 
-from ..ir.program import Op, Var
+from ..ir.program import Op, Program, Var
 from ..ir.validate import arg_names
 
 # A pserver-side slice of a parameter: fc_w.block1 -> ("fc_w", "1").
@@ -35,6 +35,22 @@ def all_names(ops, *slots: str) -> set:
     return names
 
 
+def var_in(prog: Program, name: str, bi: int) -> Optional[Var]:
+    """prog.find_var(name, bi), looked up in block `bi` and then block 0 first (where an
+    optimize block's vars are, or its parent's: thousands of blocks at 64 pservers)."""
+    blocks = prog.blocks
+    if 0 <= bi < len(blocks):
+        b = blocks[bi]
+        v = b.vars.get(name)
+        if v is not None:
+            return v
+        if b.parent_idx == 0 and bi != 0:
+            v = blocks[0].vars.get(name)
+            if v is not None:
+                return v
+    return prog.find_var(name, bi)
+
+
 def colon_pairs(values) -> list:
     """"name:value" strings (grad_to_block_id and friends) -> [(name, value)] or None if bad."""
     out = []
@@ -51,10 +67,17 @@ def fmt_shape(shape) -> str:
 
 
 def is_dense(v: Optional[Var]) -> bool:
+    """A LOD_TENSOR with a shape. (VarType.shape inlined: the checks of a large split ask
+    this of hundreds of thousands of vars.)"""
     if v is None:
         return False
     t = v.type
-    return t.type == "LOD_TENSOR" and t.shape is not None
+    if t.type != "LOD_TENSOR":
+        return False
+    d = t.main_desc
+    if d is False:
+        d = t._main()
+    return bool(d) and d[0].dims is not None
 
 
 def is_static(shape) -> bool:
@@ -63,7 +86,7 @@ def is_static(shape) -> bool:
 
 def is_update_op(op: Op) -> bool:
     """An op that writes a parameter with an optimizer rule."""
-    if op.input("Param") and op.output("ParamOut"):
+    if op.inputs.get("Param") and op.outputs.get("ParamOut"):
         return True
     return op.type.startswith(TABLE_OPTIMIZERS_PREFIX)
 

@@ -22,7 +22,7 @@ from .context import CheckContext
 from .index import ParamBlock
 from .loading import Part
 from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_static,
-                  is_update_op, output_names)
+                  is_update_op, output_names, var_in)
 
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
@@ -153,7 +153,7 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
         for a in args:
             if a not in outs:
                 continue
-            v = prog.find_var(a, pb.block)
+            v = var_in(prog, a, pb.block)
             want_acc[a] = (shape, pb, _accumulator_fault(op, slot))
             if dense and is_dense(v) and tuple(v.shape) != tuple(shape):
                 ctx.add("optimize", part, 0, None,
@@ -162,9 +162,11 @@ def _check_accumulators(ctx, part, pb: ParamBlock, want_acc: dict) -> None:
                            _accumulator_fault(op, slot)),
                         "%s, the shape of %s" % (fmt_shape(shape), pb.param))
     g = op.input("Grad")
-    if g:
-        gv = prog.find_var(g[0], pb.block)
-        if dense and is_dense(gv) and is_static(gv.shape) and tuple(gv.shape) != tuple(shape):
+    if g and dense:
+        gv = var_in(prog, g[0], pb.block)
+        gshape = None if gv is None else gv.shape
+        if gshape != shape and is_dense(gv) and is_static(gshape) and \
+                tuple(gshape) != tuple(shape):
             ctx.add("optimize", part, pb.block, pb.op_idx,
                     "%s reads grad %s of shape %s for %s" % (op.type, g[0],
                                                              fmt_shape(gv.shape), pb.param),
@@ -203,7 +205,9 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
     main_vars = main.global_block.vars
     for name, v in sb.vars.items():
         mv = main_vars.get(name)
-        if mv is None or not (is_dense(v) and is_dense(mv)) or v.shape == mv.shape or \
+        # (a var of one shape in both, most of them, is let go first: the shapes are compared
+        # before is_dense is asked)
+        if mv is None or v.shape == mv.shape or not (is_dense(v) and is_dense(mv)) or \
                 name in want_acc:
             continue
         if tuple(v.shape) != tuple(mv.shape):
@@ -273,21 +277,28 @@ def _check_average(ctx, part, pb: ParamBlock) -> None:
                 "scale = 1/trainers = %g" % (1.0 / n))
 
 
+# _readers' value for a var that several ops read
+_MANY = "several ops"
+
+
 def _readers(ctx, part) -> dict:
-    """{var name: {(block, op index)} of the ops that read it} over the reachable blocks of a
-    program; built once per program, for all of its optimize blocks."""
+    """{var name: the (block, op index) of the one op that reads it, or _MANY} over the
+    reachable blocks of a program; built once per program, for all of its optimize blocks
+    (no set per name: a pserver's program reads thousands)."""
     prog = part.prog
     readers: dict = {}
+    get = readers.get
     for bi in ctx.reach.get(part.name, ()):
         for j, op in enumerate(prog.blocks[bi].ops):
+            at = (bi, j)
             for args in op.inputs.values():
                 for a in args:
                     if a:
-                        r = readers.get(a)
+                        r = get(a)
                         if r is None:
-                            readers[a] = {(bi, j)}
-                        else:
-                            r.add((bi, j))
+                            readers[a] = at
+                        elif r is not _MANY and r != at:
+                            readers[a] = _MANY
     return readers
 
 
@@ -317,6 +328,7 @@ def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
                     "%s reads the result (%s)" % (pb.op.type, outs[0]))
 
 
-def _read_by_others(readers, here) -> bool:
-    """Whether an op other than `here` (block, op index) is among `readers`."""
-    return bool(readers) and (len(readers) > 1 or here not in readers)
+def _read_by_others(reader, here) -> bool:
+    """Whether an op other than `here` (block, op index) reads a var whose _readers entry is
+    `reader`."""
+    return reader is not None and (reader is _MANY or reader != here)

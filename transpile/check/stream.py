@@ -13,14 +13,14 @@ their order as ever, replaying what was kept in its place: the findings and warn
 their order, are those of the checks on a split read whole."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
 from .faults import dist_table_of, dist_table_target, large_scale_adam_of, step_counter_of
-from .index import IndexBuilder
+from .index import IndexBuilder, ParamBlock
 from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
@@ -98,7 +98,8 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     ctx.index = own.index()
     saved, ctx.recorded = ctx.recorded, {}
     try:
-        summary = for_recvs(_record(ctx, ep, p, parts, sends), asked)
+        summary = for_recvs(_record(ctx, ep, p, parts, sends), asked,
+                            {pb.param for pb in own.reader.param_blocks[ep] if pb.param})
         ctx.remember(("pserver_summary", ep), summary)      # the whole one let go
         recorded = ctx.recorded
     finally:
@@ -107,7 +108,8 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     r = own.reader
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
     # later ones read of a block is its names and var: the op, which holds its bytes, goes
-    blocks = [replace(pb, op=None) for pb in r.param_blocks[ep]]
+    blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, pb.grad, pb.param, pb.var, pb.op_idx,
+                         None, pb.sparse) for pb in r.param_blocks[ep]]
     # nor is its listen_and_serv read again (check_listen replays what listen_of found): its
     # index only, which says that the pserver has one
     listen = r.listen.get(ep)

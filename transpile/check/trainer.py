@@ -170,6 +170,7 @@ def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
     by_ctx = ctx.config.traits.runtime_json
     _check_recvs(ctx, tid, main, recvs, by_ctx)
     _check_barriers(ctx, main, by_ctx)
+    _let_edges_go(ctx, tid)     # (their last reader: the later checks read none)
 
 
 def _runtime_name(main: Part) -> str:
@@ -179,29 +180,53 @@ def _runtime_name(main: Part) -> str:
 def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]:
     """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
     (a missing runtime.json is a finding), from its send and recv ops otherwise; `sends`
-    False: the recvs' only (the send edges left empty)."""
+    False: the recvs' only (the send edges left empty). Each kind is read once and kept
+    until the trainer checks are done with it (tens of thousands at 64 pservers: the sends
+    are read for streamed_edges and kept, the recvs read again for the trainer checks), what
+    reading them finds said again at each call."""
     t = ctx.split.trainers[tid]
-    main = t["main"]
-    out: list = []
-    recvs: list = []
-    if ctx.config.traits.runtime_json:
-        rt = t.get("runtime")
-        rt_name = _runtime_name(main)
-        if rt is None:
-            ctx.add("send", rt_name, None, None,
-                    "no runtime.json", "the communicator's send_ctx and recv_ctx "
-                    "(fleet style)")
+    by_ctx = ctx.config.traits.runtime_json
+    rt = t.get("runtime")
+    if by_ctx and rt is None:
+        ctx.add("send", _runtime_name(t["main"]), None, None,
+                "no runtime.json", "the communicator's send_ctx and recv_ctx "
+                "(fleet style)")
+        return [], []
+
+    def send_edges(edges):
+        if by_ctx:
+            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "send_ctx", edges)
         else:
-            if sends:
-                _edges_from_ctx(ctx, rt_name, rt, "send_ctx", out)
-            _edges_from_ctx(ctx, rt_name, rt, "recv_ctx", recvs)
-    else:
-        if sends:
-            _edges_from_ops(ctx, main, "send", "X", out)
-        _edges_from_ops(ctx, main, "recv", "Out", recvs)
+            _edges_from_ops(ctx, t["main"], "send", "X", edges)
+
+    def recv_edges(edges):
+        if by_ctx:
+            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "recv_ctx", edges)
+            return
+        _edges_from_ops(ctx, t["main"], "recv", "Out", edges)
         if t["startup"] is not None:
-            _edges_from_ops(ctx, t["startup"], "recv", "Out", recvs)
-    return out, recvs
+            _edges_from_ops(ctx, t["startup"], "recv", "Out", edges)
+    out = _kept_edges(ctx, ("send_edges", tid), send_edges) if sends else []
+    return out, _kept_edges(ctx, ("recv_edges", tid), recv_edges)
+
+
+def _kept_edges(ctx: CheckContext, key: tuple, read) -> list:
+    """The edges `read(edges)` adds to a list, read once and kept as memo `key`, with the
+    findings and warnings reading them made (added again at each call)."""
+    def made():
+        edges: list = []
+        with ctx.collecting() as got:
+            read(edges)
+        return edges, got
+    edges, got = ctx.memo(key, made)
+    ctx.findings.extend(got[0])
+    ctx.warnings.extend(got[1])
+    return edges
+
+
+def _let_edges_go(ctx: CheckContext, tid: int, kinds=("send_edges", "recv_edges")) -> None:
+    for kind in kinds:
+        ctx.forget((kind, tid))
 
 
 def _check_trainer_ops(ctx, tid, part: Part) -> None:
@@ -278,10 +303,11 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
 def _check_sends(ctx, tid, main: Part, sends: list) -> None:
     cfg = ctx.config
     fed: dict = {}
+    known = set(cfg.pservers)
     for i, e in enumerate(sends):
         if e.name.startswith("__control_var@"):
             continue
-        if e.endpoint not in cfg.pservers:
+        if e.endpoint not in known:
             ctx.add("send", e.part, e.block, e.op,
                     "sends %s to %s, which is not a pserver of the cluster" % (e.name,
                                                                               e.endpoint),
@@ -348,6 +374,7 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, frozenset]:
                 if e.endpoint in ctx.split.pservers:
                     targets.setdefault(e.endpoint, []).append((tid, i, e))
             received.update(e.name for e in recvs)
+            _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
     return targets, frozenset(received)
 
 
@@ -358,9 +385,9 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param:
                 held.setdefault(pb.param, []).append(pb)
-    got = set()
+    known = set(cfg.pservers)
     for e in recvs:
-        if e.endpoint not in cfg.pservers:
+        if e.endpoint not in known:
             ctx.add("recv", e.part, e.block, e.op,
                     "receives %s from %s, which is not a pserver of the cluster"
                     % (e.name, e.endpoint), "one of %s" % ", ".join(cfg.pservers))
@@ -381,7 +408,6 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
                         % (e.name, e.endpoint),
                         "a parameter block %s optimizes" % e.endpoint)
             continue
-        got.add((e.endpoint, e.name))
         pb = here[0]
         if pb.sparse or not is_dense(pb.var):
             continue
@@ -393,14 +419,19 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param is None or pb.sparse or pb.var is None or not is_dense(pb.var):
                 continue
-            origin = BLOCK_SUFFIX.match(pb.param)
-            if pb.param in looked_up or (origin and origin.group(1) in looked_up):
+            if looked_up and (pb.param in looked_up or _origin_in(pb.param, looked_up)):
                 continue
             if (ep, pb.param) not in main_got:
                 ctx.add("recv", main, None, None,
                         "trainer %d never receives %s from %s" % (tid, pb.param, ep),
                         "a %s of %s from %s" % ("recv_ctx entry" if by_ctx else "recv",
                                                 pb.param, ep))
+
+
+def _origin_in(param: str, names: set) -> bool:
+    """Whether `param` is a block (`<origin>.block<i>`) of one of `names`."""
+    origin = BLOCK_SUFFIX.match(param)
+    return bool(origin) and origin.group(1) in names
 
 
 def _looked_up_params(prog: Program) -> set:

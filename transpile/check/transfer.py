@@ -16,6 +16,8 @@ _PEER_SUFFIX = re.compile(r"\.(trainer|pserver)_\d+$")
 def strip_peer(name: str) -> list:
     """Names a sent var may be known by on the pserver: itself, without .trainer_N/.pserver_N."""
     out = [name]
+    if ".trainer_" not in name and ".pserver_" not in name:
+        return out          # (_PEER_SUFFIX cannot match: most names)
     n = name
     while _PEER_SUFFIX.search(n):
         n = _PEER_SUFFIX.sub("", n)
@@ -91,13 +93,31 @@ def check_transfer_shape(ctx, kind: str, e, pb) -> None:
     """A var sent to / received from a pserver must have the shape of the block there: by
     runtime.json's section (rows) in fleet style, by the trainer program's var otherwise."""
     rows_msg, var_msg = TRANSFER_WORDING[kind]
+    shape = pb.var.shape
     if e.section is not None:
-        if pb.var.shape and e.section != pb.var.shape[0]:
+        if shape and e.section != shape[0]:
             ctx.add(kind, e.part, None, None, rows_msg % (e.section, e.name, e.endpoint),
-                    "%d rows, the first dim of %s there" % (pb.var.shape[0], pb.param))
+                    "%d rows, the first dim of %s there" % (shape[0], pb.param))
         return
+    tv = _trainer_var(ctx, e)
+    if tv is None:
+        return
+    tshape = tv.shape
+    if tshape != shape and is_dense(tv) and is_static(tshape) and \
+            tuple(tshape) != tuple(shape):
+        ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tshape), e.endpoint),
+                "%s, the shape of %s there" % (fmt_shape(shape), pb.param))
+
+
+def _trainer_var(ctx, e):
+    """The var edge `e` names in its trainer program, as seen from its block (find_var; most
+    are in block 0, looked up there first), or None."""
     tp = ctx.trainer_prog(e.part)
-    tv = tp.find_var(e.name, e.block or 0) if tp is not None else None
-    if is_dense(tv) and is_static(tv.shape) and tuple(tv.shape) != tuple(pb.var.shape):
-        ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tv.shape), e.endpoint),
-                "%s, the shape of %s there" % (fmt_shape(pb.var.shape), pb.param))
+    if tp is None:
+        return None
+    bi = e.block or 0
+    if bi == 0 and tp.blocks:
+        tv = tp.blocks[0].vars.get(e.name)
+        if tv is not None:
+            return tv
+    return tp.find_var(e.name, bi)
