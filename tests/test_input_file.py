@@ -30,7 +30,7 @@ def test_ops_read_from_a_file_keep_where_their_bytes_are_and_write_the_same(tmp_
     path, _, _ = _copy(tmp_path)
     with open(path, "rb") as f:
         data = f.read()
-    prog = programio.load(path)
+    prog = programio.load(path, in_file=True)
     sources = _sources(prog)
     assert sources and all(s._wire is None and s._at for s in sources)
     assert protowrite.encode(prog) == protowrite.encode(protoread.decode(data)) == data
@@ -45,16 +45,24 @@ def test_ops_read_from_a_file_keep_where_their_bytes_are_and_write_the_same(tmp_
 
 
 def test_bytes_in_memory_and_a_program_only_read_keep_their_bytes(tmp_path):
+    """Only split's inputs are left in their files (in_file): a program loaded through the
+    library API may be written back over its own file."""
     path, _, _ = _copy(tmp_path)
     with open(path, "rb") as f:
         data = f.read()
-    for prog in (protoread.decode(data), programio.load(path, read_only=True)):
+    for prog in (protoread.decode(data), programio.load(path, read_only=True),
+                 programio.load(path), programio.load(path, True, in_file=True)):
         assert all(s._wire is not None for s in _sources(prog))
+    prog = programio.load(path)
+    with open(path, "wb") as f:                 # truncated before the program is encoded
+        f.write(programio.to_bytes(prog))
+    with open(path, "rb") as f:
+        assert f.read() == data
 
 
 def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):
     path, _, _ = _copy(tmp_path)
-    prog = programio.load(path)
+    prog = programio.load(path, in_file=True)
     ops = [op for op in prog.global_block.ops if op.source is not None]
     want = {(id(op), t): t not in op.source.wire for op in ops for t in (b"op_role", b"@@no@@")}
     for op in ops:
@@ -72,7 +80,7 @@ def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):
 
 def test_the_kept_bytes_are_bounded(tmp_path, monkeypatch):
     path, _, _ = _copy(tmp_path)
-    prog = programio.load(path)
+    prog = programio.load(path, in_file=True)
     sources = _sources(prog)
     monkeypatch.setattr(opsource, "_KEPT_BYTES_MAX", 2 * max(len(s.wire) for s in sources))
     opsource.forget_kept()
@@ -85,7 +93,8 @@ def test_the_kept_bytes_are_bounded(tmp_path, monkeypatch):
 def test_a_split_of_a_file_equals_the_split_of_its_bytes(tmp_path):
     path, spath, _ = _copy(tmp_path)
     _, _, config = load_case("classic", os.path.basename(CLASSIC))
-    lazy = split(programio.load(path), programio.load(spath), config).programs
+    lazy = split(programio.load(path, in_file=True), programio.load(spath, in_file=True),
+                 config).programs
     with open(path, "rb") as f, open(spath, "rb") as g:
         eager = split(protoread.decode(f.read()), protoread.decode(g.read()), config).programs
     assert lazy.keys() == eager.keys()
@@ -126,7 +135,7 @@ def test_a_program_from_a_pipe_is_read_as_bytes(tmp_path):
         finally:
             os._exit(0)
     try:
-        prog = programio.load(fifo)
+        prog = programio.load(fifo, in_file=True)
     finally:
         os.waitpid(pid, 0)
     assert all(s._wire is not None for s in _sources(prog))

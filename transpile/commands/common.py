@@ -111,7 +111,8 @@ def handle_errors(fn):
     return wrapper
 
 
-def load_program(path: str):
-    """The program at `path` (.pb, .pdmodel or .json); errors name the file."""
+def load_program(path: str, in_file: bool = False):
+    """The program at `path` (.pb, .pdmodel or .json); errors name the file. `in_file`:
+    programio.load's (its ops' bytes left in the file)."""
     from ..format import programio
-    return programio.load(path)
+    return programio.load(path, in_file=in_file)

@@ -121,8 +121,9 @@ def split(a: SplitArgs):
     tid = _parse_trainer_id(a.trainer_id)
     if tid is not None:
         cfg = config_mod.with_trainer_id(cfg, tid)
-    main_prog = load_program(a.main_program)
-    startup_prog = load_program(a.startup) if a.startup else None
+    # (the ops' bytes left in the files: split_to_folder checks they were not written over)
+    main_prog = load_program(a.main_program, in_file=True)
+    startup_prog = load_program(a.startup, in_file=True) if a.startup else None
     if startup_prog is None and startup_tables(main_prog):
         raise UserError(no_startup(startup_tables(main_prog)))
     keep_until_exit(main_prog, startup_prog)

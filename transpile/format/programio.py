@@ -46,13 +46,14 @@ def read_file_bytes(path: str) -> bytes:
     return read_bytes(path, ProgramFormatError, "program file")
 
 
-def load(path: str, read_only: bool = False) -> Program:
+def load(path: str, read_only: bool = False, in_file: bool = False) -> Program:
     """Read a program file; errors name the file. `read_only`: a binary program only looked
-    at, kept small (protoread.decode's; a JSON one keeps no bytes anyway)."""
+    at, kept small (protoread.decode's; a JSON one keeps no bytes anyway). `in_file`: a
+    binary program to be written again keeps where its ops' bytes are in the file, not the
+    bytes (opsource.InputFile: most of a program as Paddle saves it is call stacks), so the
+    file must not be written over while the program is in use (split's inputs: it checks)."""
     fmt = program_format(path)
-    # a binary program to be written again keeps where its ops' bytes are in the file, not
-    # the bytes (opsource.InputFile): most of a program as Paddle saves it is call stacks
-    file = InputFile.open(path) if fmt == "pb" and not read_only else None
+    file = InputFile.open(path) if in_file and fmt == "pb" and not read_only else None
     data = read_file_bytes(path) if file is None else _read_all(file, path)
     try:
         if fmt == "pb":
