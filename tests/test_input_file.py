@@ -42,6 +42,10 @@ def test_ops_read_from_a_file_keep_where_their_bytes_are_and_write_the_same(tmp_
     assert s._wire is None and s.wire == first and s._wire == first
     opsource.forget_kept()
     assert s._wire is None and s.wire == first
+    s.wire
+    assert s._wire is not None and opsource._KEPT
+    protowrite.release_caches()             # (split's, once every program is written)
+    assert s._wire is None and not opsource._KEPT and s.wire == first
 
 
 def test_bytes_in_memory_and_a_program_only_read_keep_their_bytes(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
-from .opsource import var_key
+from .opsource import forget_kept, var_key
 from .proto import (ATTR_TYPE_NUM, TENSOR_SLOTS, VAR_TYPE_NUM, BlockDescMsg, EncodeError, OpDescMsg,
                     ProgramDesc, VarDescMsg, fd_is_repeated)
 from .wire import length_delimited, varint_bytes
@@ -319,10 +319,12 @@ _OP_HEADS = _Made(lambda n: _KEY_OP + varint_bytes(n))
 
 
 def release_caches() -> None:
-    """Empty the writer's caches (attr entries, patched attrs, names and heads as bytes): once
-    a split's programs are written, what comes after (plan.json, report.md) writes no program,
-    and the megabytes they hold would only raise the peak of what does."""
+    """Empty the writer's caches (attr entries, patched attrs, names and heads as bytes, the
+    bytes of input ops read from their file more than once): once a split's programs are
+    written, what comes after (plan.json, report.md) writes no program, and the megabytes they
+    hold would only raise the peak of what does."""
     _forget_patches()
+    forget_kept()
     _ATTR_CHUNKS.clear()
     for made in (_SLOT_NAMES, _ARGUMENTS, _OP_TYPES, _INPUTS, _OUTPUTS, _VAR_HEADS, _OP_HEADS):
         made.clear()
