@@ -144,3 +144,58 @@ def test_a_program_from_a_pipe_is_read_as_bytes(tmp_path):
         os.waitpid(pid, 0)
     assert all(s._wire is not None for s in _sources(prog))
     assert protowrite.encode(prog) == data
+
+
+def _large(tmp_path, monkeypatch):
+    """A program of more ops than protowrite writes in one piece, read from its file."""
+    main_prog, _, _ = load_case("fleet", "ctr_sparse_adam_sync")
+    path = str(tmp_path / "large.pb")
+    data = programio.to_bytes(main_prog)
+    with open(path, "wb") as f:
+        f.write(data)
+    monkeypatch.setattr(protowrite, "_OPS_PER_PIECE", 3)
+    prog = programio.load(path, in_file=True)
+    assert len(prog.global_block.ops) > 3
+    return prog, data
+
+
+def test_a_large_block_is_sized_without_reading_its_ops_as_read(tmp_path, monkeypatch):
+    """A block written in pieces (a trainer's global block) is sized before any of its ops
+    still as read is read from the file (by their lengths there): they are read as their
+    piece is written, so never all held at once. The same bytes."""
+    prog, data = _large(tmp_path, monkeypatch)
+    reads = []
+    real = opsource.InputFile.read
+    monkeypatch.setattr(opsource.InputFile, "read",
+                        lambda self, a, b: reads.append((a, b)) or real(self, a, b))
+    opsource.forget_kept()
+    chunks = protowrite.encode_chunks(prog)
+    head = next(chunks)                         # the block's key and size
+    assert reads == []
+    rest = list(chunks)
+    in_file = [op for op in prog.global_block.ops if op.source and op.source._at]
+    assert len(in_file) > 3 and len(reads) == len(in_file)
+    assert head + b"".join(rest) == data
+
+
+def test_a_large_blocks_changed_ops_are_made_to_size_it_and_again_to_write_it(
+        tmp_path, monkeypatch):
+    """The changed ops of a block written in pieces are made to size the block, let go, and
+    made again as their piece is written (never all held); the others are made once, when
+    written: the same bytes as a block written whole."""
+    prog, _ = _large(tmp_path, monkeypatch)
+    for op in prog.global_block.ops[::2]:
+        op.attrs["pst_test"] = protowrite.Attr("INT", 7)
+    whole = [protowrite._block_bytes(b) for b in prog.blocks]       # each written whole
+    ops = prog.global_block.ops
+    changed = sum(1 for op in ops if not (op.source and op.source.unchanged(op)))
+    assert changed >= len(ops) // 2
+    made = []
+    ours = set(map(id, ops))
+    real = protowrite.op_bytes
+    monkeypatch.setattr(protowrite, "op_bytes",
+                        lambda op: (id(op) in ours and made.append(op)) or real(op))
+    data = b"".join(protowrite.encode_chunks(prog))
+    assert len(made) == len(ops) + changed
+    monkeypatch.setattr(protowrite, "op_bytes", real)
+    assert data == programio.to_bytes(prog) and all(w in data for w in whole)

@@ -305,6 +305,14 @@ class OpSource:
         """The OpDesc bytes as read."""
         return self.wire
 
+    def size(self) -> int:
+        """len(raw()), without reading them from the file where the op keeps where they are."""
+        w = self._wire
+        if w is None:
+            _, start, end = self._at
+            return end - start
+        return len(w)
+
     def get(self, name: str):
         """The Attr `name` (shared: callers must not change it), or None."""
         if name == ROLE_ATTR:

@@ -364,27 +364,42 @@ def _block_bytes(b: Block) -> bytes:
     return b"".join(parts)
 
 
-# a block of more ops than this is written in pieces of this many ops (_large_block_chunks)
+# a block of more ops than this is written in pieces of this many ops, and of as many vars
+# (_large_block_chunks)
 _OPS_PER_PIECE = 1024
+
+
+def _framed(n: int) -> int:
+    """The bytes of a BlockDesc var or op field whose message is `n` bytes: key, length, body."""
+    return 1 + ((n.bit_length() + 6) // 7 or 1) + n
 
 
 def _large_block_chunks(b: Block):
     """The BlockDesc field of a block of many ops (a trainer's global block) as _block_bytes
-    frames it, in pieces of _OPS_PER_PIECE ops: its size is summed from the ops' bytes and the
-    block is never joined into one string (the ops still as read are their input bytes; a
-    changed op's are new), so that it is not held twice."""
+    frames it, in pieces of _OPS_PER_PIECE vars or ops, never joined into one string and never
+    all held: the block's size is summed first (an op still as read by its length in the
+    input, without reading it; a changed op or a var by its bytes, made and let go), then
+    each piece is made as it is written (an op still as read read from its input again, a
+    changed op made again: holding a trainer's changed ops until they are written cost more
+    memory than making them twice costs time)."""
     head = _block_head(b.idx, b.parent_idx)
     tail = b"" if b.forward_block_idx is None else BlockDescMsg(
         forward_block_idx=b.forward_block_idx).SerializePartialToString()
-    first = FAST.block(head, list(map(var_bytes, b.vars.values())), [], b"")
-    ops = list(map(op_bytes, b.ops))
-    # each op framed as field 4: its key, its length as a varint, its bytes
-    size = len(first) + len(tail) + sum(
-        [1 + ((n.bit_length() + 6) // 7 or 1) + n for n in map(len, ops)])
+    size = len(head) + len(tail) + sum([_framed(len(var_bytes(v))) for v in b.vars.values()])
+    for op in b.ops:
+        src = op.source
+        size += _framed(src.size() if src is not None and src.unchanged(op)
+                        else len(op_bytes(op)))
     yield _KEY_BLOCK + varint_bytes(size)
-    yield first
-    for start in range(0, len(ops), _OPS_PER_PIECE):
-        yield FAST.block(b"", [], ops[start:start + _OPS_PER_PIECE], b"")
+    yield head
+    n = _OPS_PER_PIECE
+    vars_ = list(b.vars.values())
+    for start in range(0, len(vars_), n):
+        yield FAST.block(b"", list(map(var_bytes, vars_[start:start + n])), [], b"")
+    del vars_
+    ops = b.ops
+    for start in range(0, len(ops), n):
+        yield FAST.block(b"", [], list(map(op_bytes, ops[start:start + n])), b"")
     yield tail
 
 
