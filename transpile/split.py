@@ -261,9 +261,12 @@ class _FolderSink:
         # pservers is many times larger than its input
         from .format import programio
         from .render.report import program_section
-        self._write(key + ".pb", programio.to_chunks(prog))
+        # its report section first: the diff of a trainer's main program against the original
+        # is then not made on top of what writing the program leaves cached
         lines = program_section(key, self.main, prog)
         self.sections[key] = ["\n".join(lines)] if lines else []     # one string: less to hold
+        del lines
+        self._write(key + ".pb", programio.to_chunks(prog))
 
     def text(self, rel: str, text: str) -> None:
         self._write(rel, text.encode("utf-8"))
