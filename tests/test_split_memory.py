@@ -145,3 +145,12 @@ def test_the_writers_patched_attrs_are_bounded(tmp_path, monkeypatch):
     assert held[0] > 300 >= held[1]        # kept them all; let go of them past 300 bytes
     protowrite._forget_patches()
     gc.collect()
+
+
+def test_trainer_copy_names_are_one_string_each():
+    """A trainer's copy of a grad block is named by the trainer's sends and vars and by each
+    pserver's vars and sums: one string held for all of them (interned)."""
+    from transpile.plan.slicing import trainer_copy_name
+    a = trainer_copy_name("fc_0.w_0@GRAD.block3", 1)
+    b = trainer_copy_name("fc_0.w_0@GRAD" + ".block3", 1)
+    assert a == "fc_0.w_0@GRAD.block3.trainer_1" and a is b

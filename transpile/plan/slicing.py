@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -268,8 +269,10 @@ def varname_parts(name: str) -> tuple[str, str, str]:
 
 def trainer_copy_name(name: str, trainer_id: int) -> str:
     """`w@GRAD.block0.trainer_1`: trainer 1's copy of a grad (block), as sync mode with several
-    trainers names them so that the pserver can tell the copies apart."""
-    return "%s%s%d" % (name, TRAINER_SUFFIX, trainer_id)
+    trainers names them so that the pserver can tell the copies apart. Interned: a split names
+    each copy over and over (the trainer's var and its send, the pserver's var and its sum),
+    one string then held for all of them (and freed with the last of them)."""
+    return sys.intern("%s%s%d" % (name, TRAINER_SUFFIX, trainer_id))
 
 
 def origin_varname(name: str) -> str:
