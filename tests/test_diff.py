@@ -477,3 +477,40 @@ def test_diff_without_details_finds_the_same_changes(case):
         several |= any(len(o.details) > 1 for o in changes(full))
     assert changes(full), "the split changed nothing: this compares nothing"
     assert several or case.startswith("fleet/"), "no op with several changes to cut short"
+
+
+def test_op_keys_are_flat_and_stand_for_the_nested_slots():
+    """An op's key is one flat tuple (a tuple per slot made a split's trainer main's keys ~5
+    MiB); nested_key gives back (type, inputs, outputs) with each slot's renamed args, the
+    slots sorted by name and empty ones left out (kept under strict)."""
+    from transpile.diff.ops import Side, nested_key
+    prog = load(TRAINER)
+    for strict in (False, True):
+        side = Side(prog, strict, {})
+        ops = prog.global_block.ops
+        keys = side.op_keys(ops)
+        assert side.rename and all(type(k) is tuple for k in keys)
+        for op, key in zip(ops, keys):
+            want = (op.type,) + tuple(
+                tuple(sorted((k, tuple(side.name(x) for x in v)) for k, v in slots.items()
+                             if v or strict))
+                for slots in (op.inputs, op.outputs))
+            assert nested_key(key) == want
+        # two ops have equal keys exactly when their nested forms are equal
+        assert len(set(keys)) == len(set(map(nested_key, keys)))
+
+
+def test_vars_looked_up_by_renamed_names_without_a_renamed_copy():
+    """_diff_vars looks a block's vars up by their renamed names (control vars) through a
+    view of the block's own dict: the same answers as the renamed dict it stands for."""
+    from transpile.diff.ops import Side
+    prog = load(TRAINER)
+    side = Side(prog, False, {})
+    block = prog.global_block
+    assert side.rename
+    view = diff_mod._Renamed(side, block)
+    renamed = {side.name(n): v for n, v in block.vars.items()}
+    assert list(view.items()) == list(renamed.items())
+    asked = list(renamed) + list(block.vars) + ["__control_var@nowhere", "no_such_var"]
+    for n in asked:
+        assert (n in view) == (n in renamed) and view.get(n) is renamed.get(n)

@@ -7,7 +7,7 @@ import bisect
 import json
 import math
 from itertools import chain, islice
-from operator import attrgetter, eq as _eq, methodcaller
+from operator import attrgetter, eq as _eq, itemgetter, methodcaller
 from typing import Optional
 
 from ..ir.program import Block, Op, Program
@@ -92,8 +92,10 @@ class Side:
         return self.rename.get(n, n)
 
     def op_keys(self, ops, known: Optional[dict] = None, clean: bool = False) -> list:
-        """Each op's key: (type, inputs, outputs), the slots as sorted (slot, renamed args)
-        pairs, empty slots left out (unless strict). A hot loop, written out.
+        """Each op's key: its type, inputs and outputs, the slots sorted by name with their
+        renamed args, empty slots left out (unless strict), as one flat tuple (nested_key
+        gives the (type, inputs, outputs) it stands for: a tuple per slot made a split's
+        trainer main's keys ~5 MiB). A hot loop, written out.
 
         `known`: {id(op): key} of the other side's ops, whose keys hold here too unless an
         argument is a name the two sides rename differently (`differ`); `clean`: none of
@@ -115,12 +117,16 @@ class Side:
             key = [op.type]
             for slots in (op.inputs, op.outputs):
                 if rename:
-                    items = [(k, tuple(map(get, v, v))) for k, v in slots.items() if v or strict]
+                    items = [(k, list(map(get, v, v))) for k, v in slots.items() if v or strict]
                 else:
-                    items = [(k, tuple(v)) for k, v in slots.items() if v or strict]
+                    items = [(k, v) for k, v in slots.items() if v or strict]
                 if len(items) > 1:
-                    items.sort()        # slot names are unique: sorted by name
-                key.append(tuple(items))
+                    items.sort(key=_slot_name)      # slot names are unique
+                key.append(len(items))
+                for k, v in items:
+                    key.append(k)
+                    key.append(len(v))
+                    key += v
             append(tuple(key))
         return out
 
@@ -172,12 +178,33 @@ def _fmt_slots(slots: tuple) -> str:
                      for k, v in slots)
 
 
+_slot_name = itemgetter(0)
+
+
+def nested_key(key: tuple) -> tuple:
+    """(type, inputs, outputs), each slots a tuple of (slot, args tuple) pairs, from the flat
+    key Side.op_keys makes: (type, n, slot, m, arg * m, ... [n slots], n, ... [outputs])."""
+    out = [key[0]]
+    i = 1
+    for _ in range(2):
+        slots = []
+        n = key[i]
+        i += 1
+        for _ in range(n):
+            m = key[i + 1]
+            slots.append((key[i], key[i + 2:i + 2 + m]))
+            i += 2 + m
+        out.append(tuple(slots))
+    return tuple(out)
+
+
 def _no_key(key: tuple) -> str:
     return ""
 
 
 def _fmt_key(key: tuple) -> str:
-    """An op, from its key (type, inputs, outputs), on one line."""
+    """An op, from its key (Side.op_keys), on one line."""
+    key = nested_key(key)
     return "%s(%s) -> (%s)" % (key[0], _fmt_slots(key[1]), _fmt_slots(key[2]))
 
 
@@ -300,6 +327,7 @@ def _slot_changes(what: str, a: tuple, b: tuple) -> list:
 
 
 def _op_changes(sa: Side, sb: Side, oa: Op, ob: Op, key_a: tuple, key_b: tuple) -> list:
+    key_a, key_b = nested_key(key_a), nested_key(key_b)
     out = _slot_changes("input", key_a[1], key_b[1])
     out += _slot_changes("output", key_a[2], key_b[2])
     return out + _attr_changes(sa, sb, oa, ob)
@@ -324,7 +352,7 @@ def _canonical_order(side: Side, block: Block, keys: list) -> list:
         while j < len(ops) and ops[j].type == ops[i].type:
             j += 1
         if j - i > 1:
-            order[i:j] = sorted(range(i, j), key=lambda k: repr(keys[k]))
+            order[i:j] = sorted(range(i, j), key=lambda k: repr(nested_key(keys[k])))
         i = j
     return order
 

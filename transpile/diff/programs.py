@@ -72,16 +72,37 @@ def _same_var(x: Var, y: Var, strict: bool, same_types: dict) -> bool:
     return same
 
 
-def _renamed_vars(side: Side, block: Block) -> dict:
-    if not side.rename:
-        return block.vars
-    get = side.rename.get
-    return {get(n, n): v for n, v in block.vars.items()}
+class _Renamed:
+    """A block's vars by their renamed names (Side.rename: control vars only), looked up
+    without a renamed copy of the block's dict (a split's trainer main declares tens of
+    thousands of vars, a handful of them control vars)."""
+    __slots__ = ("vars", "rename", "back")
+
+    def __init__(self, side: Side, block: Block):
+        self.vars, self.rename = block.vars, side.rename
+        self.back = {new: old for old, new in self.rename.items()}
+
+    def get(self, name: str):
+        old = self.back.get(name)
+        if old is not None:
+            return self.vars.get(old)
+        return None if name in self.rename else self.vars.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        old = self.back.get(name)
+        if old is not None:
+            return old in self.vars
+        return name not in self.rename and name in self.vars
+
+    def items(self):
+        """(renamed name, var) in the block's order."""
+        get = self.rename.get
+        return ((get(n, n), v) for n, v in self.vars.items())
 
 
 def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True) -> list:
-    va = _renamed_vars(sa, ba)
-    vb = _renamed_vars(sb, bb)
+    va = _Renamed(sa, ba)
+    vb = _Renamed(sb, bb)
     strict = sa.strict
     out = []
     same_types: dict = {}
@@ -90,7 +111,7 @@ def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True) -
     # of its vars with the original): only they can differ
     get_b = vb.get
     names = [n for n, x in va.items() if get_b(n) is not x]
-    names += [n for n in vb if n not in va]
+    names += [n for n, _ in vb.items() if n not in va]
     for n in sorted(names):
         x, y = va.get(n), vb.get(n)
         # (without details: one shared empty tuple, not a list per var)
