@@ -127,7 +127,7 @@ _TEXT_BITS: dict = {}
 # the ops read from a file more than once whose bytes are kept, at most about this many bytes
 # of them (all let go when there are more: a split to many pservers copies some ops into every
 # pserver, and would otherwise keep most of its input)
-_KEPT_BYTES_MAX = 4 << 20
+_KEPT_BYTES_MAX = 1 << 20
 _KEPT: list = []
 _KEPT_BYTES = [0]
 
