@@ -225,6 +225,21 @@ def test_json_bytes_format(split_case):
         assert json_bytes(odd, depth) == (_reference_json(odd, depth) + "\n").encode()
 
 
+def test_one_line_fields_written_by_kind_as_the_encoder_writes_them():
+    """A context's fields (one line each) are written by their kind where it is a str, an int,
+    a bool or a list of one of those, else by the JSON encoder: the same text either way."""
+    from transpile.output.outdir import _value, json_bytes
+    values = ["", "a\"b\\c\n\t\u0001ü€😀", 0, -7, 10 ** 30, True, False, None, 1.5,
+              float("nan"), [], ["x", "ü\n"], [1, -2, 10 ** 20], [1, True], [True, False],
+              ["a", 1], [1, "a"], [1.5, 2], [[1], [2]], [{"b": 1, "a": 2}], {"b": [1], "a": "x"},
+              (1, 2)]
+    for v in values:
+        want = json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+        assert _value(v) == want, v
+    ctx = {"k%02d" % i: v for i, v in enumerate(values)}
+    assert json_bytes({"c": ctx}, 2) == (_reference_json({"c": ctx}, 2) + "\n").encode()
+
+
 def test_json_chunks_write_a_large_plan_in_pieces_with_the_same_bytes():
     """plan.json is written piece by piece (never one string): the pieces join to exactly
     json_bytes' format, across the batches of one-line items too."""
