@@ -136,8 +136,8 @@ def test_released_caches_are_empty_and_encode_the_same_bytes():
     first = {key: protowrite.encode(prog) for key, prog in programs.items()}
     caches = (protowrite._ATTR_CHUNKS, protowrite._SLOT_NAMES, protowrite._ARGUMENTS,
               protowrite._INPUTS, protowrite._OP_TYPES)
-    assert protowrite._ATTR_CHUNKS and protowrite._PATCHED     # (names: the Python writer's)
+    assert protowrite._ATTR_CHUNKS and protowrite.PATCHED.holders     # (names: the Python writer's)
     protowrite.release_caches()
-    assert not any(caches) and not protowrite._PATCHED
+    assert not any(caches) and not protowrite.PATCHED.holders
     assert not protowrite._OUTPUTS and not protowrite._VAR_HEADS and not protowrite._OP_HEADS
     assert {key: protowrite.encode(prog) for key, prog in programs.items()} == first

@@ -43,9 +43,9 @@ def test_ops_read_from_a_file_keep_where_their_bytes_are_and_write_the_same(tmp_
     opsource.forget_kept()
     assert s._wire is None and s.wire == first
     s.wire
-    assert s._wire is not None and opsource._KEPT
+    assert s._wire is not None and opsource.KEPT.holders
     protowrite.release_caches()             # (split's, once every program is written)
-    assert s._wire is None and not opsource._KEPT and s.wire == first
+    assert s._wire is None and not opsource.KEPT.holders and s.wire == first
 
 
 def test_bytes_in_memory_and_a_program_only_read_keep_their_bytes(tmp_path):
@@ -86,11 +86,11 @@ def test_the_kept_bytes_are_bounded(tmp_path, monkeypatch):
     path, _, _ = _copy(tmp_path)
     prog = programio.load(path, in_file=True)
     sources = _sources(prog)
-    monkeypatch.setattr(opsource, "_KEPT_BYTES_MAX", 2 * max(len(s.wire) for s in sources))
+    monkeypatch.setattr(opsource.KEPT, "limit", 2 * max(len(s.wire) for s in sources))
     opsource.forget_kept()
     for s in sources:
         s.wire, s.wire
-        assert opsource._KEPT_BYTES[0] <= opsource._KEPT_BYTES_MAX
+        assert opsource.KEPT.held <= opsource.KEPT.limit
     assert sum(s._wire is not None for s in sources) <= 2
 
 

@@ -125,14 +125,14 @@ def test_the_writers_patched_attrs_are_bounded(tmp_path, monkeypatch):
     monkeypatch.setenv("PSTRANSPILE_WORKERS", "1")
     outs, held = [], []
     for budget in (1 << 40, 300):
-        monkeypatch.setattr(protowrite, "_PATCHED_BYTES_KEPT", budget)
-        protowrite._forget_patches()
+        monkeypatch.setattr(protowrite.PATCHED, "limit", budget)
+        protowrite.PATCHED.forget()
         most = []
         real = protowrite._patched_attrs
 
         def patched(src, patch):
             out = real(src, patch)
-            most.append(protowrite._PATCHED_BYTES[0])
+            most.append(protowrite.PATCHED.held)
             return out
         monkeypatch.setattr(protowrite, "_patched_attrs", patched)
         out = str(tmp_path / ("out%d" % budget))
@@ -143,7 +143,7 @@ def test_the_writers_patched_attrs_are_bounded(tmp_path, monkeypatch):
         held.append(max(most))
     assert outs[0] == outs[1]
     assert held[0] > 300 >= held[1]        # kept them all; let go of them past 300 bytes
-    protowrite._forget_patches()
+    protowrite.PATCHED.forget()
     gc.collect()
 
 

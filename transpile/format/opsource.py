@@ -11,6 +11,7 @@ import copy as _copy
 import os
 from collections.abc import Mapping
 
+from ..core.bytebound import ByteBound
 from ..core.errors import ProgramFormatError
 from ..ir.program import Attr, Op, Var, VarType
 from . import wirescan
@@ -124,28 +125,15 @@ class InputFile:
 # the texts OpSource.lacks has been asked about: text -> its bits' position (the first 16)
 _TEXT_BITS: dict = {}
 
-# the ops read from a file more than once whose bytes are kept, at most about this many bytes
-# of them (all let go when there are more: a split to many pservers copies some ops into every
-# pserver, and would otherwise keep most of its input)
-_KEPT_BYTES_MAX = 1 << 20
-_KEPT: list = []
-_KEPT_BYTES = [0]
-
-
-def _keep(src: "OpSource", wire: bytes) -> None:
-    if _KEPT_BYTES[0] + len(wire) > _KEPT_BYTES_MAX:
-        forget_kept()
-    src._wire = wire
-    _KEPT.append(src)
-    _KEPT_BYTES[0] += len(wire)
+# the ops read from a file more than once whose bytes are kept, at most about 1 MiB of them (all
+# let go when there are more: a split to many pservers copies some ops into every pserver, and
+# would otherwise keep most of its input)
+KEPT = ByteBound(1 << 20, lambda src: setattr(src, "_wire", None))
 
 
 def forget_kept() -> None:
     """Let go of the bytes kept of ops read from a file (read again when next asked for)."""
-    for src in _KEPT:
-        src._wire = None
-    _KEPT.clear()
-    _KEPT_BYTES[0] = 0
+    KEPT.forget()
 
 
 def _stamp(st) -> tuple:
@@ -219,8 +207,8 @@ class OpSource:
             f, start, end = self._at
             w = f.read(start, end)
             self._reads += 1
-            if self._reads > 1:
-                _keep(self, w)
+            if self._reads > 1 and KEPT.keep(self, len(w)):
+                self._wire = w
         return w
 
     def _slice(self, a: int, b: int) -> bytes:

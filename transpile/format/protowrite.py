@@ -12,6 +12,7 @@ in one go, or None (not built, or PSTRANSPILE_PURE_PYTHON=1): the same bytes eit
 """
 from __future__ import annotations
 
+from ..core.bytebound import ByteBound
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
 from .opsource import forget_kept, var_key
@@ -143,37 +144,26 @@ def _patched_attrs(src, patch: dict) -> bytes:
     block it holds, mostly with the same patched shape."""
     chunks = tuple([(name, _attr_chunk(name, new)) for name, new in patch.items()])
     made = src.patched
-    if made is None:
-        made = src.patched = {}
-        _PATCHED.append(src)
-    out = made.get(chunks)
+    out = made.get(chunks) if made is not None else None
     if out is None:
-        if len(made) >= _PATCHES_KEPT:
-            made.clear()
         new = dict(chunks)
         parts = [new.get(name, raw) for name, raw in src.attr_chunks()]
         parts += [raw for name, raw in chunks if not src.has(name)]
-        out = made[chunks] = b"".join(parts)
-        _PATCHED_BYTES[0] += len(out)
-        if _PATCHED_BYTES[0] > _PATCHED_BYTES_KEPT:
-            _forget_patches()
+        out = b"".join(parts)
+        if PATCHED.keep(src, len(out), made is not None):
+            made = src.patched          # (None again if every holder let go)
+            if made is None:
+                made = src.patched = {}
+            elif len(made) >= _PATCHES_KEPT:
+                made.clear()
+            made[chunks] = out
     return out
 
 
 _PATCHES_KEPT = 16      # patched attrs kept per source op
-# ... and in all at most about this many bytes of them: a split to many pservers patches the
-# copies of thousands of ops (attrs with their call stacks), megabytes held to the end
-_PATCHED_BYTES_KEPT = 4 << 20
-_PATCHED: list = []             # the source ops holding patched attrs
-_PATCHED_BYTES = [0]            # the bytes they hold
-
-
-def _forget_patches() -> None:
-    """Empty every source op's patched attrs (made again when next asked for)."""
-    for src in _PATCHED:
-        src.patched = None
-    _PATCHED.clear()
-    _PATCHED_BYTES[0] = 0
+# ... and in all at most about 4 MiB of them: a split to many pservers patches the copies of
+# thousands of ops (attrs with their call stacks), megabytes held to the end
+PATCHED = ByteBound(4 << 20, lambda src: setattr(src, "patched", None))
 
 
 # Bytes written again and again (names in slots, attrs such as op_role = 0): made once. The
@@ -323,7 +313,7 @@ def release_caches() -> None:
     bytes of input ops read from their file more than once): once a split's programs are
     written, what comes after (plan.json, report.md) writes no program, and the megabytes they
     hold would only raise the peak of what does."""
-    _forget_patches()
+    PATCHED.forget()
     forget_kept()
     _ATTR_CHUNKS.clear()
     for made in (_SLOT_NAMES, _ARGUMENTS, _OP_TYPES, _INPUTS, _OUTPUTS, _VAR_HEADS, _OP_HEADS):
