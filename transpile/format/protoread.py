@@ -15,6 +15,7 @@ from sys import intern as _intern
 from ..core.errors import ProgramFormatError
 from .opsource import ROLE_ATTR, SHAPE_ATTR, OpSource, VarSource, serialized, vartype_key
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
+from ..ir.vartable import VarTable, kind_code
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
                     OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
@@ -35,9 +36,11 @@ class _Seen:
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
     `drop`: the name of an attr left out of every op, or None; `share`: decode's read_only
-    (an op's OpSource holds the op's own slots rather than copies, a var has no source)."""
+    (an op's OpSource holds the op's own slots rather than copies, a var has no source, a
+    block's vars are a VarTable: `kinds` and `kind_keys` its kinds of var, which the blocks
+    of the program share)."""
     __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share",
-                 "file")
+                 "file", "kinds", "kind_keys")
 
     def __init__(self, read_only: bool = False, file=None):
         self.types: dict = {}
@@ -50,6 +53,12 @@ class _Seen:
         # the InputFile the bytes are read from (decode's `file`): ops keep where their bytes
         # are in it instead of the bytes
         self.file = file
+        self.kinds: list = []
+        self.kind_keys: dict = {}
+
+    def table(self, vars_: dict):
+        """The block's vars as a program only read keeps them (a VarTable), else `vars_`."""
+        return VarTable.of(vars_, self.kinds, self.kind_keys) if self.share else vars_
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -321,7 +330,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
             run.refuse_typeless(data, n, len(ops), msgs)
             raise
     head = parse(BlockDescMsg, b"".join(rest))
-    return Block(head.idx, head.parent_idx, vars_, ops,
+    return Block(head.idx, head.parent_idx, seen.table(vars_), ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
@@ -338,10 +347,15 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
     # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)
-    vars_ = None if vars_of is None else vars_of(
-        var_items, types, lambda raw: _typed(raw, types),
-        lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
-        None if seen.share else VarSource)
+    if seen.share:
+        vars_ = _table_scanned(var_items, types, seen, idx)
+    elif vars_of is not None:
+        vars_ = vars_of(
+            var_items, types, lambda raw: _typed(raw, types),
+            lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
+            VarSource)
+    else:
+        vars_ = None
     if vars_ is None:
         vars_ = _vars_scanned(var_items, types, seen, idx)
     ops = []
@@ -412,6 +426,30 @@ def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
     return vars_
 
 
+def _table_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> VarTable:
+    """The vars of block `idx` of a program only read (seen.share), from wirescan_c.block()'s
+    var items: a VarTable, no Var made but for a var with attrs (read by protobuf)."""
+    codes: dict = {}
+    kinds, keys = seen.kinds, seen.kind_keys
+    for item in var_items:
+        if item.__class__ is bytes:
+            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            name = var.name
+            code = kind_code((var.type, var.persistable, var.need_check_feed,
+                              var.is_parameter, var.stop_gradient, var.attrs), kinds, keys)
+        else:
+            _, name, raw, p, c, i, s = item
+            code = keys.get((raw, p, c, i, s))
+            if code is None:
+                typed = types.get(raw) or _typed(raw, types)
+                code = keys[(raw, p, c, i, s)] = kind_code((typed[0], p, c, i, s, ()),
+                                                            kinds, keys)
+        if name in codes:           # declared twice: read again run by run, which says so
+            raise ProgramFormatError("block %d declares var %r twice" % (idx, name))
+        codes[name] = code
+    return VarTable(codes, kinds)
+
+
 def _typed(raw: bytes, types: dict) -> tuple:
     """(VarType, its key) of a VarType's bytes, made once per program (`types`)."""
     vt = decode_vartype(VarTypeMsg.FromString(raw))
@@ -437,7 +475,7 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
         if check_text:
             check_var_text(v, b.idx)
         _add_var(vars_, _decode_var(v, seen, None), b.idx)
-    return Block(b.idx, b.parent_idx, vars_,
+    return Block(b.idx, b.parent_idx, seen.table(vars_),
                  [_decode_op(o, check_text, seen, None) for o in b.ops],
                  forward_block_idx=optional_field(b, "forward_block_idx"))
 
