@@ -45,12 +45,14 @@ def test_a_program_read_only_lets_its_var_bytes_go_and_writes_the_same(path):
 
 
 @pytest.mark.parametrize("path", PROGRAMS[::5], ids=_rel)
-def test_a_program_read_only_holds_its_vars_in_a_table_answering_as_the_dict(path):
-    """check's programs (decode's read_only) hold each block's vars as a VarTable (a small
+def test_a_program_read_only_holds_its_vars_in_a_table_answering_as_the_dict(path,
+                                                                            monkeypatch):
+    """check's programs (decode's read_only) hold a large block's vars as a VarTable (a small
     number per name, a Var made when asked): it answers every question the dict of the
     program read to be written answers, with equal Vars, and refuses to be changed."""
     data = open(path, "rb").read()
     full = protoread.decode(data)
+    monkeypatch.setattr(protoread, "TABLE_MIN", 0)      # (every block: corpus programs)
     lean = protoread.decode(data, read_only=True)
     for b, lb in zip(full.blocks, lean.blocks):
         table = lb.vars
@@ -73,15 +75,18 @@ def test_a_program_read_only_holds_its_vars_in_a_table_answering_as_the_dict(pat
     assert lean.blocks[0].vars == full.blocks[0].vars
 
 
-def test_a_var_table_gives_each_kind_of_var_one_entry():
+def test_a_var_table_gives_each_kind_of_var_one_entry(monkeypatch):
     """Vars that differ only by name share their kind: the table of a program of many
-    slices holds a handful of kinds, not a Var per slice."""
+    slices holds a handful of kinds, not a Var per slice (a block of TABLE_MIN vars or more;
+    a smaller one keeps a dict of Vars)."""
     prog = Program.empty()
     for i in range(100):
         prog.global_block.add_var(Var.tensor("w.block%d" % i, "FP32", [8, 4], persistable=True))
     prog.global_block.add_var(Var.tensor("g", "FP32", [8, 4]))
-    lean = protoread.decode(protowrite.encode(prog), read_only=True)
-    table = lean.global_block.vars
+    data = protowrite.encode(prog)
+    assert type(protoread.decode(data, read_only=True).global_block.vars) is dict
+    monkeypatch.setattr(protoread, "TABLE_MIN", 100)
+    table = protoread.decode(data, read_only=True).global_block.vars
     assert len(table) == 101 and len(table._kinds) == 2
     assert table["w.block7"] == prog.global_block.vars["w.block7"]
     assert table["g"].persistable is None and table["w.block0"].persistable is True

@@ -93,6 +93,13 @@ class _Items(ItemsView):
             yield name, Var(name, *kinds[code])
 
 
+def names_of(vars_):
+    """The names of a block's vars as a dict (a VarTable's own; a dict as it is): what
+    set.difference and set.intersection look names up in directly (with another mapping
+    they first make a set of its keys)."""
+    return vars_._codes if vars_.__class__ is VarTable else vars_
+
+
 def kind_code(kind: tuple, kinds: list, by_key: dict) -> int:
     """The index of `kind` (VarType, the four flags, attrs) in `kinds`, added when new. Equal
     kinds share an index when they are the same VarType object with hashable attrs (a VarType
