@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
+from transpile.check.loading import load_program_raw
 from transpile.format import opsource, programio, protoread, protowrite
 from transpile.split import split
 
@@ -55,13 +56,42 @@ def test_bytes_in_memory_and_a_program_only_read_keep_their_bytes(tmp_path):
     with open(path, "rb") as f:
         data = f.read()
     for prog in (protoread.decode(data), programio.load(path, read_only=True),
-                 programio.load(path), programio.load(path, True, in_file=True)):
+                 programio.load(path)):
         assert all(s._wire is not None for s in _sources(prog))
     prog = programio.load(path)
     with open(path, "wb") as f:                 # truncated before the program is encoded
         f.write(programio.to_bytes(prog))
     with open(path, "rb") as f:
         assert f.read() == data
+
+
+def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out(tmp_path):
+    """check's programs (read_only, in_file): each op keeps where its bytes are in the file,
+    the call stack (protoread.UNREAD_ATTR) cut out whenever they are read: the program reads
+    as decode(read_only) reads it (bytes, names, attrs, slots)."""
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    lean = protoread.decode(data, read_only=True)
+    prog = programio.load(path, read_only=True, in_file=True)
+    sources = _sources(prog)
+    assert sources and all(s._wire is None and s._at for s in sources)
+    assert any(isinstance(s, opsource.CutOpSource) for s in sources)
+    for op, want in zip(prog.global_block.ops, lean.global_block.ops):
+        assert op.source.wire == want.source.wire and op.attr_names() == want.attr_names()
+        assert not op.has_attr(protoread.UNREAD_ATTR)
+        assert op.attrs == want.attrs and op.inputs == want.inputs
+        for t in (b"op_callstack", b"@GRAD", b"op_role"):
+            assert op.lacks_text(t) == want.lacks_text(t)
+    # the checks' loader: a large one in its file, a small one keeps its bytes
+    small = load_program_raw(path, in_file=True)
+    assert all(s._wire is not None for s in _sources(small))
+    programio._IN_FILE_MIN, was = 1, programio._IN_FILE_MIN
+    try:
+        assert all(s._wire is None for s in _sources(load_program_raw(path, in_file=True)))
+        assert all(s._wire is not None for s in _sources(load_program_raw(path)))
+    finally:
+        programio._IN_FILE_MIN = was
 
 
 def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from transpile.format import programio, protoread, protowrite, textform
-from transpile.ir.program import Attr, Op, Var
+from transpile.ir.program import Attr, Op, Program, Var
+from transpile.ir.vartable import VarTable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -41,6 +42,54 @@ def test_a_program_read_only_lets_its_var_bytes_go_and_writes_the_same(path):
     for v in held:
         v.source = None
     assert protowrite.encode(prog) == data
+
+
+@pytest.mark.parametrize("path", PROGRAMS[::5], ids=_rel)
+def test_a_program_read_only_holds_its_vars_in_a_table_answering_as_the_dict(path,
+                                                                            monkeypatch):
+    """check's programs (decode's read_only) hold a large block's vars as a VarTable (a small
+    number per name, a Var made when asked): it answers every question the dict of the
+    program read to be written answers, with equal Vars, and refuses to be changed."""
+    data = open(path, "rb").read()
+    full = protoread.decode(data)
+    monkeypatch.setattr(protoread, "TABLE_MIN", 0)      # (every block: corpus programs)
+    lean = protoread.decode(data, read_only=True)
+    for b, lb in zip(full.blocks, lean.blocks):
+        table = lb.vars
+        assert isinstance(table, VarTable)
+        for v in b.vars.values():
+            v.source = None
+        assert list(table) == list(b.vars) and list(table.keys()) == list(b.vars.keys())
+        assert len(table) == len(b.vars) and len(table.values()) == len(b.vars)
+        assert list(table.values()) == list(b.vars.values())
+        assert list(table.items()) == list(b.vars.items())
+        assert table == b.vars and dict(table) == b.vars
+        for name, v in b.vars.items():
+            assert name in table and table[name] == v and table.get(name) == v
+            assert lb.var(name) == v and table[name].type is table.get(name).type
+        assert table.get("no such var") is None and "no such var" not in table
+        with pytest.raises(KeyError):
+            table["no such var"]
+        with pytest.raises(TypeError):
+            table["x"] = Var.tensor("x", "FP32", [1])
+    assert lean.blocks[0].vars == full.blocks[0].vars
+
+
+def test_a_var_table_gives_each_kind_of_var_one_entry(monkeypatch):
+    """Vars that differ only by name share their kind: the table of a program of many
+    slices holds a handful of kinds, not a Var per slice (a block of TABLE_MIN vars or more;
+    a smaller one keeps a dict of Vars)."""
+    prog = Program.empty()
+    for i in range(100):
+        prog.global_block.add_var(Var.tensor("w.block%d" % i, "FP32", [8, 4], persistable=True))
+    prog.global_block.add_var(Var.tensor("g", "FP32", [8, 4]))
+    data = protowrite.encode(prog)
+    assert type(protoread.decode(data, read_only=True).global_block.vars) is dict
+    monkeypatch.setattr(protoread, "TABLE_MIN", 100)
+    table = protoread.decode(data, read_only=True).global_block.vars
+    assert len(table) == 101 and len(table._kinds) == 2
+    assert table["w.block7"] == prog.global_block.vars["w.block7"]
+    assert table["g"].persistable is None and table["w.block0"].persistable is True
 
 
 @pytest.mark.parametrize("path", PROGRAMS[::7], ids=_rel)

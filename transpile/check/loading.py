@@ -9,6 +9,7 @@ from typing import Optional
 
 from ..core.config import ClusterConfig
 from ..core.errors import ProgramFormatError, UserError
+from ..core.heaptrim import give_back
 from ..format import programio
 from ..ir.program import Program
 from ..output.result import endpoint_dir
@@ -33,15 +34,19 @@ class Split:
     stray: list = field(default_factory=list)        # folder names that are neither
 
 
-def load_program_raw(path: str) -> Program:
+def load_program_raw(path: str, in_file: bool = False) -> Program:
     """Read a program without the structural validation of programio.load: a dangling block
     attr is a finding here, not a reason to refuse the input. Only read, never written: kept
-    small (protoread.decode's read_only: no op call stacks, no var bytes to write)."""
+    small (protoread.decode's read_only: no op call stacks, no var bytes to write; `in_file`:
+    a large program's ops' bytes left in its file, programio.large_file: a trainer's, held to
+    the end, not a streamed pserver's, read and let go)."""
     fmt = programio.program_format(path)
+    if fmt == "pb":
+        prog = programio.load_read_only(path, in_file)
+        give_back()         # what reading it made and let go (core/heaptrim.py)
+        return prog
     data = programio.read_file_bytes(path)
     try:
-        if fmt == "pb":
-            return programio.from_bytes(data, read_only=True)
         from ..format import textform
         return textform.loads(data)
     except ProgramFormatError as e:
@@ -51,7 +56,9 @@ def load_program_raw(path: str) -> Program:
 def load_original(path: str) -> Program:
     """The original main or startup program as a check reads it: validated as every input
     (programio.load); only read, as the split's (load_program_raw)."""
-    return programio.load(path, read_only=True)
+    prog = programio.load(path, read_only=True, in_file=programio.large_file(path))
+    give_back()
+    return prog
 
 
 def _find_program(folder: str, stem: str) -> Optional[str]:
@@ -92,8 +99,10 @@ def load_split(root: str, config: ClusterConfig, progress=None, lazy: bool = Fal
                      "startup": Part(name + "/startup", None) if startup_path else None,
                      "paths": (main_path, startup_path)}
         else:
-            entry = {"main": Part(name + "/main", _load(root, config, main_path, lazy)),
-                     "startup": Part(name + "/startup", _load(root, config, startup_path, lazy))
+            held = bool(m)      # (a trainer's programs are held to the end)
+            entry = {"main": Part(name + "/main", _load(root, config, main_path, lazy, held)),
+                     "startup": Part(name + "/startup",
+                                     _load(root, config, startup_path, lazy, held))
                      if startup_path else None}
         if m:
             entry["runtime"] = _runtime(folder, root, config, lazy)
@@ -125,11 +134,12 @@ def _runtime(folder: str, root: str, config: ClusterConfig, lazy: bool):
         raise UserError("%s: cannot read JSON (%s)" % (rt_path, e)) from None
 
 
-def _load(root: str, config: ClusterConfig, path: str, lazy: bool) -> Program:
+def _load(root: str, config: ClusterConfig, path: str, lazy: bool,
+          in_file: bool = False) -> Program:
     if not lazy:
-        return load_program_raw(path)
+        return load_program_raw(path, in_file)
     try:
-        return load_program_raw(path)
+        return load_program_raw(path, in_file)
     except (UserError, ProgramFormatError) as e:
         raise lazy_error(root, config, e) from None
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from itertools import chain
+from sys import intern as _intern
 from typing import Optional
 
 from ..ir.program import Op, Program, Var
@@ -58,7 +59,7 @@ def colon_pairs(values) -> list:
         name, sep, val = str(s).rpartition(":")
         if not sep or not name:
             return None
-        out.append((name, val))
+        out.append((_intern(name), val))   # (a grad's name: the trainer's string)
     return out
 
 

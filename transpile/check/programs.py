@@ -8,6 +8,7 @@ here every problem is a finding, so the split is read raw (loading.load_program_
 from __future__ import annotations
 
 from ..ir.validate import EMPTY_VAR
+from ..ir.vartable import names_of
 from ..plan.faults import CLASSIC_CLIP_ON_PSERVER, KIND
 from .context import CheckContext
 from .inputs import has_clip
@@ -74,10 +75,10 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
         # the block's names not its own (sets made in C), each looked up once: the ops are
         # gone through one by one only where one of them is declared nowhere, to say where
         # (set.difference looks up the smaller side in the other, a dict as well)
-        names = all_names(b.ops, "inputs", "outputs").difference(own)
+        names = all_names(b.ops, "inputs", "outputs").difference(names_of(own))
         names.discard(EMPTY_VAR)
         if top_is_root and bi != 0 and b.parent_idx == 0:
-            if not names.difference(blocks[0].vars):
+            if not names.difference(names_of(blocks[0].vars)):
                 continue
         elif all(prog.find_var(name, bi) is not None for name in names):
             continue

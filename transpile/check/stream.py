@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
+from ..core.heaptrim import give_back
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -105,6 +106,7 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     finally:
         ctx.recorded = saved
     release_pserver(p)
+    give_back()         # (core/heaptrim.py: what reading them made, let go with them)
     r = own.reader
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
     # later ones read of a block is its names and var: the op, which holds its bytes, goes

@@ -199,13 +199,17 @@ class OpSource:
         self._attrs_raw = None          # attrs_bytes(): (start, end) in `wire`, or the bytes
         self.patched = None             # protowrite's {patch: the attrs' bytes} of copies
 
+    def _from_file(self) -> bytes:
+        """The op's bytes read from its file (an op that keeps where they are)."""
+        f, start, end = self._at
+        return f.read(start, end)
+
     @property
     def wire(self) -> bytes:
         """The OpDesc bytes as read (from the file when the op keeps where they are)."""
         w = self._wire
         if w is None:
-            f, start, end = self._at
-            w = f.read(start, end)
+            w = self._from_file()
             self._reads += 1
             if self._reads > 1 and KEPT.keep(self, len(w)):
                 self._wire = w
@@ -229,13 +233,11 @@ class OpSource:
         bit = _TEXT_BITS.get(text)
         if bit is None:
             if len(_TEXT_BITS) >= 16:
-                f, start, end = self._at
-                return text not in f.read(start, end)
+                return text not in self._from_file()
             bit = _TEXT_BITS[text] = 2 * len(_TEXT_BITS)
         known = self._lacks
         if not known >> bit & 1:
-            f, start, end = self._at
-            known |= (1 | (text not in f.read(start, end)) << 1) << bit
+            known |= (1 | (text not in self._from_file()) << 1) << bit
             self._lacks = known
         return bool(known >> (bit + 1) & 1)
 
@@ -339,6 +341,24 @@ class OpSource:
             return True
         attrs = op.attrs
         return tuple(attrs) == self.names and all(self.get(n) == a for n, a in attrs.items())
+
+
+class CutOpSource(OpSource):
+    """An op of a program only read (protoread.decode's read_only) that keeps where its bytes
+    are in its file, where they hold an attr the op leaves out (protoread.UNREAD_ATTR, the
+    call stack): `_cut`, (a, b), that attr's entry in the file's bytes of the op (from its
+    start), cut out whenever they are read. The op's bytes are what the program read without
+    its file has: protobuf's serialization of the op without that attr."""
+    __slots__ = ("_cut",)
+
+    def _from_file(self) -> bytes:
+        f, start, end = self._at
+        w = f.read(start, end)
+        a, b = self._cut
+        return w[:a] + w[b:]
+
+    def _slice(self, a: int, b: int) -> bytes:
+        return self.wire[a:b]
 
 
 # OpSource -> its OpDesc message, for the last _PARSED_KEPT OpSource._message parsed

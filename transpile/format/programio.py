@@ -49,11 +49,12 @@ def read_file_bytes(path: str) -> bytes:
 def load(path: str, read_only: bool = False, in_file: bool = False) -> Program:
     """Read a program file; errors name the file. `read_only`: a binary program only looked
     at, kept small (protoread.decode's; a JSON one keeps no bytes anyway). `in_file`: a
-    binary program to be written again keeps where its ops' bytes are in the file, not the
-    bytes (opsource.InputFile: most of a program as Paddle saves it is call stacks), so the
-    file must not be written over while the program is in use (split's inputs: it checks)."""
+    binary program keeps where its ops' bytes are in the file, not the bytes
+    (opsource.InputFile: most of a program as Paddle saves it is call stacks), so the file
+    must not be written over while the program is in use (split's inputs: it checks; check's
+    large programs, only read: see large_file)."""
     fmt = program_format(path)
-    file = InputFile.open(path) if in_file and fmt == "pb" and not read_only else None
+    file = InputFile.open(path) if in_file and fmt == "pb" else None
     data = read_file_bytes(path) if file is None else _read_all(file, path)
     try:
         if fmt == "pb":
@@ -65,6 +66,34 @@ def load(path: str, read_only: bool = False, in_file: bool = False) -> Program:
         from ..ir.validate import validate_structure
         validate_structure(prog)
         return prog
+    except ProgramFormatError as e:
+        raise ProgramFormatError("%s: %s" % (path, e.message)) from None
+
+
+# a binary program only read (check's) keeps where its ops' bytes are in its file when the file
+# has this many bytes or more (a large trainer's ops are megabytes; a small program's are
+# little, and a split of many small ones read at once would hold a descriptor each)
+_IN_FILE_MIN = 1 << 20
+
+
+def large_file(path: str) -> bool:
+    """Whether a program only read from `path` is worth keeping in its file (load's
+    in_file)."""
+    try:
+        return os.path.getsize(path) >= _IN_FILE_MIN
+    except OSError:
+        return False        # (read_file_bytes says why)
+
+
+def load_read_only(path: str, in_file: bool = False) -> Program:
+    """A binary program only read (decode's read_only), without load's validation; errors
+    name the file. `in_file`: a large one keeps where its ops' bytes are in the file (load's
+    in_file, large_file)."""
+    file = InputFile.open(path) if in_file and large_file(path) else None
+    data = read_file_bytes(path) if file is None else _read_all(file, path)
+    try:
+        with paused_gc():
+            return protoread.decode(data, True, file)
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
 

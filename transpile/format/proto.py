@@ -13,6 +13,8 @@ transpile/format/protowrite.py; the wire-level primitives both use are in wire.p
 """
 from __future__ import annotations
 
+from sys import intern as _intern
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, EncodeError  # noqa: F401 (EncodeError: API)
 
@@ -237,6 +239,10 @@ def decode_attr(a) -> tuple[str, Attr]:
             v = _decode_scalar(v)
         elif n == "scalars":
             v = [_decode_scalar(x) for x in v]
+        elif n == "strings":
+            # names as a rule (send_varnames, epmap...), repeated on many ops and equal to
+            # the vars' names (interned when read): each one string, not a copy per op
+            v = list(map(_intern, v))
         elif fd_is_repeated(n):
             v = list(v)
         if n == main:

@@ -13,8 +13,10 @@ from operator import attrgetter
 from sys import intern as _intern
 
 from ..core.errors import ProgramFormatError
-from .opsource import ROLE_ATTR, SHAPE_ATTR, OpSource, VarSource, serialized, vartype_key
+from .opsource import (ROLE_ATTR, SHAPE_ATTR, CutOpSource, OpSource, VarSource, serialized,
+                       vartype_key)
 from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
+from ..ir.vartable import VarTable, kind_code
 from . import wirescan
 from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
                     OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
@@ -22,7 +24,8 @@ from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, Decode
 from .wirecheck import Located, first_incomplete, where_incomplete
 from .wireruns import KEY_BLOCKS, KEY_OPS, KEY_VARS, fields, parse, runs, split_fields
 from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
-from .wire import NotPlain, varint_bytes
+from .placed import Placed, PlacedCut
+from .wire import NotPlain
 
 
 _VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
@@ -35,9 +38,11 @@ class _Seen:
     `roles`: op_role value -> its Attr (Attrs from OpSource.get are read-only);
     `role_bytes` / `shape_bytes`: an op_role / shape Attr message's bytes -> its Attr;
     `drop`: the name of an attr left out of every op, or None; `share`: decode's read_only
-    (an op's OpSource holds the op's own slots rather than copies, a var has no source)."""
+    (an op's OpSource holds the op's own slots rather than copies, a var has no source, a
+    large block's vars are a VarTable: `kinds` and `kind_keys` its kinds of var, which the
+    blocks of the program share)."""
     __slots__ = ("types", "names", "roles", "role_bytes", "shape_bytes", "drop", "share",
-                 "file")
+                 "file", "kinds", "kind_keys")
 
     def __init__(self, read_only: bool = False, file=None):
         self.types: dict = {}
@@ -50,6 +55,20 @@ class _Seen:
         # the InputFile the bytes are read from (decode's `file`): ops keep where their bytes
         # are in it instead of the bytes
         self.file = file
+        self.kinds: list = []
+        self.kind_keys: dict = {}
+
+    def table(self, vars_: dict):
+        """The block's vars as a program only read keeps them (a VarTable, for a block of
+        TABLE_MIN vars or more), else `vars_`."""
+        if self.share and len(vars_) >= TABLE_MIN:
+            return VarTable.of(vars_, self.kinds, self.kind_keys)
+        return vars_
+
+
+# a block of a program only read holds its vars in a VarTable from this many on (a smaller one:
+# a dict of Vars, made in C; a pserver's hundreds of optimize blocks have a few vars each)
+TABLE_MIN = 4096
 
 
 def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
@@ -321,7 +340,7 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
             run.refuse_typeless(data, n, len(ops), msgs)
             raise
     head = parse(BlockDescMsg, b"".join(rest))
-    return Block(head.idx, head.parent_idx, vars_, ops,
+    return Block(head.idx, head.parent_idx, seen.table(vars_), ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
@@ -338,17 +357,25 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
     # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)
-    vars_ = None if vars_of is None else vars_of(
-        var_items, types, lambda raw: _typed(raw, types),
-        lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
-        None if seen.share else VarSource)
+    if seen.share and len(var_items) >= TABLE_MIN:
+        vars_ = _table_scanned(var_items, types, seen, idx)
+    elif vars_of is not None:
+        vars_ = vars_of(
+            var_items, types, lambda raw: _typed(raw, types),
+            lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
+            None if seen.share else VarSource)
+    else:
+        vars_ = None
     if vars_ is None:
         vars_ = _vars_scanned(var_items, types, seen, idx)
     ops = []
     add = ops.append
     shared = seen.names
     role_bytes, shape_bytes = seen.role_bytes, seen.shape_bytes
-    placed = _Placed(seen.file, *where) if seen.file is not None else None
+    placed = None
+    if seen.file is not None:
+        placed = Placed(seen.file, *where) if seen.drop is None else \
+            PlacedCut(seen.file, *where, seen.drop)
     for item in op_items:
         if item.__class__ is bytes:
             add(_decode_op(OpDescMsg.FromString(item), False, seen, item))
@@ -367,31 +394,16 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
             shape = {SHAPE_ATTR: attr if attr is not None
                      else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
         at = placed.at(wire) if placed is not None else None
-        add(Op(op_type, inputs, outputs, None, is_target,
-               source=OpSource(wire if at is None else at, op_type,
-                               (read_inputs, read_outputs), is_target, found, block_attrs,
-                               role, shape)))
+        if at is not None and at[0].__class__ is tuple:     # (where, the attr cut out)
+            src = CutOpSource(at[0], op_type, (read_inputs, read_outputs), is_target, found,
+                              block_attrs, role, shape)
+            src._cut = at[1]
+        else:
+            src = OpSource(wire if at is None else at, op_type, (read_inputs, read_outputs),
+                           is_target, found, block_attrs, role, shape)
+        add(Op(op_type, inputs, outputs, None, is_target, source=src))
     return Block(idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
-
-
-class _Placed:
-    """Where each op of a block is in the file (its bytes found in order in the program's
-    bytes, after their field key and length): (file, start, end), or None for an op not found
-    just so (it keeps its bytes)."""
-    __slots__ = ("file", "data", "cursor")
-
-    def __init__(self, file, data: bytes, start: int):
-        self.file, self.data, self.cursor = file, data, start
-
-    def at(self, wire: bytes):
-        start = self.data.find(wire, self.cursor)
-        n = len(wire)
-        head = b"\x22" + varint_bytes(n)            # BlockDesc.ops = 4, length-delimited
-        if start < 0 or self.data[start - len(head):start] != head:
-            return None
-        self.cursor = start + n
-        return (self.file, start, start + n)
 
 
 def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
@@ -410,6 +422,30 @@ def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
             _add_var(vars_, var, idx)
         vars_[name] = var
     return vars_
+
+
+def _table_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> VarTable:
+    """The vars of block `idx` of a program only read (seen.share), from wirescan_c.block()'s
+    var items: a VarTable, no Var made but for a var with attrs (read by protobuf)."""
+    codes: dict = {}
+    kinds, keys = seen.kinds, seen.kind_keys
+    for item in var_items:
+        if item.__class__ is bytes:
+            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            name = var.name
+            code = kind_code((var.type, var.persistable, var.need_check_feed,
+                              var.is_parameter, var.stop_gradient, var.attrs), kinds, keys)
+        else:
+            _, name, raw, p, c, i, s = item
+            code = keys.get((raw, p, c, i, s))
+            if code is None:
+                typed = types.get(raw) or _typed(raw, types)
+                code = keys[(raw, p, c, i, s)] = kind_code((typed[0], p, c, i, s, ()),
+                                                            kinds, keys)
+        if name in codes:           # declared twice: read again run by run, which says so
+            raise ProgramFormatError("block %d declares var %r twice" % (idx, name))
+        codes[name] = code
+    return VarTable(codes, kinds)
 
 
 def _typed(raw: bytes, types: dict) -> tuple:
@@ -437,7 +473,7 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
         if check_text:
             check_var_text(v, b.idx)
         _add_var(vars_, _decode_var(v, seen, None), b.idx)
-    return Block(b.idx, b.parent_idx, vars_,
+    return Block(b.idx, b.parent_idx, seen.table(vars_),
                  [_decode_op(o, check_text, seen, None) for o in b.ops],
                  forward_block_idx=optional_field(b, "forward_block_idx"))
 
