@@ -78,6 +78,7 @@ def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out
     assert sources and all(s._wire is None and s._at for s in sources)
     assert any(isinstance(s, opsource.CutOpSource) for s in sources)
     for op, want in zip(prog.global_block.ops, lean.global_block.ops):
+        assert op.source.size() == len(want.source.wire)        # (not read: its length)
         assert op.source.wire == want.source.wire and op.attr_names() == want.attr_names()
         assert not op.has_attr(protoread.UNREAD_ATTR)
         assert op.attrs == want.attrs and op.inputs == want.inputs

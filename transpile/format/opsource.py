@@ -360,6 +360,14 @@ class CutOpSource(OpSource):
     def _slice(self, a: int, b: int) -> bytes:
         return self.wire[a:b]
 
+    def size(self) -> int:
+        w = self._wire
+        if w is None:
+            _, start, end = self._at
+            a, b = self._cut
+            return end - start - (b - a)
+        return len(w)
+
 
 # OpSource -> its OpDesc message, for the last _PARSED_KEPT OpSource._message parsed
 _PARSED: dict = {}
