@@ -12,9 +12,9 @@ import numpy as np
 from test_simulate_ps import case, ours, run
 from transpile.simulate.model.executor import Executor
 from transpile.simulate.ps import denseflat, georun
-
-
-
+from transpile.simulate.ps.tables.dense import init_values
+from transpile.simulate.ps.tables.denserows import FlatRows
+from tests.test_pstables_dense import table
 
 F32 = np.float32
 
@@ -50,3 +50,60 @@ def test_the_ps_geo_reference_drops_a_steps_temporaries(monkeypatch):
     temps = sorted(n for n in held[0] if n in block.vars and not block.vars[n].is_persistable
                    and not n.endswith("@GRAD"))
     assert held[0] and temps == [], temps
+
+
+def test_a_dense_tables_zero_start_is_mapped_only_as_it_is_written():
+    n = 8 << 20
+    before = _rss()
+    z = init_values("fill_constant&0.0", n, 0, "t")
+    assert _rss() - before < n      # 32 MB untouched (np.full wrote every page)
+    assert z.dtype == F32 and z.shape == (n,) and not z[:: 1 << 16].any()
+    neg = init_values("fill_constant&-0.0", 4, 0, "t")
+    assert np.signbit(neg).all() and np.array_equal(init_values("fill_constant&1.5", 3, 0, "t"),
+                                                    np.full(3, 1.5, F32))
+
+
+def test_a_kept_tables_start_is_read_from_the_initial_values():
+    """A read-only float64 start (a snapshot the initial values hold) is read row by row, no
+    float32 copy of it; the rows are the copy's; a value float32 rounds to -0.0 is one."""
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(1 << 16, 32))
+    start[5, 3] = -1e-50
+    start.flags.writeable = False
+    (base, signed), peak = _peak(lambda: denseflat._table_base(start))
+    assert peak < start.size       # a float32 copy: 4 bytes a value
+    rows = np.array([0, 5, 65535])
+    assert np.array_equal(base(rows).view(np.uint32), start.astype(F32)[rows].view(np.uint32))
+    assert signed
+    mine = start.copy()             # writeable: the trainer's own array, copied in float32
+    mine[5, 3] = 1.0
+    base, signed = denseflat._table_base(mine)
+    assert not signed and np.array_equal(base(rows), mine.astype(F32)[rows])
+
+
+def test_a_float64_random_init_is_drawn_once():
+    from kernelkit import build
+    prog, _, out = build("gaussian_random", {}, {"Out": 1},
+                         {"shape": [2000, 1000], "mean": 0.0, "std": 1.0, "seed": 3})
+    ex = Executor("t", prog)
+    _, peak = _peak(lambda: ex.run_block(0))
+    w = ex.scope.get(out["Out"][0])
+    assert w.dtype == np.float64 and w.shape == (2000, 1000)
+    assert peak < 1.5 * w.nbytes       # the draw, not the draw and its copy
+
+
+def test_a_push_of_millions_of_positions_into_a_kept_table_needs_little_more():
+    """A `sum` table kept by rows, started and pushed at every one of 4M positions (bst's
+    dense params that are not kept by rows go so): the push allocates its gradient over the
+    kept values and chunks, not searchsorted indexes and masks of its size; the values are
+    the whole table's."""
+    n = 4 << 20
+    t = table("sum", [("Param", n, "fill_constant&0.0")])
+    rng = np.random.default_rng(1)
+    start, g = rng.normal(size=n).astype(F32), rng.normal(size=n).astype(F32)
+    t.push_param(FlatRows(n, np.arange(n), start, None, False))
+    assert t.rows is not None
+    push = FlatRows(n, np.arange(n), g)
+    _, peak = _peak(lambda: t.push(push))
+    assert peak < 8 * n, "%.1f bytes a value" % (peak / n)
+    assert np.array_equal(t.pull().take(0, n).view(np.uint32), (start + g).view(np.uint32))

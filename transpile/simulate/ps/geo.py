@@ -235,6 +235,7 @@ class GeoClient:
             except TableError as e:
                 raise SimError("geo: %s pushes dense table %d: %s" % (self.label, tid, e)) \
                     from None
+        push = part = pos = vals = None     # pushed: the pull's arrays take their place
         got = self._pull_dense(tid, [p for p, _, _ in layout])
         if not isinstance(got, FlatRows):       # a table made whole (denserows.py)
             got = FlatRows(len(got), np.arange(len(got)), got)
