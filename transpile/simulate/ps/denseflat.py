@@ -19,6 +19,7 @@ from .tables.denserows import FlatRows
 from .tables.server import split_dense
 
 F32 = np.float32
+ROWS_AT_ONCE = 1 << 12     # rows of a param's start read at once (_table_base)
 
 
 def layout(values: list) -> list:
@@ -92,14 +93,22 @@ def _unique(rows):
 
 
 def _table_base(v):
-    """(base(rows) of a param's start: the LazyTable's draws, else one float32 copy; whether
-    it may hold a -0.0)."""
+    """(base(rows) of a param's start: the LazyTable's draws, else its rows in float32: read
+    from the array itself where it is a snapshot (read-only: the initial values hold it),
+    else from one float32 copy; whether it may hold a -0.0)."""
     if isinstance(v, LazyTable):
         return (lambda rows: np.asarray(v.initial(rows), dtype=F32)), True
-    arr = np.asarray(v, dtype=F32)
+    arr = np.asarray(v)
     arr = arr.reshape(arr.shape[0], -1)
-    signed = bool(np.any(np.signbit(arr) & (arr == 0)))
-    return (lambda rows: arr[np.asarray(rows, dtype=np.int64)]), signed
+    if arr.dtype != F32 and arr.flags.writeable:
+        arr = arr.astype(F32)
+    signed = False
+    for lo in range(0, arr.shape[0], ROWS_AT_ONCE):     # in float32: -1e-50 is a -0.0 there
+        part = np.asarray(arr[lo:lo + ROWS_AT_ONCE], dtype=F32)
+        if np.any(np.signbit(part) & (part == 0)):
+            signed = True
+            break
+    return (lambda rows: np.asarray(arr[np.asarray(rows, dtype=np.int64)], dtype=F32)), signed
 
 
 def start_values(values: list, kept: frozenset):
@@ -214,13 +223,13 @@ def _sorted(fr: FlatRows) -> FlatRows:
     return fr
 
 
-def split(values, server_num: int) -> list:
+def split(values, server_num: int):
     """The pservers' slices of a dense push (split_dense's: total / n + 1 values each; of a
-    FlatRows, FlatRows)."""
+    FlatRows, FlatRows, each cut as it is asked for: one slice's positions at a time)."""
     if not isinstance(values, FlatRows):
         return split_dense(values, server_num)
     per = len(values) // server_num + 1
-    return [values.cut(i * per, (i + 1) * per) for i in range(server_num)]
+    return (values.cut(i * per, (i + 1) * per) for i in range(server_num))
 
 
 def joined(parts):

@@ -203,42 +203,58 @@ class GeoClient:
     def _dense_rows(self, tid, layout):
         """_dense with kept params: the delta of every value of the others and of the kept
         ones' rows this trainer holds (any other row is the start's in both latest and old:
-        its delta is 0), pushed as a FlatRows; the pull (_put_rows) updates those rows and
-        the rows the tables moved."""
+        its delta is 0), pushed as a FlatRows a pserver's slice at a time; the pull
+        (_put_rows) updates those rows and the rows the tables moved."""
         kept = self.kept[tid]
         rows = {p: np.union1d(self._get(p).touched(), self.old[p].touched())
                 for p, _, _ in layout if p in kept}
-        count = sum(len(rows[p]) * (size // shape[0]) if p in kept else size
-                    for p, shape, size in layout)
-        pos, vals = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
-        at = k = 0
-        for p, shape, size in layout:
-            latest, old = self._get(p), self.old[p]
-            if p in kept:
-                here = denseflat.row_positions(at, rows[p], shape)
-                pos[k:k + len(here)] = here
-                vals[k:k + len(here)] = self._delta(     # float32 as the whole push rounds
-                    np.asarray(latest.get(rows[p]), self.fdt).reshape(-1),
-                    old.get(rows[p]).reshape(-1))
-                k += len(here)
-            else:
-                latest, old = _flat(latest, self.fdt), _flat(old, F32)
-                pos[k:k + size] = np.arange(at, at + size, dtype=np.int64)
-                for lo, hi in _chunks(size):
-                    vals[k + lo:k + hi] = self._delta(latest[lo:hi], old[lo:hi])
-                k += size
-            at += size
-        push = FlatRows(at, pos, vals)
-        for server, part in zip(self.servers, denseflat.split(push, len(self.servers))):
+        per = sum(size for _, _, size in layout) // len(self.servers) + 1   # split_dense's
+        for s, server in enumerate(self.servers):
+            part = self._push_slice(layout, kept, rows, s * per, (s + 1) * per)
             try:
                 self._table(server, tid).push(part)
             except TableError as e:
                 raise SimError("geo: %s pushes dense table %d: %s" % (self.label, tid, e)) \
                     from None
+            part = None         # pushed: the next slice's arrays, then the pull's, take its place
         got = self._pull_dense(tid, [p for p, _, _ in layout])
         if not isinstance(got, FlatRows):       # a table made whole (denserows.py)
             got = FlatRows(len(got), np.arange(len(got)), got)
         self._put_rows(tid, layout, got, rows)
+
+    def _push_slice(self, layout, kept, rows, lo, hi) -> FlatRows:
+        """The deltas _dense_rows pushes at positions lo .. hi - 1 (one pserver's slice), as a
+        FlatRows of their own (positions from lo): float32 as the whole push rounds them."""
+        mine, at = [], 0        # (param, shape, its start, first, end position in the slice)
+        for p, shape, size in layout:
+            if max(at, lo) < min(at + size, hi):
+                mine.append((p, shape, at, max(at, lo), min(at + size, hi)))
+            at += size
+        pieces = {}     # a kept param's rows in the slice: (positions, deltas)
+        for p, shape, at, a, b in mine:
+            if p in kept:
+                here = denseflat.row_positions(at, rows[p], shape)
+                d = self._delta(np.asarray(self._get(p).get(rows[p]), self.fdt).reshape(-1),
+                                self.old[p].get(rows[p]).reshape(-1))
+                m = (here >= a) & (here < b)
+                pieces[p] = here[m], d[m]
+        count = sum(len(pieces[p][0]) if p in kept else b - a for p, _, _, a, b in mine)
+        pos, vals = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
+        k = 0
+        for p, shape, at, a, b in mine:
+            if p in kept:
+                here, d = pieces[p]
+                pos[k:k + len(here)] = here - lo
+                vals[k:k + len(here)] = d
+                k += len(here)
+                continue
+            latest, old = _flat(self._get(p), self.fdt), _flat(self.old[p], F32)
+            pos[k:k + b - a] = np.arange(a - lo, b - lo, dtype=np.int64)
+            for c0, c1 in _chunks(b - a):
+                vals[k + c0:k + c1] = self._delta(latest[a - at + c0:a - at + c1],
+                                                  old[a - at + c0:a - at + c1])
+            k += b - a
+        return FlatRows(hi - lo, pos, vals)
 
     def _put_rows(self, tid, layout, got: FlatRows, rows):
         """A pull kept by rows (`rows`: {kept param: the rows it pushed}, None at the start):

@@ -44,9 +44,11 @@ def init_values(spec: str, dim: int, key: int, where: str):
             "truncated_gaussian_random": 3}.get(kind)
     if need is None or nums is None or len(nums) < need:
         raise UserError("%s: initializer %r is not one Paddle's dense table reads" % (where, spec))
-    rows = np.arange(dim)
     if kind == "fill_constant":
+        if F32(nums[0]) == 0 and not np.signbit(nums[0]):
+            return np.zeros(dim, dtype=F32)     # mapped only as it is written (kept by rows)
         return np.full(dim, nums[0], dtype=F32)
+    rows = np.arange(dim)
     if kind == "uniform_random":
         lo, hi = F32(nums[1]), F32(nums[2])
         return (lo + (hi - lo) * keyed.uniform(key, rows, 1)[:, 0]).astype(F32)

@@ -20,6 +20,7 @@ F32 = np.float32
 # rules whose zero gradient can leave a value alone (sum's Param + 0 turns a -0.0 into 0.0:
 # a sum table is kept by rows from a start with no -0.0, FlatRows.signed_zero)
 ROW_RULES = ("sgd", "adam", "sum")
+HELD_CHUNK = 1 << 20     # positions RowValues looks up at once (activate, grad)
 PROBE = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -3.0e-3, 1.0e-30, 7.0e3], dtype=F32)
 
 
@@ -135,6 +136,24 @@ def fixed_point(rule_cls, values: dict, vector: list, consts: dict, buckets: int
                for n in vector)
 
 
+def _missing(pos, positions):
+    """(those of `positions` (sorted) not in `pos`, their searchsorted indexes in `pos`),
+    a chunk at a time (a push of 15M positions needs no temporaries of its size)."""
+    new, ins = [], []
+    for lo in range(0, len(positions), HELD_CHUNK):
+        p = positions[lo:lo + HELD_CHUNK]
+        at = np.searchsorted(pos, p)
+        ok = at < len(pos)
+        hit = np.zeros(len(p), dtype=bool)
+        hit[ok] = pos[at[ok]] == p[ok]
+        if not hit.all():
+            new.append(p[~hit])
+            ins.append(at[~hit])
+    if not new:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(new), np.concatenate(ins)
+
+
 class RowValues:
     """A table slice's vector values kept at `pos` (compact arrays, one per vector slot, the
     sync reservoir among them); Param elsewhere at `base`, the other slots at `consts`."""
@@ -148,29 +167,27 @@ class RowValues:
                    for n in self.vector}
         self.reservoir = np.zeros(len(self.pos), dtype=F32)
 
-    def activate(self, positions) -> np.ndarray:
-        """Keep `positions` (sorted, unique) too; their indexes in the compact arrays (the
-        new ones inserted in order: no sort of the kept ones, which may be millions)."""
-        positions = np.asarray(positions, dtype=np.int64)
-        at = np.searchsorted(self.pos, positions)
-        hit = at < len(self.pos)
-        hit[hit] = self.pos[at[hit]] == positions[hit]
-        if hit.all():
-            return at
-        new, ins = positions[~hit], at[~hit]
+    def activate(self, positions) -> None:
+        """Keep `positions` (sorted, unique) too (the new ones inserted in order: no sort of
+        the kept ones, which may be millions)."""
+        new, ins = _missing(self.pos, np.asarray(positions, dtype=np.int64))
+        if not len(new):
+            return
         for n in self.vector:
             fill = (np.asarray(self.base(new), dtype=F32) if n == "Param"
                     else np.full(len(new), self.consts[n], dtype=F32))
             self.cv[n] = np.insert(self.cv[n], ins, fill)
         self.reservoir = np.insert(self.reservoir, ins, np.zeros(len(new), dtype=F32))
         self.pos = np.insert(self.pos, ins, new)
-        return np.searchsorted(self.pos, positions)
 
     def grad(self, push: FlatRows) -> np.ndarray:
-        """A pushed gradient over the kept positions (zeros where it names none)."""
-        at = self.activate(push.pos)
+        """A pushed gradient over the kept positions (zeros where it names none), scattered
+        a chunk of positions at a time."""
+        self.activate(push.pos)
         g = np.zeros(len(self.pos), dtype=F32)
-        g[at] = push.values
+        for lo in range(0, len(push.pos), HELD_CHUNK):
+            g[np.searchsorted(self.pos, push.pos[lo:lo + HELD_CHUNK])] = \
+                push.values[lo:lo + HELD_CHUNK]
         return g
 
     def bounds(self, bounds) -> list:
