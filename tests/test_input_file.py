@@ -230,3 +230,18 @@ def test_a_large_blocks_changed_ops_are_made_to_size_it_and_again_to_write_it(
     assert len(made) == len(ops) + changed
     monkeypatch.setattr(protowrite, "op_bytes", real)
     assert data == programio.to_bytes(prog) and all(w in data for w in whole)
+
+
+def test_a_program_alive_when_the_interpreter_exits_closes_its_file_quietly(tmp_path):
+    """A program still held at exit (a module's cache of programs) closes its file without a
+    word on stderr (the os module is torn down before it)."""
+    import subprocess
+    import sys
+    path, _, _ = _copy(tmp_path)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from transpile.format import programio\n"
+            "os = __import__('os')\n"             # (held by a module torn down before it)
+            "os.HELD = [programio.load(%r, in_file=True)]\n") % (root, path)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0 and r.stderr == ""

@@ -115,9 +115,11 @@ class InputFile:
     def __reduce__(self):
         raise TypeError("an InputFile is not sent to another process (its descriptor)")
 
-    def __del__(self):
+    def __del__(self, _close=os.close):
+        # (os.close bound here: one still alive when the interpreter exits is closed after
+        # the os module's globals are gone)
         try:
-            os.close(self.fd)
+            _close(self.fd)
         except OSError:
             pass
 
