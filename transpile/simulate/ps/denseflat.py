@@ -16,7 +16,7 @@ import numpy as np
 from ..model.executor import default_lazy_policy
 from ..model.values import LazyTable, SelectedRows, dense, shape_of
 from .tables.denserows import FlatRows
-from .tables.server import split_dense
+from .tables.server import dense_per, split_dense
 
 F32 = np.float32
 ROWS_AT_ONCE = 1 << 12     # rows of a param's start read at once (_table_base)
@@ -228,7 +228,7 @@ def split(values, server_num: int):
     FlatRows, FlatRows, each cut as it is asked for: one slice's positions at a time)."""
     if not isinstance(values, FlatRows):
         return split_dense(values, server_num)
-    per = len(values) // server_num + 1
+    per = dense_per(len(values), server_num)
     return (values.cut(i * per, (i + 1) * per) for i in range(server_num))
 
 

@@ -24,7 +24,7 @@ from ..refs.geo import rows_of, with_rows
 from . import denseflat
 from .denseflat import FlatRows
 from .tables import TableError
-from .tables.server import geo_server
+from .tables.server import dense_per, geo_server
 from ..refs.reference import snapshot
 from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense, shape_of
 
@@ -162,7 +162,7 @@ class GeoClient:
             return self._dense_rows(tid, layout)
         n = len(self.servers)
         total = sum(size for _, _, size in layout)
-        per = total // n + 1
+        per = dense_per(total, n)
         padded = np.zeros(per * n, dtype=F32)       # split_dense's layout: float32 slices
         at = 0
         for p, _, size in layout:
@@ -208,7 +208,7 @@ class GeoClient:
         kept = self.kept[tid]
         rows = {p: np.union1d(self._get(p).touched(), self.old[p].touched())
                 for p, _, _ in layout if p in kept}
-        per = sum(size for _, _, size in layout) // len(self.servers) + 1   # split_dense's
+        per = dense_per(sum(size for _, _, size in layout), len(self.servers))
         for s, server in enumerate(self.servers):
             part = self._push_slice(layout, kept, rows, s * per, (s + 1) * per)
             try:

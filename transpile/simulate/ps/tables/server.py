@@ -120,10 +120,16 @@ def geo_server(keys, server_num: int):
     return (as_keys(keys) % np.uint64(server_num)).astype(np.int64)
 
 
+def dense_per(total: int, server_num: int) -> int:
+    """The values of a dense table of `total` values each pserver's slice holds: total / n + 1
+    (the last slice fewer: DenseDimPerShard)."""
+    return total // server_num + 1
+
+
 def dense_dims(total: int, server_num: int):
     """Each pserver's slice length of a dense table of `total` values: total / n + 1 each,
     the last the remainder (the descriptors' dims)."""
-    per = total // server_num + 1
+    per = dense_per(total, server_num)
     return [max(0, min(per, total - per * i)) for i in range(server_num)]
 
 
@@ -131,7 +137,7 @@ def split_dense(values, server_num: int):
     """The floats a dense push sends each pserver: slices of total / n + 1, the last padded
     with zeros (DenseDimPerShard)."""
     values = np.asarray(values).reshape(-1)
-    per = len(values) // server_num + 1
+    per = dense_per(len(values), server_num)
     padded = np.zeros(per * server_num, dtype=np.float32)
     padded[:len(values)] = values       # rounded to float32 as it is copied
     # views of this array of our own (a table copies or only reads what it is pushed): a
