@@ -40,17 +40,10 @@ def load_program_raw(path: str, in_file: bool = False) -> Program:
     small (protoread.decode's read_only: no op call stacks, no var bytes to write; `in_file`:
     a large program's ops' bytes left in its file, programio.large_file: a trainer's, held to
     the end, not a streamed pserver's, read and let go)."""
-    fmt = programio.program_format(path)
-    if fmt == "pb":
-        prog = programio.load_read_only(path, in_file)
-        give_back()         # what reading it made and let go (core/heaptrim.py)
-        return prog
-    data = programio.read_file_bytes(path)
-    try:
-        from ..format import textform
-        return textform.loads(data)
-    except ProgramFormatError as e:
-        raise ProgramFormatError("%s: %s" % (path, e.message)) from None
+    prog = programio.load(path, read_only=True, validate=False,
+                          in_file=in_file and programio.large_file(path))
+    give_back()         # what reading it made and let go (core/heaptrim.py)
+    return prog
 
 
 def load_original(path: str) -> Program:

@@ -353,6 +353,10 @@ class CutOpSource(OpSource):
     its file has: protobuf's serialization of the op without that attr."""
     __slots__ = ("_cut",)
 
+    def __init__(self, at: tuple, cut: tuple, *rest):
+        super().__init__(at, *rest)
+        self._cut = cut
+
     def _from_file(self) -> bytes:
         f, start, end = self._at
         w = f.read(start, end)

@@ -46,13 +46,16 @@ def read_file_bytes(path: str) -> bytes:
     return read_bytes(path, ProgramFormatError, "program file")
 
 
-def load(path: str, read_only: bool = False, in_file: bool = False) -> Program:
+def load(path: str, read_only: bool = False, in_file: bool = False,
+         validate: bool = True) -> Program:
     """Read a program file; errors name the file. `read_only`: a binary program only looked
     at, kept small (protoread.decode's; a JSON one keeps no bytes anyway). `in_file`: a
     binary program keeps where its ops' bytes are in the file, not the bytes
     (opsource.InputFile: most of a program as Paddle saves it is call stacks), so the file
     must not be written over while the program is in use (split's inputs: it checks; check's
-    large programs, only read: see large_file)."""
+    large programs, only read: see large_file). `validate`: the structure checks
+    (ir/validate.py validate_structure), which check's reading of a split leaves to its
+    findings."""
     fmt = program_format(path)
     file = InputFile.open(path) if in_file and fmt == "pb" else None
     data = read_file_bytes(path) if file is None else _read_all(file, path)
@@ -63,8 +66,9 @@ def load(path: str, read_only: bool = False, in_file: bool = False) -> Program:
         else:
             from . import textform
             prog = textform.loads(data)
-        from ..ir.validate import validate_structure
-        validate_structure(prog)
+        if validate:
+            from ..ir.validate import validate_structure
+            validate_structure(prog)
         return prog
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
@@ -83,19 +87,6 @@ def large_file(path: str) -> bool:
         return os.path.getsize(path) >= _IN_FILE_MIN
     except OSError:
         return False        # (read_file_bytes says why)
-
-
-def load_read_only(path: str, in_file: bool = False) -> Program:
-    """A binary program only read (decode's read_only), without load's validation; errors
-    name the file. `in_file`: a large one keeps where its ops' bytes are in the file (load's
-    in_file, large_file)."""
-    file = InputFile.open(path) if in_file and large_file(path) else None
-    data = read_file_bytes(path) if file is None else _read_all(file, path)
-    try:
-        with paused_gc():
-            return protoread.decode(data, True, file)
-    except ProgramFormatError as e:
-        raise ProgramFormatError("%s: %s" % (path, e.message)) from None
 
 
 def _read_all(file: InputFile, path: str) -> bytes:

@@ -395,9 +395,8 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
                      else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
         at = placed.at(wire) if placed is not None else None
         if at is not None and at[0].__class__ is tuple:     # (where, the attr cut out)
-            src = CutOpSource(at[0], op_type, (read_inputs, read_outputs), is_target, found,
-                              block_attrs, role, shape)
-            src._cut = at[1]
+            src = CutOpSource(at[0], at[1], op_type, (read_inputs, read_outputs), is_target,
+                              found, block_attrs, role, shape)
         else:
             src = OpSource(wire if at is None else at, op_type, (read_inputs, read_outputs),
                            is_target, found, block_attrs, role, shape)
