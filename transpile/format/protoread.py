@@ -24,7 +24,6 @@ from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, Decode
 from .wirecheck import Located, first_incomplete, where_incomplete
 from .wireruns import KEY_BLOCKS, KEY_OPS, KEY_VARS, fields, parse, runs, split_fields
 from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
-from .placed import Placed, PlacedCut
 from .wire import NotPlain
 
 
@@ -319,10 +318,13 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
     is there and takes them, else run by run (wireruns.py), which says where an item lacks
     a required field or an op its type (Located)."""
     if wirescan.FAST is not None:
-        scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share)
+        # with a file, the scanner says where each op is in `data` (the file's bytes) instead
+        # of copying its bytes (_decode_scanned's `where`)
+        scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share,
+                                      seen.file is not None)
         if scanned is not None:
             try:
-                return _decode_scanned(*scanned, seen, (data, start))
+                return _decode_scanned(*scanned, seen)
             except ProgramFormatError:
                 pass                    # read again run by run: it says where
     rest: list = []
@@ -344,13 +346,13 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
-def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
-                    where: tuple = (b"", 0)) -> Block:
+def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -> Block:
     """The Block from what wirescan_c.block() read of it: its other fields' bytes, and a tuple
     for each var and op (see wirescan_c.c: take_var, take_op), or the item's bytes alone where
     protobuf is to read it (a var with attrs, an op that repeats a name). Every item is
     protobuf's own serialization of itself: its bytes are its wire, as in _run_items.
-    `where`: (the program's bytes, where the block starts in them), for seen.file."""
+    With seen.file, an op tuple's first item is where its bytes are in the file (block()'s
+    `placed`: (start, end), or ((start, end), the span of seen.drop's entry from start))."""
     head = parse(BlockDescMsg, rest)
     idx = head.idx
     types = seen.types
@@ -372,10 +374,7 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
     add = ops.append
     shared = seen.names
     role_bytes, shape_bytes = seen.role_bytes, seen.shape_bytes
-    placed = None
-    if seen.file is not None:
-        placed = Placed(seen.file, *where) if seen.drop is None else \
-            PlacedCut(seen.file, *where, seen.drop)
+    file = seen.file
     for item in op_items:
         if item.__class__ is bytes:
             add(_decode_op(OpDescMsg.FromString(item), False, seen, item))
@@ -393,8 +392,13 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen,
             attr = shape_bytes.get(shape)
             shape = {SHAPE_ATTR: attr if attr is not None
                      else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
-        at = placed.at(wire) if placed is not None else None
-        if at is not None and at[0].__class__ is tuple:     # (where, the attr cut out)
+        if file is None:
+            at = None
+        elif wire[0].__class__ is int:              # (start, end) in the file
+            at = (file, *wire)
+        else:                                       # and the span of the attr cut out
+            at = ((file, *wire[0]), wire[1])
+        if at is not None and at[0].__class__ is tuple:
             src = CutOpSource(at[0], at[1], op_type, (read_inputs, read_outputs), is_target,
                               found, block_attrs, role, shape)
         else:

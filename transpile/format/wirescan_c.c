@@ -508,9 +508,14 @@ bool_or_none(int present, uint64_t v)
    protoread.py is to read it (a slot or an attr name twice, very many attrs). `drop` (NUL
    terminated, or NULL): the name of an attr left out, of the names and of the wire (then the
    op's bytes without that attrs entry: still protobuf's serialization of what is left);
-   `share`: the second inputs and outputs are the first ones, not copies */
+   `share`: the second inputs and outputs are the first ones, not copies. `base` (or NULL): the
+   start of the bytes the op is read from, which the caller keeps (block()'s `placed`): the
+   tuple's first item is then where the op's bytes are, (start, end) from `base`, or for an op
+   with `drop`'s entry ((start, end), (a, b)) that entry's span from start; `wire` is then
+   NULL, made here only for an op protoread.py is to read */
 static PyObject *
-take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, int share)
+take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, int share,
+        const uint8_t *base)
 {
     const uint8_t *start = p, *cut_a = NULL, *cut_b = NULL;
     size_t drop_len = drop != NULL ? strlen(drop) : 0;
@@ -612,8 +617,12 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
         goto done;
     }
     if (!plain) {
-        Py_INCREF(wire);
-        result = wire;
+        if (wire == NULL)
+            result = PyBytes_FromStringAndSize((const char *)start, end - start);
+        else {
+            Py_INCREF(wire);
+            result = wire;
+        }
         goto done;
     }
     if ((names = PyTuple_New(n_attrs)) == NULL || (blocks = PyTuple_New(n_blocks)) == NULL)
@@ -626,7 +635,19 @@ take_op(PyObject *wire, const uint8_t *p, const uint8_t *end, const char *drop, 
             PyTuple_SET_ITEM(blocks, j++, attr_names[i]);
         }
     }
-    if (cut_a != NULL) {
+    if (base != NULL) {
+        Py_ssize_t from = start - base, to = end - base;
+        PyObject *at = cut_a != NULL
+            ? Py_BuildValue("((nn)(nn))", from, to, (Py_ssize_t)(cut_a - start),
+                            (Py_ssize_t)(cut_b - start))
+            : Py_BuildValue("(nn)", from, to);
+        if (at == NULL)
+            goto done;
+        result = Py_BuildValue("(NOOOOONOOOO)", at, type, ins, outs, share ? ins : ins2,
+                               share ? outs : outs2, bool_or_none(has_target, target), names,
+                               role, shape, blocks);
+    }
+    else if (cut_a != NULL) {
         PyObject *cut = PyBytes_FromStringAndSize(NULL, (end - start) - (cut_b - cut_a));
         if (cut == NULL)
             goto done;
@@ -702,10 +723,12 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* block(data, start, end[, drop[, share]]) -> (other fields' bytes, [var], [op]) or None;
-   `drop`: the name of an attr left out of every op, or None; `share`: true for a program
+/* block(data, start, end[, drop[, share[, placed]]]) -> (other fields' bytes, [var], [op]) or
+   None; `drop`: the name of an attr left out of every op, or None; `share`: true for a program
    only read (ops whose slots are not copied for their OpSource, vars without their bytes:
-   take_op, take_var) */
+   take_op, take_var); `placed`: true where the caller keeps `data` (a file's bytes): each op
+   tuple says where the op's bytes are in `data` instead of holding a copy of them (take_op's
+   `base`) */
 
 #define KEY_VARS 0x1A
 #define KEY_OPS 0x22
@@ -718,14 +741,14 @@ block(PyObject *self, PyObject *args)
     PyObject *vars = NULL, *ops = NULL, *rest = NULL, *result = NULL;
     const uint8_t *p, *stop, *base;
     const char *drop = NULL;
-    int ok = 1, share = 0;
+    int ok = 1, share = 0, placed = 0;
 
     (void)self;
     if (msgs == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "wirescan_c: configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*nn|zp", &buf, &start, &end, &drop, &share))
+    if (!PyArg_ParseTuple(args, "y*nn|zpp", &buf, &start, &end, &drop, &share, &placed))
         return NULL;
     if (start < 0 || end > buf.len || start > end) {
         PyBuffer_Release(&buf);
@@ -755,10 +778,10 @@ block(PyObject *self, PyObject *args)
                 break;
             }
             wire = NULL;            /* a var of a program only read keeps no bytes */
-            if ((is_op || !share)
+            if (((is_op && !placed) || (!is_op && !share))
                     && (wire = PyBytes_FromStringAndSize((const char *)pay, pay_end - pay)) == NULL)
                 goto done;
-            item = is_op ? take_op(wire, pay, pay_end, drop, share)
+            item = is_op ? take_op(wire, pay, pay_end, drop, share, placed ? base : NULL)
                          : take_var(wire, pay, pay_end);
             Py_XDECREF(wire);
             if (item == Py_None) {              /* an op without a type */
