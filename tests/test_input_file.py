@@ -205,8 +205,34 @@ def test_a_large_block_is_sized_without_reading_its_ops_as_read(tmp_path, monkey
     assert reads == []
     rest = list(chunks)
     in_file = [op for op in prog.global_block.ops if op.source and op.source._at]
-    assert len(in_file) > 3 and len(reads) == len(in_file)
+    assert len(in_file) > 3 and 0 < len(reads) < len(in_file)       # (in runs: below)
     assert head + b"".join(rest) == data
+
+
+def test_a_large_blocks_ops_as_read_are_copied_in_runs_of_the_files_bytes(tmp_path, monkeypatch):
+    """Ops still as read that lie one after the other in their file are copied as one read of
+    the file's bytes (at most _RUN_BYTES at a time); a changed op ends a run. Every op as read
+    is read exactly once, and the bytes are those of the block written op by op."""
+    prog, _ = _large(tmp_path, monkeypatch)
+    ops = prog.global_block.ops
+    ops[len(ops) // 2].attrs["pst_test"] = protowrite.Attr("INT", 7)
+    whole = protowrite._block_bytes(prog.global_block)
+    monkeypatch.setattr(protowrite, "_RUN_BYTES", 4000)
+    reads = []
+    real = opsource.InputFile.read
+    monkeypatch.setattr(opsource.InputFile, "read",
+                        lambda self, a, b: reads.append((a, b)) or real(self, a, b))
+    opsource.forget_kept()
+    data = b"".join(protowrite.encode_chunks(prog))
+    assert whole in data
+    as_read = [op.source.place() for op in ops if op.source and op.source.place()
+               and op.source.unchanged(op)]
+    covered = [p for p in as_read if any(a <= p[1] and p[2] <= b for a, b in reads)]
+    assert covered == as_read                               # each op as read was read...
+    assert sum(b - a for a, b in reads) < sum(p[2] - p[1] for p in as_read) * 1.1  # ...once
+    runs = [(a, b) for a, b in reads if sum(1 for p in as_read if a <= p[1] and p[2] <= b) > 1]
+    assert runs and len(reads) < len(as_read)
+    assert all(b - a < 4000 + max(p[2] - p[1] for p in as_read) for a, b in runs)
 
 
 def test_a_large_blocks_changed_ops_are_made_to_size_it_and_again_to_write_it(

@@ -297,6 +297,11 @@ class OpSource:
         """The OpDesc bytes as read."""
         return self.wire
 
+    def place(self):
+        """(InputFile, start, end): where the op's bytes (raw()) are in its file, or None
+        (it holds them)."""
+        return self._at
+
     def size(self) -> int:
         """len(raw()), without reading them from the file where the op keeps where they are."""
         w = self._wire
@@ -365,6 +370,9 @@ class CutOpSource(OpSource):
 
     def _slice(self, a: int, b: int) -> bytes:
         return self.wire[a:b]
+
+    def place(self):
+        return None             # (the file's bytes are not the op's: the cut is in them)
 
     def size(self) -> int:
         w = self._wire

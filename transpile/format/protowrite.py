@@ -369,17 +369,24 @@ def _large_block_chunks(b: Block):
     frames it, in pieces of _OPS_PER_PIECE vars or ops, never joined into one string and never
     all held: the block's size is summed first (an op still as read by its length in the
     input, without reading it; a changed op or a var by its bytes, made and let go), then
-    each piece is made as it is written (an op still as read read from its input again, a
-    changed op made again: holding a trainer's changed ops until they are written cost more
-    memory than making them twice costs time)."""
+    each piece is made as it is written (ops still as read read from their input again, in
+    runs where they lie one after the other there: _op_pieces; a changed op made again:
+    holding a trainer's changed ops until they are written cost more memory than making
+    them twice costs time)."""
     head = _block_head(b.idx, b.parent_idx)
     tail = b"" if b.forward_block_idx is None else BlockDescMsg(
         forward_block_idx=b.forward_block_idx).SerializePartialToString()
     size = len(head) + len(tail) + sum([_framed(len(var_bytes(v))) for v in b.vars.values()])
-    for op in b.ops:
+    ops = b.ops
+    # where each op still as read is in its file ((file, start, end)), else None
+    where = [None] * len(ops)
+    for i, op in enumerate(ops):
         src = op.source
-        size += _framed(src.size() if src is not None and src.unchanged(op)
-                        else len(op_bytes(op)))
+        if src is not None and src.unchanged(op):
+            size += _framed(src.size())
+            where[i] = src.place()
+        else:
+            size += _framed(len(op_bytes(op)))
     yield _KEY_BLOCK + varint_bytes(size)
     yield head
     n = _OPS_PER_PIECE
@@ -387,10 +394,47 @@ def _large_block_chunks(b: Block):
     for start in range(0, len(vars_), n):
         yield FAST.block(b"", list(map(var_bytes, vars_[start:start + n])), [], b"")
     del vars_
-    ops = b.ops
-    for start in range(0, len(ops), n):
-        yield FAST.block(b"", [], list(map(op_bytes, ops[start:start + n])), b"")
+    yield from _op_pieces(ops, where)
     yield tail
+
+
+# the most bytes of a run of ops _op_pieces reads from their file at once
+_RUN_BYTES = 1 << 20
+
+
+def _op_pieces(ops: list, where: list):
+    """The BlockDesc op fields of `ops` as _block_bytes frames them, in pieces: a run of ops
+    still as read that lie one after the other in their file (each one's field key and length
+    right after the one before: the bytes a block's op fields are) copied as the file's bytes,
+    up to _RUN_BYTES in one read, the framing of the run's first op written here (the file's
+    may be longer); the ops between made _OPS_PER_PIECE at a time. `where`: per op, (file,
+    start, end) where it is still as read in its file, else None."""
+    i, count = 0, len(ops)
+    while i < count:
+        j = i + 1
+        if where[i] is not None:
+            f, first, end = where[i]
+            while j < count and end - first < _RUN_BYTES and _follows(where[j - 1], where[j]):
+                end = where[j][2]
+                j += 1
+            if j > i + 1:
+                yield _KEY_OP + varint_bytes(where[i][2] - first) + f.read(first, end)
+                i = j
+                continue
+        while j < count and j - i < _OPS_PER_PIECE and not (
+                j + 1 < count and _follows(where[j], where[j + 1])):
+            j += 1
+        yield FAST.block(b"", [], list(map(op_bytes, ops[i:j])), b"")
+        i = j
+
+
+def _follows(a, b) -> bool:
+    """Whether the op at `b` ((file, start, end) or None) lies right after the op at `a` in
+    the same file: only its field key and shortest length between them."""
+    if a is None or b is None or b[0] is not a[0]:
+        return False
+    n = b[2] - b[1]
+    return b[1] - a[2] == _framed(n) - n
 
 
 def _tail_bytes(program: Program) -> bytes:
