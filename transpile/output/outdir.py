@@ -242,7 +242,9 @@ def _value(v) -> str:
         return "true" if v else "false"
     if c is int:
         return int.__repr__(v)
-    if c is list and v:
+    if c is list:
+        if not v:
+            return "[]"
         first = v[0].__class__
         if first is str or first is int:
             for x in v:
@@ -288,7 +290,7 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
         for n, k in enumerate(keys):
             if n:
                 yield sep
-            yield _compact(str(k)) + ": "
+            yield _text(str(k)) + ": "
             done = ready.get(k) if ready else None
             if isinstance(done, Spilled):
                 yield from done.pieces()
