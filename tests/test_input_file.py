@@ -95,11 +95,18 @@ def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out
         programio._IN_FILE_MIN = was
 
 
-def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):
+@pytest.mark.parametrize("piece", [1 << 20, 97])
+def test_lacks_is_what_the_bytes_say_the_file_read_once_per_text(tmp_path, monkeypatch, piece):
+    """An op that keeps where its bytes are tells whether they lack a text by where the text
+    is in the file, found once per text by reading the file a piece at a time (`piece`
+    bytes: texts across the pieces' edges found too), not by reading the op."""
     path, _, _ = _copy(tmp_path)
+    monkeypatch.setattr(opsource, "_PIECE", piece)
     prog = programio.load(path, in_file=True)
     ops = [op for op in prog.global_block.ops if op.source is not None]
-    want = {(id(op), t): t not in op.source.wire for op in ops for t in (b"op_role", b"@@no@@")}
+    texts = (b"op_role", b"@@no@@", b"fc_0", b"\x08\x01")
+    want = {(id(op), t): t not in op.source.wire for op in ops for t in texts}
+    assert any(want.values()) and not all(want.values())
     for op in ops:
         op.source._wire = None          # (the reads above kept some)
     reads = []
@@ -108,9 +115,24 @@ def test_lacks_is_what_the_bytes_say_asked_once_per_text(tmp_path, monkeypatch):
                         lambda self, a, b: reads.append(a) or real(self, a, b))
     for _ in range(3):
         for op in ops:
-            for t in (b"op_role", b"@@no@@"):
+            for t in texts:
                 assert op.lacks_text(t) == want[id(op), t]
-    assert len(reads) == 2 * len(ops)   # once per op and text
+    pieces = -(-os.path.getsize(path) // piece)
+    assert len(reads) == len(texts) * pieces        # the file once per text
+
+
+def test_a_cut_op_lacks_a_text_only_its_cut_attr_holds(tmp_path):
+    """An op of a program only read lacks what only its call stack (the attr it leaves out)
+    holds, though its file's bytes have it."""
+    path, _, _ = _copy(tmp_path)
+    prog = programio.load(path, read_only=True, in_file=True)
+    ops = [op for op in prog.global_block.ops if op.source is not None]
+    assert ops and all(isinstance(op.source, opsource.CutOpSource) for op in ops)
+    with open(path, "rb") as f:
+        data = f.read()
+    assert b"op_callstack" in data
+    assert all(op.lacks_text(b"op_callstack") for op in ops)
+    assert not all(op.lacks_text(b"op_role") for op in ops)
 
 
 def test_the_kept_bytes_are_bounded(tmp_path, monkeypatch):

@@ -7,6 +7,8 @@ times as large). An op's other attrs are decoded on demand from its bytes parsed
 """
 from __future__ import annotations
 
+import array
+import bisect
 import copy as _copy
 import os
 from collections.abc import Mapping
@@ -62,11 +64,12 @@ class InputFile:
     The file is read through its own descriptor, so a file replaced after it was read (a new
     file by that name) changes nothing; one written over in place is found by `changed()`
     (split_to_folder asks before it puts its output in place)."""
-    __slots__ = ("fd", "path", "_stamp")
+    __slots__ = ("fd", "path", "_stamp", "_found")
 
     def __init__(self, path: str, fd: int):
         self.path, self.fd = path, fd
         self._stamp = _stamp(os.fstat(fd))
+        self._found: dict = {}      # text -> where it is in the file (lacks)
 
     @classmethod
     def open(cls, path: str):
@@ -105,6 +108,32 @@ class InputFile:
                                      % (self.path, os.fstat(self.fd).st_size))
         return data
 
+    def lacks(self, text: bytes, start: int, end: int) -> bool:
+        """Whether the bytes [start, end) of the file lack `text`. Where each text asked about
+        is in the file is found once (the file read a piece at a time), for up to
+        _TEXTS_FOUND texts; others are looked for in those bytes."""
+        found = self._found.get(text)
+        if found is None:
+            if len(self._found) >= _TEXTS_FOUND:
+                return text not in self.read(start, end)
+            found = self._found[text] = self._occurrences(text)
+        i = bisect.bisect_left(found, start)
+        return i == len(found) or found[i] > end - len(text)
+
+    def _occurrences(self, text: bytes) -> array.array:
+        """The offsets where `text` starts in the file, in order."""
+        out = array.array("q")
+        size = os.fstat(self.fd).st_size
+        n, at = len(text), 0
+        while at < size:
+            piece = self.read(at, min(size, at + _PIECE + n - 1))
+            i = piece.find(text)
+            while 0 <= i < _PIECE:
+                out.append(at + i)
+                i = piece.find(text, i + 1)
+            at += _PIECE
+        return out
+
     def changed(self) -> bool:
         """Whether the file was written since it was read (size, mtime, inode)."""
         try:
@@ -124,8 +153,12 @@ class InputFile:
             pass
 
 
-# the texts OpSource.lacks has been asked about: text -> its bits' position (the first 16)
+# the texts CutOpSource.lacks has been asked about: text -> its bits' position (the first 16)
 _TEXT_BITS: dict = {}
+
+# InputFile.lacks: the texts whose places in a file it finds, and the piece read at a time
+_TEXTS_FOUND = 16
+_PIECE = 1 << 20
 
 # the ops read from a file more than once whose bytes are kept, at most about 1 MiB of them (all
 # let go when there are more: a split to many pservers copies some ops into every pserver, and
@@ -172,7 +205,7 @@ class OpSource:
     attr names (a tuple shared by the ops with the same names, with the name -> position map),
     op_role and shape. No message is kept: other attrs are decoded from the bytes parsed again
     (and kept decoded)."""
-    __slots__ = ("_wire", "_at", "_reads", "_lacks", "type", "inputs", "outputs",
+    __slots__ = ("_wire", "_at", "_reads", "type", "inputs", "outputs",
                  "is_target", "names", "_positions", "block_attrs", "_role", "_index",
                  "_decoded", "_attrs_raw", "patched")
 
@@ -186,7 +219,6 @@ class OpSource:
         else:
             self._wire, self._at = wire, None
         self._reads = 0
-        self._lacks = 0         # lacks(): two bits per text asked about (asked, lacks it)
         self.type = op_type             # the Op's own string (msg.type would make another)
         # the slots as read, (inputs, outputs): dicts and lists no Op shares
         self.inputs, self.outputs = slots
@@ -227,21 +259,14 @@ class OpSource:
         return self.wire[a:b]
 
     def lacks(self, text: bytes) -> bool:
-        """Whether the op's bytes lack `text`: for an op that keeps where its bytes are,
-        remembered per text (Op.lacks_text asks it of every op, more than once)."""
+        """Whether the op's bytes lack `text` (Op.lacks_text asks it of every op, more than
+        once): for an op that keeps where its bytes are, told by where the text is in the file
+        (InputFile.lacks), without reading the op."""
         w = self._wire
         if w is not None:
             return text not in w
-        bit = _TEXT_BITS.get(text)
-        if bit is None:
-            if len(_TEXT_BITS) >= 16:
-                return text not in self._from_file()
-            bit = _TEXT_BITS[text] = 2 * len(_TEXT_BITS)
-        known = self._lacks
-        if not known >> bit & 1:
-            known |= (1 | (text not in self._from_file()) << 1) << bit
-            self._lacks = known
-        return bool(known >> (bit + 1) & 1)
+        f, start, end = self._at
+        return f.lacks(text, start, end)
 
     def _message(self):
         """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
@@ -356,11 +381,12 @@ class CutOpSource(OpSource):
     call stack): `_cut`, (a, b), that attr's entry in the file's bytes of the op (from its
     start), cut out whenever they are read. The op's bytes are what the program read without
     its file has: protobuf's serialization of the op without that attr."""
-    __slots__ = ("_cut",)
+    __slots__ = ("_cut", "_lacks")
 
     def __init__(self, at: tuple, cut: tuple, *rest):
         super().__init__(at, *rest)
         self._cut = cut
+        self._lacks = 0         # lacks(): two bits per text asked about (asked, lacks it)
 
     def _from_file(self) -> bytes:
         f, start, end = self._at
@@ -370,6 +396,23 @@ class CutOpSource(OpSource):
 
     def _slice(self, a: int, b: int) -> bytes:
         return self.wire[a:b]
+
+    def lacks(self, text: bytes) -> bool:
+        """Whether the op's bytes lack `text`, remembered per text (the file's bytes are not
+        the op's: InputFile.lacks would see the text in the attr cut out, or across the cut)."""
+        w = self._wire
+        if w is not None:
+            return text not in w
+        bit = _TEXT_BITS.get(text)
+        if bit is None:
+            if len(_TEXT_BITS) >= 16:
+                return text not in self._from_file()
+            bit = _TEXT_BITS[text] = 2 * len(_TEXT_BITS)
+        known = self._lacks
+        if not known >> bit & 1:
+            known |= (1 | (text not in self._from_file()) << 1) << bit
+            self._lacks = known
+        return bool(known >> (bit + 1) & 1)
 
     def place(self):
         return None             # (the file's bytes are not the op's: the cut is in them)
