@@ -139,6 +139,8 @@ def _table_clip(table: str, grad: str, ops: list) -> Optional[TableClip]:
 def sparse_clip_tables(main: Program, remote: set) -> dict:
     """{remote table: [the clip-scope ops reading its gradient]}."""
     out: dict = {}
+    if not remote:
+        return out              # (before any op is looked at)
     for op in _clip_scope_ops(main):
         for name in op.input_names():
             table = name[:-len("@GRAD")] if name.endswith("@GRAD") else None
@@ -181,13 +183,18 @@ def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
     return [p for p in decayed_sliced(main, sliced) if p in remote]
 
 
+_REGULARIZATION = b"regularization"
+
+
 def decayed_sliced(main: Program, sliced: set) -> list:
     """The params sliced over the pservers (remote tables or dense) that a regularization op
     reads."""
-    out = set()
+    out: set = set()
+    if not sliced:
+        return []
     for op in main.global_block.ops:
-        if roles.role(op) != roles.OPTIMIZE or "regularization" not in str(
-                op.attr("op_namescope", "") or ""):
+        if roles.role(op) != roles.OPTIMIZE or op.lacks_text(_REGULARIZATION) or \
+                "regularization" not in str(op.attr("op_namescope", "") or ""):
             continue
         for name in op.input_names():
             base = name[:-len("@GRAD")] if name.endswith("@GRAD") else name
