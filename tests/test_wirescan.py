@@ -43,7 +43,21 @@ def test_the_fast_path_is_built_where_there_is_a_c_compiler(module, source):
     if os.environ.get(wirescan.PURE_ENV, "") not in ("", "0"):
         pytest.skip("%s is set" % wirescan.PURE_ENV)
     fast = getattr(__import__("transpile.format." + module, fromlist=["FAST"]), "FAST")
-    assert fast is not None, "transpile/format/%s was not built by the install" % source
+    assert fast is not None, "transpile/format/%s was not built by the install, or was " \
+        "built from an older source (make install builds it again)" % source
+
+
+def test_a_compiled_module_built_from_an_older_source_is_not_used(monkeypatch):
+    """A module whose INTERFACE is not its source's (an editable install whose C source
+    changed since it was built) is left alone: the pure-Python path runs (the same bytes)."""
+    import importlib
+    import types
+    stale = types.ModuleType("wirescan_c")
+    stale.INTERFACE = wirescan.INTERFACES["wirescan_c"] - 1
+    monkeypatch.setattr(importlib, "import_module", lambda name, package=None: stale)
+    assert wirescan.compiled("wirescan_c") is None
+    stale.INTERFACE += 1
+    assert wirescan.compiled("wirescan_c") is stale
 
 
 @pytest.mark.parametrize("module,source", FAST_PATHS)

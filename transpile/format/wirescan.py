@@ -65,15 +65,22 @@ def schema(*roots) -> tuple[list, list]:
     return messages, roots_at
 
 
+# the INTERFACE each compiled module must have (its C source's): a module built from an older
+# source (an editable install not built again) is not used
+INTERFACES = {"wirescan_c": 2, "wirewrite_c": 0}
+
+
 def compiled(name: str):
     """This package's compiled module `name` (wirescan_c, wirewrite_c), or None: not built (no
-    C compiler at install), or turned off with PURE_ENV."""
+    C compiler at install), built from an older source (INTERFACES), or turned off with
+    PURE_ENV."""
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module("." + name, __package__)
+        module = importlib.import_module("." + name, __package__)
     except ImportError:
         return None
+    return module if getattr(module, "INTERFACE", 0) == INTERFACES[name] else None
 
 
 def _load():

@@ -1071,5 +1071,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit_wirescan_c(void)
 {
-    return PyModule_Create(&module);
+    /* INTERFACE: what wirescan.py's compiled() expects of this build (2: block()'s `placed`);
+       a module built from an older source is not used */
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "INTERFACE", 2) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
