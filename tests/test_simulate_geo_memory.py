@@ -165,3 +165,22 @@ def test_a_geo_push_with_a_kept_param_is_built_a_pservers_slice_at_a_time(monkey
     want = (start["a"].astype(F32) + ((start["a"] + 1e-3) - start["a"].astype(F32)) * 0.5
             ).astype(F32)
     assert got.dtype == F32 and np.abs(got - want).max() < 1e-6
+
+
+def test_the_nonzero_rows_of_a_dense_gradient_are_found_a_block_at_a_time():
+    """rowwise's test of a dense gradient over a lazy table (bst: [192403, 288] in float64)
+    reads it a block of rows at a time, with no mask of its size; the rows are the ones the
+    whole mask gives."""
+    from transpile.simulate.model.kernels import rowwise
+    rng = np.random.default_rng(4)
+    for shape in ((20000, 300), (7, 3), (3000,), (1, 1 << 21)):
+        g = np.zeros(shape)
+        hit = rng.choice(shape[0], min(shape[0], 40), replace=False)
+        g[hit] = rng.normal(size=(len(hit),) + shape[1:])
+        g[hit[:3]] = 0.0
+        want = np.nonzero(np.any(g.reshape(shape[0], -1) != 0, axis=1))[0]
+        got, peak = _peak(lambda: rowwise.nonzero_rows(g, shape[0]))
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+        if g.size > 4 * rowwise.NONZERO_AT_ONCE:
+            assert peak < g.size / 4, "%d bytes for %d values" % (peak, g.size)  # a mask: 1 a value

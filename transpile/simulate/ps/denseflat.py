@@ -16,6 +16,7 @@ import numpy as np
 from ..model.executor import default_lazy_policy
 from ..model.values import LazyTable, SelectedRows, dense, shape_of
 from .tables.denserows import FlatRows
+from .tables.runs import Runs
 from .tables.server import dense_per, split_dense
 
 F32 = np.float32
@@ -125,15 +126,15 @@ def start_values(values: list, kept: frozenset):
             bases[name], zero = _table_base(v)
             signed = signed or zero
             if isinstance(v, LazyTable) and v.index:
-                rows = v.touched()
-                pos.append(_row_positions(at, rows, size // shape[0]))
+                rows = np.unique(np.asarray(v.touched(), dtype=np.int64))
+                pos.append(Runs.rows(at, rows, size // shape[0]))
                 vals.append(np.asarray(v.get(rows), dtype=F32).reshape(-1))
         else:
-            pos.append(np.arange(at, at + size, dtype=np.int64))
+            pos.append(Runs.span(at, at + size))
             vals.append(np.asarray(dense(v), dtype=F32).reshape(-1))
         at += size
-    return _sorted(FlatRows(at, _cat(pos), _cat(vals, F32), _rows_base(lay, bases),
-                            signed)), bases
+    return FlatRows(at, Runs.concat(pos), _cat(vals, F32), _rows_base(lay, bases),
+                    signed), bases
 
 
 def grad_values(grads: list, kept: frozenset, shapes: dict):
@@ -151,13 +152,13 @@ def grad_values(grads: list, kept: frozenset, shapes: dict):
             height = shapes[name][0]
             g2 = g.reshape(height, -1)
             rows = np.flatnonzero(np.any(g2 != 0, axis=1))
-            pos.append(_row_positions(at, rows, g2.shape[1]))
+            pos.append(Runs.rows(at, rows, g2.shape[1]))
             vals.append(np.asarray(g2[rows], dtype=F32).reshape(-1))
         else:
-            pos.append(np.arange(at, at + size, dtype=np.int64))
+            pos.append(Runs.span(at, at + size))
             vals.append(np.asarray(g, dtype=F32).reshape(-1))
         at += size
-    return _sorted(FlatRows(at, _cat(pos), _cat(vals, F32)))
+    return FlatRows(at, Runs.concat(pos), _cat(vals, F32))
 
 
 def pulled_values(got, lay: list, bases: dict, fdt) -> list:
@@ -179,7 +180,7 @@ def pulled_values(got, lay: list, bases: dict, fdt) -> list:
 def _lazy(got: FlatRows, at, shape, size, fdt, base) -> LazyTable:
     width = size // shape[0]
     part = got.cut(at, at + size)
-    rows = np.unique(part.pos // width)
+    rows = part.pos.row_ids(width)
     return lazy_table(base, shape, fdt, rows, part.read(_row_positions(0, rows, width)))
 
 
@@ -198,7 +199,7 @@ def lazy_table(base, shape, dtype, rows, values) -> LazyTable:
 
 def table_rows(got: FlatRows, at, shape, size):
     """The rows of the kept param at `at` a pull named (sorted)."""
-    return np.unique(got.cut(at, at + size).pos // (size // shape[0]))
+    return got.cut(at, at + size).pos.row_ids(size // shape[0])
 
 
 def row_positions(at, rows, shape):
@@ -213,14 +214,6 @@ def _row_positions(at, rows, width):
 
 def _cat(parts, dtype=np.int64):
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
-def _sorted(fr: FlatRows) -> FlatRows:
-    """Positions were laid out in order (params in order, rows ascending): checked."""
-    if len(fr.pos) > 1 and not np.all(fr.pos[1:] > fr.pos[:-1]):
-        order = np.argsort(fr.pos, kind="stable")
-        fr.pos, fr.values = fr.pos[order], fr.values[order]
-    return fr
 
 
 def split(values, server_num: int):
@@ -238,4 +231,4 @@ def joined(parts):
     if not any(isinstance(p, FlatRows) for p in parts):
         return np.concatenate(parts)
     return FlatRows.joined([p if isinstance(p, FlatRows) else
-                            FlatRows(len(p), np.arange(len(p)), p) for p in parts])
+                            FlatRows(len(p), Runs.span(0, len(p)), p) for p in parts])

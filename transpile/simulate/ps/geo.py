@@ -24,6 +24,7 @@ from ..refs.geo import rows_of, with_rows
 from . import denseflat
 from .denseflat import FlatRows
 from .tables import TableError
+from .tables.runs import Runs
 from .tables.server import dense_per, geo_server
 from ..refs.reference import snapshot
 from ..model.values import LazyTable, SelectedRows, SimError, Unallocated, dense, shape_of
@@ -219,7 +220,7 @@ class GeoClient:
             part = None         # pushed: the next slice's arrays, then the pull's, take its place
         got = self._pull_dense(tid, [p for p, _, _ in layout])
         if not isinstance(got, FlatRows):       # a table made whole (denserows.py)
-            got = FlatRows(len(got), np.arange(len(got)), got)
+            got = FlatRows(len(got), Runs.span(0, len(got)), got)
         self._put_rows(tid, layout, got, rows)
 
     def _push_slice(self, layout, kept, rows, lo, hi) -> FlatRows:
@@ -239,22 +240,22 @@ class GeoClient:
                 m = (here >= a) & (here < b)
                 pieces[p] = here[m], d[m]
         count = sum(len(pieces[p][0]) if p in kept else b - a for p, _, _, a, b in mine)
-        pos, vals = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
+        runs, vals = [], np.empty(count, dtype=F32)
         k = 0
         for p, shape, at, a, b in mine:
             if p in kept:
                 here, d = pieces[p]
-                pos[k:k + len(here)] = here - lo
+                runs.append(Runs.of(here - lo))
                 vals[k:k + len(here)] = d
                 k += len(here)
                 continue
             latest, old = _flat(self._get(p), self.fdt), _flat(self.old[p], F32)
-            pos[k:k + b - a] = np.arange(a - lo, b - lo, dtype=np.int64)
+            runs.append(Runs.span(a - lo, b - lo))
             for c0, c1 in _chunks(b - a):
                 vals[k + c0:k + c1] = self._delta(latest[a - at + c0:a - at + c1],
                                                   old[a - at + c0:a - at + c1])
             k += b - a
-        return FlatRows(hi - lo, pos, vals)
+        return FlatRows(hi - lo, Runs.concat(runs), vals)
 
     def _put_rows(self, tid, layout, got: FlatRows, rows):
         """A pull kept by rows (`rows`: {kept param: the rows it pushed}, None at the start):

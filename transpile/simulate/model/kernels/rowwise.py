@@ -23,6 +23,7 @@ GRAD_ROWS_ONLY = frozenset({"sgd"})
 # Optimizers whose sparse kernel looks each parameter row up in the merged gradient's rows by
 # binary search (Paddle 2.6.2's SparseMomentumFunctor, SparseRmspropGradFunctor).
 SEARCHED = frozenset({"momentum", "rmsprop"})
+NONZERO_AT_ONCE = 1 << 20      # values nonzero_rows tests at once
 # Inputs that are never per-row state.
 _SCALARS = ("LearningRate", "Beta1Pow", "Beta2Pow", "Beta1Tensor", "Beta2Tensor",
             "EpsilonTensor", "SkipUpdate", "MasterParam")
@@ -125,8 +126,19 @@ def _state_rows(ctx, height):
         if isinstance(v, LazyTable):
             out.append(v.touched())
         elif isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == height:
-            out.append(np.nonzero(np.any(v.reshape(height, -1) != 0, axis=1))[0])
+            out.append(nonzero_rows(v, height))
     return out
+
+
+def nonzero_rows(v, height) -> np.ndarray:
+    """The rows of `v` ([height, ...]) holding a nonzero, a block of rows at a time (bst's
+    dense gradient of a [192403, 288] table: no mask of its size)."""
+    v2 = v.reshape(height, -1)
+    step = max(1, NONZERO_AT_ONCE // max(1, v2.shape[1]))
+    if step >= height:
+        return np.nonzero(np.any(v2 != 0, axis=1))[0]
+    return np.concatenate([lo + np.nonzero(np.any(v2[lo:lo + step] != 0, axis=1))[0]
+                           for lo in range(0, height, step)])
 
 
 def lazy_inputs(ctx) -> list:
@@ -143,7 +155,7 @@ def _dense_rows(ctx, grad, height):
     nonzero rows and the rows with state (any other row has a zero gradient and zero state,
     which no ROW_LOCAL update moves), or None where that is every row (a weight decay's
     gradient: the tables are materialized, as for any dense update)."""
-    nonzero = np.nonzero(np.any(grad.reshape(height, -1) != 0, axis=1))[0]
+    nonzero = nonzero_rows(grad, height)
     if len(nonzero) == height:
         return None
     rows = np.unique(np.concatenate([nonzero] + _state_rows(ctx, height))).astype(np.int64)

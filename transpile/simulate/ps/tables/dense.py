@@ -293,7 +293,7 @@ class MemoryDenseTable:
                 rule = type(self.rule)(compact)
             else:
                 whole = np.zeros(self.param_dim, dtype=F32)
-                whole[self.rows.pos] = grad
+                self.rows.pos.scatter(whole, grad)
                 grad = whole
                 self._whole()
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -310,7 +310,7 @@ class MemoryDenseTable:
             grads = grads * (F32(1) / F32(self.count))
         self.apply(grads)
         if self.rows is not None:
-            self.rows.reservoir = np.zeros(len(self.rows.pos), dtype=F32)
+            self.rows.reservoir = None      # zeros, made as it is written
         else:
             self.reservoir = np.zeros(self.param_dim, dtype=F32)
         self.count = 0

@@ -5,7 +5,8 @@ table; its pushes and pulls carried 23M floats each, its trainers held it whole)
 `FlatRows` is a flat float32 vector given at some positions, every other value read from a
 base (the values trainer 0 pushed at the start; zeros for a gradient). A `MemoryDenseTable`
 started from one (`push_param`) keeps its values so (`RowValues`): the positions any push
-named, in compact arrays, and the rest at the base (Param) or at their constant initializer
+named (as runs, runs.py: a param not kept by rows is one range, no array of positions), their
+values in compact arrays, and the rest at the base (Param) or at their constant initializer
 (the rule's state). Exact where a zero gradient on a value at its start leaves it so, which
 `fixed_point` probes with the very scalars of each push (sgd, adam with zero moments);
 where that fails the table is made whole (`RowValues.whole`) and runs as before.
@@ -16,22 +17,23 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .runs import Runs
+
 F32 = np.float32
 # rules whose zero gradient can leave a value alone (sum's Param + 0 turns a -0.0 into 0.0:
 # a sum table is kept by rows from a start with no -0.0, FlatRows.signed_zero)
 ROW_RULES = ("sgd", "adam", "sum")
-HELD_CHUNK = 1 << 20     # positions RowValues looks up at once (activate, grad)
 PROBE = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -3.0e-3, 1.0e-30, 7.0e3], dtype=F32)
 
 
 class FlatRows:
-    """`size` float32 values: `values` at `pos` (sorted, unique), `base(positions)` elsewhere
-    (None: zeros)."""
+    """`size` float32 values: `values` at `pos` (a Runs, or sorted unique positions),
+    `base(positions)` elsewhere (None: zeros)."""
 
     def __init__(self, size: int, pos, values, base: Optional[Callable] = None,
                  signed_zero: bool = True):
         self.size = int(size)
-        self.pos = np.asarray(pos, dtype=np.int64)
+        self.pos = pos if isinstance(pos, Runs) else Runs.of(pos)
         self.values = np.asarray(values, dtype=F32)
         self.base = base
         self.signed_zero = signed_zero      # whether the base may hold a -0.0
@@ -47,46 +49,47 @@ class FlatRows:
 
     def cut(self, lo: int, hi: int) -> "FlatRows":
         """Values lo .. hi - 1 as a FlatRows of their own (positions from 0)."""
-        a, b = np.searchsorted(self.pos, [lo, hi])
+        part = self.pos.clip(lo, hi)
+        a = self.pos.rank(lo)
+        b = a + len(part)
         if lo == 0:     # views: a cut at the start copies nothing
-            return FlatRows(hi, self.pos[:b], self.values[:b], self.base, self.signed_zero)
+            return FlatRows(hi, part, self.values[:b], self.base, self.signed_zero)
         base = None if self.base is None else _shifted(self.base, lo)
-        return FlatRows(hi - lo, self.pos[a:b] - lo, self.values[a:b], base, self.signed_zero)
+        return FlatRows(hi - lo, part.shift(-lo), self.values[a:b], base, self.signed_zero)
 
     def read(self, positions) -> np.ndarray:
         """The values at `positions` (sorted)."""
         positions = np.asarray(positions, dtype=np.int64)
         out = self.base_at(positions)
-        at = np.searchsorted(self.pos, positions)
-        hit = at < len(self.pos)
-        hit[hit] = self.pos[at[hit]] == positions[hit]
+        at, hit = self.pos.lookup(positions)
         out[hit] = self.values[at[hit]]
         return out
 
     def take(self, lo: int, hi: int) -> np.ndarray:
         """Values lo .. hi - 1 as one float32 array."""
-        a, b = np.searchsorted(self.pos, [lo, hi])
+        a, b = self.pos.rank(lo), self.pos.rank(hi)
         if b - a == hi - lo:        # every value given (a param not kept by rows)
             return np.array(self.values[a:b], dtype=F32)
         part = self.cut(lo, hi)
         out = part.base_at(np.arange(hi - lo))
-        out[part.pos] = part.values
+        part.pos.scatter(out, part.values)
         return out
 
     @staticmethod
     def joined(parts) -> "FlatRows":
         """The parts one after the other (a pull over the pservers' slices)."""
         count = sum(len(p.pos) for p in parts)
-        pos, values = np.empty(count, dtype=np.int64), np.empty(count, dtype=F32)
-        bases, at, k = [], 0, 0
+        values = np.empty(count, dtype=F32)
+        runs, bases, at, k = [], [], 0, 0
         for p in parts:
             n = len(p.pos)
-            np.add(p.pos, at, out=pos[k:k + n])
+            runs.append(p.pos.shift(at))
             values[k:k + n] = p.values
             bases.append((at, at + p.size, p.base))
             at += p.size
             k += n
-        return FlatRows(at, pos, values, _pieced(bases), any(p.signed_zero for p in parts))
+        return FlatRows(at, Runs.concat(runs), values, _pieced(bases),
+                        any(p.signed_zero for p in parts))
 
 
 def _shifted(base, lo):
@@ -136,63 +139,63 @@ def fixed_point(rule_cls, values: dict, vector: list, consts: dict, buckets: int
                for n in vector)
 
 
-def _missing(pos, positions):
-    """(those of `positions` (sorted) not in `pos`, their searchsorted indexes in `pos`),
-    a chunk at a time (a push of 15M positions needs no temporaries of its size)."""
-    new, ins = [], []
-    for lo in range(0, len(positions), HELD_CHUNK):
-        p = positions[lo:lo + HELD_CHUNK]
-        at = np.searchsorted(pos, p)
-        ok = at < len(pos)
-        hit = np.zeros(len(p), dtype=bool)
-        hit[ok] = pos[at[ok]] == p[ok]
-        if not hit.all():
-            new.append(p[~hit])
-            ins.append(at[~hit])
-    if not new:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(new), np.concatenate(ins)
-
-
 class RowValues:
-    """A table slice's vector values kept at `pos` (compact arrays, one per vector slot, the
-    sync reservoir among them); Param elsewhere at `base`, the other slots at `consts`."""
+    """A table slice's vector values kept at `pos` (a Runs; compact arrays, one per vector
+    slot, the sync reservoir among them); Param elsewhere at `base`, the other slots at
+    `consts`. The reservoir is made as it is first written (a table that is not sync never
+    writes it)."""
 
     def __init__(self, dim: int, vector: list, consts: dict, start: FlatRows, initial: dict):
         self.dim, self.vector, self.consts = dim, list(vector), dict(consts)
         self.base, self.signed_zero = start.base, start.signed_zero
-        self.pos = start.pos.copy()
+        self.pos = start.pos
         self.cv = {n: (np.array(start.values, dtype=F32) if n == "Param"
-                       else np.asarray(initial[n], dtype=F32)[self.pos].copy())
+                       else self.pos.gather(np.asarray(initial[n], dtype=F32)))
                    for n in self.vector}
-        self.reservoir = np.zeros(len(self.pos), dtype=F32)
+        self._reservoir = None      # None: zeros at every kept position
+
+    @property
+    def reservoir(self) -> np.ndarray:
+        if self._reservoir is None:
+            return np.zeros(len(self.pos), dtype=F32)
+        return self._reservoir
+
+    @reservoir.setter
+    def reservoir(self, value) -> None:
+        self._reservoir = value
 
     def activate(self, positions) -> None:
-        """Keep `positions` (sorted, unique) too (the new ones inserted in order: no sort of
-        the kept ones, which may be millions)."""
-        new, ins = _missing(self.pos, np.asarray(positions, dtype=np.int64))
-        if not len(new):
+        """Keep `positions` (a Runs, or sorted unique positions) too (the new ones inserted in
+        order: no sort of the kept ones, which may be millions)."""
+        runs = positions if isinstance(positions, Runs) else Runs.of(positions)
+        fresh = runs.minus(self.pos)
+        if not len(fresh):
             return
+        new = fresh.array()
+        ins = self.pos.rank(new)
         for n in self.vector:
             fill = (np.asarray(self.base(new), dtype=F32) if n == "Param"
                     else np.full(len(new), self.consts[n], dtype=F32))
             self.cv[n] = np.insert(self.cv[n], ins, fill)
-        self.reservoir = np.insert(self.reservoir, ins, np.zeros(len(new), dtype=F32))
-        self.pos = np.insert(self.pos, ins, new)
+        if self._reservoir is not None:
+            self._reservoir = np.insert(self._reservoir, ins, np.zeros(len(new), dtype=F32))
+        self.pos = self.pos.union(fresh)
 
     def grad(self, push: FlatRows) -> np.ndarray:
-        """A pushed gradient over the kept positions (zeros where it names none), scattered
-        a chunk of positions at a time."""
+        """A pushed gradient over the kept positions (zeros where it names none), copied a
+        run at a time (a run of the push lies in one run of the kept positions)."""
         self.activate(push.pos)
         g = np.zeros(len(self.pos), dtype=F32)
-        for lo in range(0, len(push.pos), HELD_CHUNK):
-            g[np.searchsorted(self.pos, push.pos[lo:lo + HELD_CHUNK])] = \
-                push.values[lo:lo + HELD_CHUNK]
+        at = self.pos.rank(push.pos.starts)
+        runs = push.pos
+        for k, s, e, o in zip(at.tolist(), runs.starts.tolist(), runs.ends.tolist(),
+                              runs.offs.tolist()):
+            g[k:k + e - s] = push.values[o:o + e - s]
         return g
 
     def bounds(self, bounds) -> list:
         """The rule's bucket bounds over the slice, in compact indexes."""
-        return np.searchsorted(self.pos, bounds).tolist()
+        return np.asarray(self.pos.rank(np.asarray(bounds, dtype=np.int64))).tolist()
 
     def pulled(self) -> FlatRows:
         """Param as a FlatRows: views of the kept arrays (the client joins the pservers'
@@ -205,10 +208,11 @@ class RowValues:
             out = np.asarray(self.base(np.arange(self.dim)), dtype=F32).copy()
         else:
             out = np.full(self.dim, self.consts[name], dtype=F32)
-        out[self.pos] = self.cv[name]
+        self.pos.scatter(out, self.cv[name])
         return out
 
     def whole_reservoir(self) -> np.ndarray:
         out = np.zeros(self.dim, dtype=F32)
-        out[self.pos] = self.reservoir
+        if self._reservoir is not None:
+            self.pos.scatter(out, self._reservoir)
         return out
