@@ -254,7 +254,7 @@ def _ops_scanned(op_items: list, seen: _Seen, placed, add) -> None:
 
 # a block of a program only read whose ops are in its file, of twice this many bytes or more, is
 # scanned a window of about this many bytes at a time (_decode_windows)
-WINDOW = 1 << 20
+WINDOW = 1 << 18
 
 
 def _decode_windows(data: bytes, start: int, end: int, seen: _Seen):
