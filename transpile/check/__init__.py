@@ -45,7 +45,6 @@ from ..core.styles import CLASSIC, FLEET, PS
 from ..core.stylehooks import CHECK
 from ..core.forked import workers_available, worth_forking
 from ..core.gcpause import keep_until_exit, paused_gc
-from ..core.heaptrim import give_back
 from ..ir.program import Program
 from .context import CheckContext
 from .index import ParamBlock
@@ -123,7 +122,6 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     try:
         for check in order[:at]:
             check(ctx)
-            give_back()     # what the check made and let go (core/heaptrim.py)
             if step is not None:
                 step()
         if aside is not None:
@@ -131,7 +129,6 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
             with ctx.collecting() as later:
                 for check in order[at + 1:]:
                     check(ctx)
-                    give_back()
     except BaseException:
         if aside is not None:
             aside.abandon()

@@ -66,7 +66,6 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
     ctx = CheckContext(main, startup, config, split, index=builder.index())
     # every send's target checked with its pserver (that pserver's summary then kept small)
     targets, asked = streamed_edges(ctx)
-    give_back()         # (the recv edges read and let go)
     eps = [ep for ep in config.pservers if ep in split.pservers]
     trainers = (dict(builder.reach), set(builder.broken))
 
@@ -81,7 +80,6 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
         _gather(builder, ctx, reads[i])
     ctx.index = builder.index()
     ctx.targets_read = True
-    give_back()
     return ctx
 
 
