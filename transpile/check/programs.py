@@ -7,12 +7,13 @@ programio.load's validate_structure covers the first half, but it raises at the 
 here every problem is a finding, so the split is read raw (loading.load_program_raw)."""
 from __future__ import annotations
 
-from ..ir.validate import EMPTY_VAR
+from itertools import chain, filterfalse
+
+from ..ir.validate import EMPTY_VAR, arg_names
 from ..ir.vartable import names_of
 from ..plan.faults import CLASSIC_CLIP_ON_PSERVER, KIND
 from .context import CheckContext
 from .inputs import has_clip
-from .ops import all_names
 
 
 def _undeclared_fault(ctx: CheckContext) -> set:
@@ -61,6 +62,17 @@ def structure_of(ctx: CheckContext, part) -> None:
     _declared_vars(ctx, part, reach, clip_grads)
 
 
+def _undeclared(ops: list, own) -> set:
+    """The names the ops use that `own` (a block's names: names_of) does not declare, but
+    "" and EMPTY_VAR: each argument looked up in C as it comes (no set of every name of the
+    block is made: a trainer's at 64 pservers was megabytes, one op's twenty thousand)."""
+    names = set(filterfalse(own.__contains__, chain(arg_names(ops, "inputs"),
+                                                     arg_names(ops, "outputs"))))
+    names.discard("")
+    names.discard(EMPTY_VAR)
+    return names
+
+
 def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
     """Every var an op of a block that runs uses is declared in the block or an ancestor (a
     grad classic-clip-on-pserver leaves undeclared is named so)."""
@@ -70,13 +82,11 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
     # them) take what they do not declare from block 0's vars
     top_is_root = bool(blocks) and not 0 <= blocks[0].parent_idx < len(blocks)
     for bi in sorted(reach):
+        # the block's names not its own: the ops are gone through one by one only where one
+        # of them is declared nowhere, to say where
         b = blocks[bi]
         own = b.vars
-        # the block's names not its own (sets made in C), each looked up once: the ops are
-        # gone through one by one only where one of them is declared nowhere, to say where
-        # (set.difference looks up the smaller side in the other, a dict as well)
-        names = all_names(b.ops, "inputs", "outputs").difference(names_of(own))
-        names.discard(EMPTY_VAR)
+        names = _undeclared(b.ops, names_of(own))
         if top_is_root and bi != 0 and b.parent_idx == 0:
             if not names.difference(names_of(blocks[0].vars)):
                 continue

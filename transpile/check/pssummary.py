@@ -56,7 +56,7 @@ def summarize(prog: Program, block_ids) -> PserverSummary:
     return PserverSummary(n, later, MappingProxyType(blocks), persistable)
 
 
-def for_recvs(summary: PserverSummary, asked: frozenset, held=()) -> PserverSummary:
+def for_recvs(summary: PserverSummary, asked, held=()) -> PserverSummary:
     """What a streamed check keeps of a pserver's summary once it has checked every send's
     target there (stream.py, transfer.target_of): what the recv checks ask, whether a name
     received from the pserver is persistable there, for the names they will ask about

@@ -14,6 +14,7 @@ their order, are those of the checks on a split read whole."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from sys import intern
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..core.heaptrim import give_back
@@ -26,7 +27,7 @@ from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
 from .pssummary import for_recvs
-from .trainer import streamed_edges
+from .trainer import sends_to, streamed_edges
 from .transfer import target_of
 from .pserver import listen_of, optimize_of
 
@@ -72,7 +73,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
         return _read_pserver(ctx, trainers, eps[i], targets.get(eps[i], ()), asked)
     if worth_forking(workers, len(eps), len(eps), len(main.global_block.ops)):
         reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
-        reads.update(theirs)
+        reads.update((i, _interned(r)) for i, r in theirs.items())
     else:
         reads = {i: read(i) for i in range(len(eps))}
     for i in range(len(eps)):
@@ -121,6 +122,19 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
                        recorded, summary)
 
 
+def _interned(read: PserverRead) -> PserverRead:
+    """A read a forked child sent, its grad keys' and parameter blocks' names the strings
+    this process holds (the trainers' vars', interned when read): unpickled, each would be a
+    string of its own, thousands of them per pserver kept to the end."""
+    listen, keys, blocks, findings = read.reader
+    keys = {intern(k): v for k, v in keys.items()}
+    blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, intern(pb.grad),
+                         pb.param if pb.param is None else intern(pb.param), pb.var,
+                         pb.op_idx, pb.op, pb.sparse) for pb in blocks]
+    read.reader = (listen, keys, blocks, findings)
+    return read
+
+
 def _gather(builder: IndexBuilder, ctx: CheckContext, read: PserverRead) -> None:
     """One pserver's read in the index being built and in `ctx`, as if read there."""
     ep = read.endpoint
@@ -160,7 +174,7 @@ def _record(ctx: CheckContext, ep: str, p: dict, parts: list, sends):
     if KIND[FLEET_LARGE_SCALE_ADAM].style == style:
         with ctx.recording("large_scale_adam", ep):
             large_scale_adam_of(ctx, p)
-    for tid, i, e in sends:
+    for tid, i, e in sends_to(sends):
         with ctx.collecting() as got:
             target_of(ctx, e)
         if got[0] or got[1]:

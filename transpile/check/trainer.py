@@ -11,85 +11,19 @@ collected in the context.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from array import array
+from sys import intern
 
 from ..ir.program import Program
 from ..ir import roles
 from .context import CheckContext
+from .edges import Edge, EdgeRuns, edges_from_ctx, edges_from_ops
 from .inputs import sparse_numbers
 from .loading import Part
 from .ops import BLOCK_SUFFIX, is_dense, is_update_op
 from .transfer import check_transfer_shape, sent_key, strip_peer, target_of
 
 _RPC_TRAINER_ID_OPS = ("send", "recv", "send_barrier", "fetch_barrier")
-
-
-@dataclass(slots=True)
-class _Edge:
-    """One var a trainer sends to or receives from one endpoint."""
-    name: str
-    endpoint: str
-    part: str
-    block: Optional[int]
-    op: Optional[int]
-    section: Optional[int] = None     # rows, from runtime.json
-    via: str = ""                     # "send", "recv", "send_ctx", "recv_ctx"
-    counter: bool = False             # the LR-decay step counter, sent to every pserver
-
-
-def _edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: list) -> None:
-    """Classic style: one edge per var of each send (X) / recv (Out) op and its epmap."""
-    prog = part.prog
-    for bi in sorted(ctx.reach.get(part.name, {0})):
-        for j, op in enumerate(prog.blocks[bi].ops):
-            if op.type != op_type:
-                continue
-            eps = list(op.attr("epmap") or [])
-            names = list(op.input(slot) if slot == "X" else op.output(slot))
-            if not eps:
-                continue
-            # runtime_split_send_recv: one var on the wire per endpoint, split at run time
-            split_names = list(op.attr("send_varnames" if op_type == "send"
-                                       else "recv_varnames") or [])
-            if split_names:
-                names = split_names
-            counter = _is_broadcast(op, names, eps)
-            if counter:
-                names = names * len(eps)
-            if len(eps) != len(names):
-                ctx.add(op_type, part, bi, j,
-                        "%s has %d vars but %d epmap entries" % (op_type, len(names), len(eps)),
-                        "one endpoint per var")
-                continue
-            for n, ep in zip(names, eps):
-                out.append(_Edge(n, ep, part.name, bi, j, via=op_type, counter=counter))
-
-
-def _is_broadcast(op, names: list, eps: list) -> bool:
-    """Classic async/half_async with LR decay: the trainer's step counter goes to every pserver
-    (each runs the LR-decay block), one var with every endpoint, sent with merge_add."""
-    return (op.type == "send" and len(names) == 1 and len(eps) > 1
-            and op.attr("merge_add") is True and not op.attr("sections"))
-
-
-def _edges_from_ctx(ctx, part_name, rt: dict, key: str, out: list) -> None:
-    """Fleet style: one edge per split var of runtime.json's send_ctx / recv_ctx."""
-    for var, c in (rt.get(key) or {}).items():
-        if not isinstance(c, dict) or c.get("is_tensor_table"):
-            continue
-        names = list(c.get("split_varnames") or [])
-        eps = list(c.get("split_endpoints") or [])
-        secs = list(c.get("sections") or [])
-        if len(names) != len(eps):
-            ctx.add("send" if key == "send_ctx" else "recv", part_name, None, None,
-                    "%s %s: %d split_varnames but %d split_endpoints"
-                    % (key, var, len(names), len(eps)), "one endpoint per split var")
-            continue
-        for i, (n, ep) in enumerate(zip(names, eps)):
-            out.append(_Edge(n, ep, part_name, None, None,
-                             secs[i] if i < len(secs) and len(secs) == len(names) else None,
-                             via=key))
 
 
 def _where_optimized(ctx, names: list) -> list:
@@ -146,7 +80,7 @@ def _no_trainers(ctx: CheckContext) -> None:
                 "trainer_<id>/main.pb for an id in 0..%d" % (cfg.trainers - 1))
 
 
-def _trainer_sends(ctx: CheckContext, tid: int) -> list:
+def _trainer_sends(ctx: CheckContext, tid: int) -> EdgeRuns:
     """Trainer `tid`'s ops, the edges of its sends and recvs, its sends; its recv edges."""
     cfg = ctx.config
     t = ctx.split.trainers[tid]
@@ -163,7 +97,7 @@ def _trainer_sends(ctx: CheckContext, tid: int) -> list:
     return recvs
 
 
-def _trainer_recvs(ctx: CheckContext, tid: int, recvs: list) -> None:
+def _trainer_recvs(ctx: CheckContext, tid: int, recvs: EdgeRuns) -> None:
     """Trainer `tid`'s recvs (`recvs`: their edges) and barriers."""
     main = ctx.split.trainers[tid]["main"]
     # trainers with runtime.json receive by its recv_ctx (the communicator's), not by recv ops
@@ -177,7 +111,7 @@ def _runtime_name(main: Part) -> str:
     return main.name.split("/")[0] + "/runtime.json"
 
 
-def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]:
+def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[EdgeRuns, EdgeRuns]:
     """The (sends, recvs) edges of trainer `tid`, from runtime.json's contexts in fleet style
     (a missing runtime.json is a finding), from its send and recv ops otherwise; `sends`
     False: the recvs' only (the send edges left empty). Each kind is read once and kept
@@ -191,30 +125,30 @@ def _edges(ctx: CheckContext, tid: int, sends: bool = True) -> tuple[list, list]
         ctx.add("send", _runtime_name(t["main"]), None, None,
                 "no runtime.json", "the communicator's send_ctx and recv_ctx "
                 "(fleet style)")
-        return [], []
+        return EdgeRuns(), EdgeRuns()
 
     def send_edges(edges):
         if by_ctx:
-            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "send_ctx", edges)
+            edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "send_ctx", edges)
         else:
-            _edges_from_ops(ctx, t["main"], "send", "X", edges)
+            edges_from_ops(ctx, t["main"], "send", "X", edges)
 
     def recv_edges(edges):
         if by_ctx:
-            _edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "recv_ctx", edges)
+            edges_from_ctx(ctx, _runtime_name(t["main"]), rt, "recv_ctx", edges)
             return
-        _edges_from_ops(ctx, t["main"], "recv", "Out", edges)
+        edges_from_ops(ctx, t["main"], "recv", "Out", edges)
         if t["startup"] is not None:
-            _edges_from_ops(ctx, t["startup"], "recv", "Out", edges)
-    out = _kept_edges(ctx, ("send_edges", tid), send_edges) if sends else []
+            edges_from_ops(ctx, t["startup"], "recv", "Out", edges)
+    out = _kept_edges(ctx, ("send_edges", tid), send_edges) if sends else EdgeRuns()
     return out, _kept_edges(ctx, ("recv_edges", tid), recv_edges)
 
 
-def _kept_edges(ctx: CheckContext, key: tuple, read) -> list:
-    """The edges `read(edges)` adds to a list, read once and kept as memo `key`, with the
-    findings and warnings reading them made (added again at each call)."""
+def _kept_edges(ctx: CheckContext, key: tuple, read) -> EdgeRuns:
+    """The edges `read(edges)` adds to an EdgeRuns, read once and kept as memo `key`, with
+    the findings and warnings reading them made (added again at each call)."""
     def made():
-        edges: list = []
+        edges = EdgeRuns()
         with ctx.collecting() as got:
             read(edges)
         return edges, got
@@ -300,9 +234,9 @@ def _check_send_ops_vs_ctx(ctx, part: Part, rt: dict, rt_name: str) -> None:
                 "a send op with send_varnames [%s]" % var)
 
 
-def _check_sends(ctx, tid, main: Part, sends: list) -> None:
+def _check_sends(ctx, tid, main: Part, sends: EdgeRuns) -> None:
     cfg = ctx.config
-    fed: dict = {}
+    fed: dict = {}      # endpoint -> the grad keys sent to it (a set of names per endpoint)
     known = set(cfg.pservers)
     for i, e in enumerate(sends):
         if e.name.startswith("__control_var@"):
@@ -334,13 +268,14 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                         "a grad %s optimizes (%s)" % (e.endpoint,
                                                       ctx.grad_key_list(e.endpoint)))
             continue
-        fed.setdefault((e.endpoint, key), []).append(e)
+        fed.setdefault(e.endpoint, set()).add(intern(key))    # (strip_peer's are new strings)
         _target(ctx, tid, i, e)
     if ctx.geo:
         return
     for ep in cfg.pservers:
+        got = fed.get(ep, ())
         for pb in ctx.param_blocks.get(ep, ()):
-            if (ep, pb.grad) not in fed:
+            if pb.grad not in got:
                 ctx.add("send", main, None, None,
                         "trainer %d never sends %s to %s (block %d optimizes %s with it)"
                         % (tid, pb.grad, ep, pb.block, pb.param or "?"),
@@ -349,7 +284,7 @@ def _check_sends(ctx, tid, main: Part, sends: list) -> None:
                                                   else "", ep))
 
 
-def _target(ctx, tid: int, i: int, e: _Edge) -> None:
+def _target(ctx, tid: int, i: int, e: Edge) -> None:
     """What send `i` of trainer `tid` meets at its pserver (transfer.target_of): found then
     by a streamed check, which asks it while that pserver's programs are read (stream.py),
     else now."""
@@ -359,32 +294,41 @@ def _target(ctx, tid: int, i: int, e: _Edge) -> None:
         target_of(ctx, e)
 
 
-def streamed_edges(ctx: CheckContext) -> tuple[dict, frozenset]:
+def streamed_edges(ctx: CheckContext) -> tuple[dict, set]:
     """What a streamed check needs of every trainer's edges while it reads the pservers
-    (stream.py): endpoint -> [(trainer id, the edge's index among its sends, edge)] of the
-    sends to a pserver of the split, as the trainer checks number them, and the names
-    received (what the recv checks ask a pserver's summary: pssummary.for_recvs). What
-    reading the edges finds is let go: the trainer checks find it again."""
+    (stream.py): endpoint -> [(trainer id, its send edges, the indexes among them (an
+    array) of its sends to that pserver)] for the pservers of the split, the edges numbered
+    as the trainer checks number them (sends_to lists them), and the names received (what
+    the recv checks ask a pserver's summary: pssummary.for_recvs). What reading the edges
+    finds is let go: the trainer checks find it again."""
     targets: dict = {}
     received: set = set()
+    pservers = ctx.split.pservers
     with ctx.collecting():
         for tid in sorted(ctx.split.trainers):
             sends, recvs = _edges(ctx, tid)
+            at: dict = {}
             for i, e in enumerate(sends):
-                if e.endpoint in ctx.split.pservers:
-                    targets.setdefault(e.endpoint, []).append((tid, i, e))
+                if e.endpoint in pservers:
+                    at.setdefault(e.endpoint, array("q")).append(i)
+            for ep, indexes in at.items():
+                targets.setdefault(ep, []).append((tid, sends, indexes))
             received.update(e.name for e in recvs)
             _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
-    return targets, frozenset(received)
+    return targets, received        # (only looked up: not copied into a frozenset)
 
 
-def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
+def sends_to(targets: list):
+    """(trainer id, the edge's index among its sends, edge) of each send of streamed_edges'
+    `targets` of one endpoint, in order."""
+    for tid, sends, indexes in targets:
+        for i in indexes:
+            yield tid, i, sends.edge(i)
+
+
+def _check_recvs(ctx, tid, main: Part, recvs: EdgeRuns, by_ctx: bool) -> None:
     cfg = ctx.config
-    held: dict = {}
-    for ep in cfg.pservers:
-        for pb in ctx.param_blocks.get(ep, ()):
-            if pb.param:
-                held.setdefault(pb.param, []).append(pb)
+    held = _held(ctx)
     known = set(cfg.pservers)
     for e in recvs:
         if e.endpoint not in known:
@@ -394,9 +338,9 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
             continue
         if e.endpoint not in ctx.split.pservers:
             continue
-        here = [pb for pb in held.get(e.name, ()) if pb.endpoint == e.endpoint]
-        if not here:
-            others = [pb.endpoint for pb in held.get(e.name, ())]
+        pb = held.get(e.endpoint, {}).get(e.name)
+        if pb is None:
+            others = [ep for ep in cfg.pservers if e.name in held.get(ep, ())]
             if others:
                 ctx.add("recv", e.part, e.block, e.op,
                         "receives %s from %s, but %s holds it" % (e.name, e.endpoint,
@@ -408,24 +352,41 @@ def _check_recvs(ctx, tid, main: Part, recvs: list, by_ctx: bool) -> None:
                         % (e.name, e.endpoint),
                         "a parameter block %s optimizes" % e.endpoint)
             continue
-        pb = here[0]
         if pb.sparse or not is_dense(pb.var):
             continue
         check_transfer_shape(ctx, "recv", e, pb)
     # every dense parameter block must come back to the trainer's main program
-    main_got = {(e.endpoint, e.name) for e in recvs if e.part == main.name or by_ctx}
+    main_got: dict = {}     # endpoint -> the names received from it
+    for e in recvs:
+        if e.part == main.name or by_ctx:
+            main_got.setdefault(e.endpoint, set()).add(e.name)
     looked_up = _looked_up_params(main.prog)
     for ep in cfg.pservers:
+        got = main_got.get(ep, ())
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param is None or pb.sparse or pb.var is None or not is_dense(pb.var):
                 continue
             if looked_up and (pb.param in looked_up or _origin_in(pb.param, looked_up)):
                 continue
-            if (ep, pb.param) not in main_got:
+            if pb.param not in got:
                 ctx.add("recv", main, None, None,
                         "trainer %d never receives %s from %s" % (tid, pb.param, ep),
                         "a %s of %s from %s" % ("recv_ctx entry" if by_ctx else "recv",
                                                 pb.param, ep))
+
+
+def _held(ctx) -> dict:
+    """endpoint -> {parameter: its first parameter block there} (a dict of names per
+    endpoint, not a list of blocks per name: tens of thousands of slices at 64 pservers)."""
+    held: dict = {}
+    for ep in ctx.config.pservers:
+        here: dict = {}
+        for pb in ctx.param_blocks.get(ep, ()):
+            if pb.param:
+                here.setdefault(pb.param, pb)
+        if here:
+            held[ep] = here
+    return held
 
 
 def _origin_in(param: str, names: set) -> bool:

@@ -5,29 +5,25 @@ the size of the bytes): each op and var keeps its own bytes (opsource.py). Whate
 that reading does not take, malformed or merely unusual bytes, is read again as one tree, which
 says what is wrong, and where (wirecheck.py); but an op or var without a field framework.proto
 requires, or an op without a type, is refused where the reading meets it (wireruns.py), as
-Paddle's parser refuses it, before the rest of the program is read.
+Paddle's parser refuses it, before the rest of the program is read. One var or op from its
+message: itemread.py.
 """
 from __future__ import annotations
 
-from operator import attrgetter
-from sys import intern as _intern
-
 from ..core.errors import ProgramFormatError
-from .opsource import (ROLE_ATTR, SHAPE_ATTR, CutOpSource, OpSource, VarSource, serialized,
-                       vartype_key)
-from ..ir.program import Attr, Block, Op, Program, Var, VarAttr
+from .opsource import SHAPE_ATTR, CutOpSource, OpSource, VarSource, vartype_key
+from ..ir.program import Attr, Block, Op, Program, Var
 from ..ir.vartable import VarTable, kind_code
 from . import wirescan
-from .proto import (ATTR_TYPE_NAME, ATTR_TYPE_NUM, AttrMsg, BlockDescMsg, DecodeError,
-                    OpDescMsg, ProgramDesc, TextView, VarDescMsg, VarTypeMsg,
-                    decode_attr, decode_vartype, optional_field, text_is_utf8, where_malformed)
+from .itemread import (ATTRS_KEPT, decode_op, decode_var, decoded_attr, shared_names,
+                       shared_role)
+from .proto import (AttrMsg, BlockDescMsg, DecodeError, OpDescMsg, ProgramDesc, TextView,
+                    VarDescMsg, VarTypeMsg, decode_vartype, optional_field, text_is_utf8,
+                    where_malformed)
 from .wirecheck import Located, first_incomplete, where_incomplete
 from .wireruns import KEY_BLOCKS, KEY_OPS, KEY_VARS, fields, parse, runs, split_fields
-from .textcheck import check_op_text, check_slots_text, check_var_text, not_text
+from .textcheck import check_var_text, not_text
 from .wire import NotPlain
-
-
-_VAR_FLAGS = {"persistable": 0, "need_check_feed": 1, "is_parameter": 2, "stop_gradient": 3}
 
 
 class _Seen:
@@ -68,169 +64,6 @@ class _Seen:
 # a block of a program only read holds its vars in a VarTable from this many on (a smaller one:
 # a dict of Vars, made in C; a pserver's hundreds of optimize blocks have a few vars each)
 TABLE_MIN = 4096
-
-
-def _decode_var(v, seen: _Seen, wire: bytes | None) -> Var:
-    """A Var from its VarDesc message `v` (every required field there: first_incomplete);
-    `wire`: the VarDesc bytes the writer copies while the var is unchanged (protobuf's
-    serialization of `v`), or None: `v` is serialized here."""
-    flags = [None, None, None, None]
-    attrs = ()
-    typed = None
-    types = seen.types
-    for fd, x in v.ListFields():
-        n = fd.name
-        if n == "type":
-            raw = x.SerializePartialToString()
-            typed = types.get(raw)
-            if typed is None:
-                vt = decode_vartype(x)
-                typed = types[raw] = (vt, vartype_key(vt))
-        elif n == "attrs":
-            attrs = tuple(VarAttr(a.name, ATTR_TYPE_NAME.get(a.type, a.type),
-                                  optional_field(a, "i"), optional_field(a, "s"), tuple(a.ints))
-                          for a in x)
-        elif n != "name":
-            flags[_VAR_FLAGS[n]] = x
-    if typed is None:           # no type field: decoded from the (empty) default message
-        vt = decode_vartype(v.type)
-        typed = (vt, vartype_key(vt))
-    name = _intern(v.name)
-    p, c, i, s = flags
-    var = Var(name, typed[0], p, c, i, s, attrs)
-    if seen.share:                  # a program only read: no var keeps its bytes
-        return var
-    key = (name, p, c, i, s, attrs, typed[1])
-    var.source = VarSource(wire if wire is not None else serialized(v), key)
-    return var
-
-
-def _slots_of(o, vars_, check_text: bool):
-    if check_text:
-        check_slots_text(o, vars_)
-    # names are interned: an op's slot names and arguments are then the strings of the other
-    # ops and of the vars (protobuf makes a new string each time a field is read)
-    return {_intern(x.parameter): x.arguments[:] for x in vars_}
-
-
-_BLOCK_ATTRS = {ATTR_TYPE_NUM["BLOCK"], ATTR_TYPE_NUM["BLOCKS"]}
-_KNOWN_ATTR_TYPES = frozenset(ATTR_TYPE_NAME)
-_name_of = attrgetter("name")
-_type_of = attrgetter("type")
-
-
-def _shared_names(names: tuple, shared: dict):
-    """(names, {name: position}) for a tuple of attr names, both shared with the earlier ops
-    of the program that have the same names (most ops of a type do): `shared` holds them.
-    The map is shorter than the tuple when a name is repeated."""
-    found = shared.get(names)
-    if found is None:
-        found = shared[names] = (names, {n: i for i, n in enumerate(names)})
-    return found
-
-
-def _shared_role(a, seen: _Seen) -> Attr:
-    """The op_role Attr of Attr message `a`; a plain INT one (Paddle's) is shared by the ops
-    of the program with the same value: there are a handful of roles."""
-    role = decode_attr(a)[1]
-    if role.type == "INT" and not role.extra:
-        role = seen.roles.setdefault(role.value, role)
-    return role
-
-
-def _attr_by_bytes(a, made: dict, decode) -> Attr:
-    """decode(a) for Attr message `a`, made once per distinct bytes of the message (equal
-    bytes, equal fields) and then shared: the op_role and shape of most ops repeat those of
-    others. Read-only, as every Attr an OpSource holds."""
-    raw = a.SerializePartialToString()
-    attr = made.get(raw)
-    if attr is None:
-        if len(made) >= _ATTRS_KEPT:
-            made.clear()
-        attr = made[raw] = decode(a)
-    return attr
-
-
-_ATTRS_KEPT = 1 << 14       # distinct op_role / shape attrs kept while reading a program
-
-
-def _decoded_attr(a) -> Attr:
-    return decode_attr(a)[1]
-
-
-def _decode_op(o, check_text: bool, seen: _Seen, wire: bytes | None) -> Op:
-    """An Op whose attrs stay in its bytes until asked for; `wire`: the OpDesc bytes
-    (protobuf's serialization of `o`), or None: `o` is serialized here. Every required
-    field is there (first_incomplete); an op without a type is refused.
-
-    The attr wrappers are sliced once (one C call) and read twice (names, types), then
-    dropped with the message. An attr named seen.drop is left out (of the op and its bytes)."""
-    if check_text and type(o.type) is not str:
-        raise not_text("an op type")
-    if seen.drop is not None and _dropped(o, seen.drop):
-        wire = None
-    msg_inputs, msg_outputs = o.inputs, o.outputs
-    inputs = _slots_of(o, msg_inputs, check_text)
-    outputs = _slots_of(o, msg_outputs, check_text)
-    if len(inputs) != len(msg_inputs) or len(outputs) != len(msg_outputs):
-        raise ProgramFormatError("op %r repeats a slot name" % o.type)
-    attrs = o.attrs[:]
-    types = list(map(_type_of, attrs))
-    if check_text:
-        check_op_text(o, attrs, types)
-    layout = _shared_names(tuple(map(_name_of, attrs)), seen.names)
-    names, positions = layout
-    block_attrs = ()
-    if not _KNOWN_ATTR_TYPES.issuperset(types):
-        for a, t in zip(attrs, types):
-            if t not in ATTR_TYPE_NAME:
-                raise ProgramFormatError("attr %r has unknown AttrType %d" % (a.name, t))
-    if not _BLOCK_ATTRS.isdisjoint(types):
-        block_attrs = tuple(n for n, t in zip(names, types) if t in _BLOCK_ATTRS)
-    if len(positions) != len(names):
-        return _decode_op_eagerly(o, inputs, outputs)
-    pos = positions.get(ROLE_ATTR)
-    role = None if pos is None else _attr_by_bytes(attrs[pos], seen.role_bytes,
-                                                   lambda a: _shared_role(a, seen))
-    pos = positions.get(SHAPE_ATTR)
-    decoded = None if pos is None else \
-        {SHAPE_ATTR: _attr_by_bytes(attrs[pos], seen.shape_bytes, _decoded_attr)}
-    is_target = o.is_target if o.HasField("is_target") else None
-    op_type = _intern(o.type)
-    if not op_type:                 # (_decode_tree says where)
-        raise ProgramFormatError("an op without a type")
-    wire = serialized(o) if wire is None else wire
-    return Op(op_type, inputs, outputs, None, is_target,
-              source=OpSource(wire, op_type, (inputs, outputs) if seen.share else
-                              ({k: v[:] for k, v in inputs.items()},
-                               {k: v[:] for k, v in outputs.items()}),
-                              is_target, layout, block_attrs, role, decoded))
-
-
-def _dropped(o, name: str) -> bool:
-    """Take the attrs named `name` out of the OpDesc message `o`: whether there were any."""
-    at = [i for i, a in enumerate(o.attrs) if a.name == name]
-    for i in reversed(at):
-        del o.attrs[i]
-    return bool(at)
-
-
-def _decode_op_eagerly(o, inputs: dict, outputs: dict) -> Op:
-    """An op whose attrs are all decoded now (the rare op that repeats an attr name)."""
-    attrs = {}
-    dups = []
-    where = {}
-    for pos, a in enumerate(o.attrs):
-        name, attr = decode_attr(a)
-        if name in attrs:
-            # Paddle writes some attrs twice (reshape2's mkldnn attrs); the last one counts, the
-            # earlier ones are kept with their position only to write the same bytes back
-            dups.append((where[name], name, attrs.pop(name)))
-        attrs[name] = attr
-        where[name] = pos
-    dups.sort(key=lambda d: d[0])
-    return Op(o.type, inputs, outputs, attrs, is_target=optional_field(o, "is_target"),
-              dup_attrs=tuple(dups))
 
 
 def _add_var(vars_: dict, var: Var, block_idx: int) -> None:
@@ -318,9 +151,13 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
     is there and takes them, else run by run (wireruns.py), which says where an item lacks
     a required field or an op its type (Located)."""
     if wirescan.FAST is not None:
+        if seen.share and seen.file is not None and end - start >= 2 * WINDOW:
+            block = _decode_windows(data, start, end, seen)
+            if block is not None:
+                return block
         # with a file, the scanner says where each op is in `data` (the file's bytes) instead
-        # of copying its bytes (_decode_scanned's `where`)
-        scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share,
+        # of copying its bytes (_ops_scanned)
+        scanned = wirescan.FAST.block(data, start, end, seen.drop, seen.share, 0,
                                       seen.file is not None)
         if scanned is not None:
             try:
@@ -333,11 +170,11 @@ def _decode_block_bytes(data: bytes, start: int, end: int, seen: _Seen, n: int) 
     for run in runs(data, fields(data, start, end, (KEY_VARS, KEY_OPS), rest)):
         if run.key == KEY_VARS:     # (an error but Located: _decode_tree says it again)
             for v, wire in zip(*run.items(data, n, len(vars_))):
-                _add_var(vars_, _decode_var(v, seen, wire), n)
+                _add_var(vars_, decode_var(v, seen, wire), n)
             continue
         msgs, wires = run.items(data, n, len(ops))
         try:
-            ops += [_decode_op(o, False, seen, wire) for o, wire in zip(msgs, wires)]
+            ops += [decode_op(o, False, seen, wire) for o, wire in zip(msgs, wires)]
         except ProgramFormatError:
             run.refuse_typeless(data, n, len(ops), msgs)
             raise
@@ -354,44 +191,51 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
     With seen.file, an op tuple's first item is where its bytes are in the file (block()'s
     `placed`: (start, end), or ((start, end), the span of seen.drop's entry from start))."""
     head = parse(BlockDescMsg, rest)
-    idx = head.idx
+    ops: list = []
+    _ops_scanned(op_items, seen, ops.append)
+    return Block(head.idx, head.parent_idx, _some_vars(var_items, seen, head.idx), ops,
+                 forward_block_idx=optional_field(head, "forward_block_idx"))
+
+
+def _some_vars(var_items: list, seen: _Seen, idx: int):
+    """The vars of block `idx` from wirescan_c.block()'s var items: a VarTable (a program only
+    read, TABLE_MIN vars or more), else {name: Var}."""
     types = seen.types
+    if seen.share and len(var_items) >= TABLE_MIN:
+        return _table_scanned(var_items, types, seen, idx)
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
     # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)
-    if seen.share and len(var_items) >= TABLE_MIN:
-        vars_ = _table_scanned(var_items, types, seen, idx)
-    elif vars_of is not None:
-        vars_ = vars_of(
-            var_items, types, lambda raw: _typed(raw, types),
-            lambda item: _decode_var(VarDescMsg.FromString(item), seen, item), Var,
-            None if seen.share else VarSource)
-    else:
-        vars_ = None
-    if vars_ is None:
-        vars_ = _vars_scanned(var_items, types, seen, idx)
-    ops = []
-    add = ops.append
+    vars_ = None if vars_of is None else vars_of(
+        var_items, types, lambda raw: _typed(raw, types),
+        lambda item: decode_var(VarDescMsg.FromString(item), seen, item), Var,
+        None if seen.share else VarSource)
+    return _vars_scanned(var_items, types, seen, idx) if vars_ is None else vars_
+
+
+def _ops_scanned(op_items: list, seen: _Seen, add) -> None:
+    """add(Op) for each of wirescan_c.block()'s op items, in order (with seen.file, each
+    scanned with block()'s `placed`: where it is in the file)."""
     shared = seen.names
     role_bytes, shape_bytes = seen.role_bytes, seen.shape_bytes
     file = seen.file
     for item in op_items:
         if item.__class__ is bytes:
-            add(_decode_op(OpDescMsg.FromString(item), False, seen, item))
+            add(decode_op(OpDescMsg.FromString(item), False, seen, item))
             continue
         wire, op_type, inputs, outputs, read_inputs, read_outputs, is_target, names, role, \
             shape, block_attrs = item
         found = shared.get(names)
         if found is None:
-            found = _shared_names(names, shared)
+            found = shared_names(names, shared)
         if role is not None:
             attr = role_bytes.get(role)
             role = attr if attr is not None else _attr_from_bytes(
-                role, role_bytes, lambda a: _shared_role(a, seen))
+                role, role_bytes, lambda a: shared_role(a, seen))
         if shape is not None:
             attr = shape_bytes.get(shape)
             shape = {SHAPE_ATTR: attr if attr is not None
-                     else _attr_from_bytes(shape, shape_bytes, _decoded_attr)}
+                     else _attr_from_bytes(shape, shape_bytes, decoded_attr)}
         if file is None:
             at = None
         elif wire[0].__class__ is int:              # (start, end) in the file
@@ -405,7 +249,39 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
             src = OpSource(wire if at is None else at, op_type, (read_inputs, read_outputs),
                            is_target, found, block_attrs, role, shape)
         add(Op(op_type, inputs, outputs, None, is_target, source=src))
-    return Block(idx, head.parent_idx, vars_, ops,
+
+
+# a block of a program only read whose ops are in its file, of twice this many bytes or more, is
+# scanned a window of about this many bytes at a time (_decode_windows)
+WINDOW = 1 << 18
+
+
+def _decode_windows(data: bytes, start: int, end: int, seen: _Seen):
+    """_decode_scanned of the block data[start:end] of a program only read whose ops are in
+    its file, window by window: what wirescan_c.block() makes of one window (a tuple per var
+    and op, where its bytes are) taken before the next window's is made, rather than those of the
+    whole block at once (a trainer's tens of thousands of vars and thousands of ops: megabytes
+    made at once, and holes among what is kept once freed). None where a window is not
+    scanned or not taken: the block is then read whole, which says why."""
+    rest, var_items, codes, ops = [], [], {}, []
+    at = start
+    try:
+        while at < end:
+            scanned = wirescan.FAST.block(data, at, end, seen.drop, True, WINDOW, True)
+            if scanned is None:
+                return None
+            part, window_vars, op_items, at = scanned
+            rest.append(part)
+            var_items += window_vars
+            if codes or len(var_items) >= TABLE_MIN:    # a VarTable's codes, as they come
+                _add_codes(var_items, codes, seen, -1)
+                var_items = []
+            _ops_scanned(op_items, seen, ops.append)
+        head = parse(BlockDescMsg, b"".join(rest))
+        vars_ = VarTable(codes, seen.kinds) if codes else _some_vars(var_items, seen, head.idx)
+    except ProgramFormatError:
+        return None
+    return Block(head.idx, head.parent_idx, vars_, ops,
                  forward_block_idx=optional_field(head, "forward_block_idx"))
 
 
@@ -414,7 +290,7 @@ def _vars_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> dict:
     vars_: dict = {}
     for item in var_items:
         if item.__class__ is bytes:
-            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            var = decode_var(VarDescMsg.FromString(item), seen, item)
             name = var.name
         else:
             wire, name, raw, p, c, i, s = item
@@ -431,10 +307,16 @@ def _table_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> VarTa
     """The vars of block `idx` of a program only read (seen.share), from wirescan_c.block()'s
     var items: a VarTable, no Var made but for a var with attrs (read by protobuf)."""
     codes: dict = {}
-    kinds, keys = seen.kinds, seen.kind_keys
+    _add_codes(var_items, codes, seen, idx)
+    return VarTable(codes, seen.kinds)
+
+
+def _add_codes(var_items: list, codes: dict, seen: _Seen, idx: int) -> None:
+    """Each var item's name and kind in `codes` (a VarTable's), in order."""
+    kinds, keys, types = seen.kinds, seen.kind_keys, seen.types
     for item in var_items:
         if item.__class__ is bytes:
-            var = _decode_var(VarDescMsg.FromString(item), seen, item)
+            var = decode_var(VarDescMsg.FromString(item), seen, item)
             name = var.name
             code = kind_code((var.type, var.persistable, var.need_check_feed,
                               var.is_parameter, var.stop_gradient, var.attrs), kinds, keys)
@@ -448,7 +330,6 @@ def _table_scanned(var_items: list, types: dict, seen: _Seen, idx: int) -> VarTa
         if name in codes:           # declared twice: read again run by run, which says so
             raise ProgramFormatError("block %d declares var %r twice" % (idx, name))
         codes[name] = code
-    return VarTable(codes, kinds)
 
 
 def _typed(raw: bytes, types: dict) -> tuple:
@@ -459,8 +340,8 @@ def _typed(raw: bytes, types: dict) -> tuple:
 
 
 def _attr_from_bytes(raw: bytes, made: dict, decode) -> Attr:
-    """_attr_by_bytes for an Attr message's bytes (not yet in `made`)."""
-    if len(made) >= _ATTRS_KEPT:
+    """attr_by_bytes for an Attr message's bytes (not yet in `made`)."""
+    if len(made) >= ATTRS_KEPT:
         made.clear()
     attr = made[raw] = decode(AttrMsg.FromString(raw))
     return attr
@@ -475,9 +356,9 @@ def _decode_block(b, check_text: bool, seen: _Seen) -> Block:
     for v in b.vars:
         if check_text:
             check_var_text(v, b.idx)
-        _add_var(vars_, _decode_var(v, seen, None), b.idx)
+        _add_var(vars_, decode_var(v, seen, None), b.idx)
     return Block(b.idx, b.parent_idx, seen.table(vars_),
-                 [_decode_op(o, check_text, seen, None) for o in b.ops],
+                 [decode_op(o, check_text, seen, None) for o in b.ops],
                  forward_block_idx=optional_field(b, "forward_block_idx"))
 
 

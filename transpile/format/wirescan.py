@@ -67,7 +67,7 @@ def schema(*roots) -> tuple[list, list]:
 
 # the INTERFACE each compiled module must have (its C source's): a module built from an older
 # source (an editable install not built again) is not used
-INTERFACES = {"wirescan_c": 2, "wirewrite_c": 0}
+INTERFACES = {"wirescan_c": 3, "wirewrite_c": 0}
 
 
 def compiled(name: str):

@@ -723,12 +723,15 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* block(data, start, end[, drop[, share[, placed]]]) -> (other fields' bytes, [var], [op]) or
-   None; `drop`: the name of an attr left out of every op, or None; `share`: true for a program
-   only read (ops whose slots are not copied for their OpSource, vars without their bytes:
-   take_op, take_var); `placed`: true where the caller keeps `data` (a file's bytes): each op
-   tuple says where the op's bytes are in `data` instead of holding a copy of them (take_op's
-   `base`) */
+/* block(data, start, end[, drop[, share[, limit[, placed]]]]) -> (other fields' bytes, [var],
+   [op]) or None; `drop`: the name of an attr left out of every op, or None; `share`: true for
+   a program only read (ops whose slots are not copied for their OpSource, vars without their
+   bytes: take_op, take_var); `limit` > 0: the fields from `start` up to the first field
+   that begins `limit` bytes or more after it, a window of the block (read window after
+   window, the items of one taken before the next are made), and where that field begins
+   is a fourth item of the tuple; `placed`: true where the caller keeps `data` (a file's
+   bytes): each op tuple says where the op's bytes are in `data` instead of holding a copy of
+   them (take_op's `base`) */
 
 #define KEY_VARS 0x1A
 #define KEY_OPS 0x22
@@ -737,9 +740,9 @@ static PyObject *
 block(PyObject *self, PyObject *args)
 {
     Py_buffer buf;
-    Py_ssize_t start, end;
+    Py_ssize_t start, end, limit = 0;
     PyObject *vars = NULL, *ops = NULL, *rest = NULL, *result = NULL;
-    const uint8_t *p, *stop, *base;
+    const uint8_t *p, *stop, *base, *window = NULL;
     const char *drop = NULL;
     int ok = 1, share = 0, placed = 0;
 
@@ -748,7 +751,8 @@ block(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "wirescan_c: configure() first");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*nn|zpp", &buf, &start, &end, &drop, &share, &placed))
+    if (!PyArg_ParseTuple(args, "y*nn|zpnp", &buf, &start, &end, &drop, &share, &limit,
+                          &placed))
         return NULL;
     if (start < 0 || end > buf.len || start > end) {
         PyBuffer_Release(&buf);
@@ -758,10 +762,12 @@ block(PyObject *self, PyObject *args)
     base = (const uint8_t *)buf.buf;
     p = base + start;
     stop = base + end;
+    if (limit > 0 && limit < end - start)
+        window = p + limit;
     if ((vars = PyList_New(0)) == NULL || (ops = PyList_New(0)) == NULL
             || (rest = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
         goto done;
-    while (p < stop && ok) {
+    while (p < stop && ok && (window == NULL || p < window)) {
         const uint8_t *field = p, *pay, *pay_end;
         uint64_t key;
         p = rd_varint(p, stop, &key);
@@ -816,7 +822,9 @@ block(PyObject *self, PyObject *args)
     else {
         PyObject *rest_bytes = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(rest),
                                                          PyByteArray_GET_SIZE(rest));
-        if (rest_bytes != NULL)
+        if (rest_bytes != NULL && limit > 0)
+            result = Py_BuildValue("(NOOn)", rest_bytes, vars, ops, (Py_ssize_t)(p - base));
+        else if (rest_bytes != NULL)
             result = Py_BuildValue("(NOO)", rest_bytes, vars, ops);
     }
 done:
@@ -1048,9 +1056,12 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(messages, op_index, var_index): the schema canonical bytes are checked against"},
     {"block", block, METH_VARARGS,
-     "block(data, start, end[, drop[, share]]) -> (other fields' bytes, [var], [op]), or None "
-     "when a var or op is not protobuf's own serialization (read by protoread.py instead); "
-     "drop: the name of an attr left out of every op; share: an op's slots not copied"},
+     "block(data, start, end[, drop[, share[, limit[, placed]]]]) -> (other fields' bytes, "
+     "[var], [op][, where the window ends]), or None when a var or op is not protobuf's own "
+     "serialization (read by protoread.py instead); drop: the name of an attr left out of "
+     "every op; share: an op's slots not copied; limit: a window of the block, up to the first "
+     "field beginning limit bytes or more after start; placed: each op's place in data, not "
+     "its bytes"},
     {"spans", spans, METH_VARARGS,
      "spans(data, key) -> ((start, end), ...) of the fields with that key, or None when the "
      "bytes are not protobuf's own serialization (walked by opsource.py instead)"},
@@ -1071,12 +1082,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit_wirescan_c(void)
 {
-    /* INTERFACE: what wirescan.py's compiled() expects of this build (2: block()'s `placed`);
-       a module built from an older source is not used */
+    /* INTERFACE: what wirescan.py's compiled() expects of this build (3: block()'s `limit`,
+       a window of the block, and `placed`); a module built from an older source is not used */
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "INTERFACE", 2) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (m != NULL && PyModule_AddIntConstant(m, "INTERFACE", 3) < 0)
+        Py_CLEAR(m);
     return m;
 }

@@ -55,7 +55,10 @@ def is_selected_rows(program: Program, name: str, block_idx: int = 0) -> bool:
 class _Flow:
     def __init__(self, program: Program, given):
         self.program = program
-        self.have = set(given)
+        # what has a value: `given` (looked up, not copied: tens of thousands of persistable
+        # slices in a trainer of a split to many pservers) and what the ops wrote so far
+        self.given = given
+        self.have: set = set()
         self.empty: dict = {}       # empty SelectedRows name -> the unwritten vars it comes from
         self.out: list = []
 
@@ -66,7 +69,7 @@ class _Flow:
     def op(self, bidx: int, i: int, op) -> None:
         roots: list = []
         for name in value_inputs(op):
-            if name in NO_VAR or name in self.have:
+            if name in NO_VAR or name in self.have or name in self.given:
                 continue
             if name in self.empty:
                 src = self.empty[name]
@@ -80,7 +83,7 @@ class _Flow:
             else:
                 self.out.append(Unvalued(bidx, i, op.type, name, tuple(src)))
         self.sub_blocks(op)
-        reads_value = any(n in self.have for n in op.input_names())
+        reads_value = any(n in self.have or n in self.given for n in op.input_names())
         for name in op.output_names():
             if name in NO_VAR:
                 continue
