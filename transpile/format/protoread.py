@@ -259,10 +259,10 @@ WINDOW = 1 << 18
 def _decode_windows(data: bytes, start: int, end: int, seen: _Seen):
     """_decode_scanned of the block data[start:end] of a program only read whose ops are in
     its file, window by window: what wirescan_c.block() makes of one window (a tuple per var
-    and op, where its bytes are) taken before the next window's is made, rather than those of the
-    whole block at once (a trainer's tens of thousands of vars and thousands of ops: megabytes
-    made at once, and holes among what is kept once freed). None where a window is not
-    scanned or not taken: the block is then read whole, which says why."""
+    and op, each op's place in the file) taken before the next window's is made, rather than
+    those of the whole block at once (a trainer's tens of thousands of vars and thousands of
+    ops: megabytes made at once, and holes among what is kept once freed). None where a
+    window is not scanned or not taken: the block is then read whole, which says why."""
     rest, var_items, codes, ops = [], [], {}, []
     at = start
     try:

@@ -183,7 +183,9 @@ def decayed_sliced_tables(main: Program, remote: set, sliced: set) -> list:
     return [p for p in decayed_sliced(main, sliced) if p in remote]
 
 
-_REGULARIZATION = b"regularization"
+# the name scope of a regularization op (Paddle's append_regularization_ops)
+_REGULARIZATION = "regularization"
+_REGULARIZATION_BYTES = _REGULARIZATION.encode()
 
 
 def decayed_sliced(main: Program, sliced: set) -> list:
@@ -193,8 +195,8 @@ def decayed_sliced(main: Program, sliced: set) -> list:
     if not sliced:
         return []
     for op in main.global_block.ops:
-        if roles.role(op) != roles.OPTIMIZE or op.lacks_text(_REGULARIZATION) or \
-                "regularization" not in str(op.attr("op_namescope", "") or ""):
+        if roles.role(op) != roles.OPTIMIZE or op.lacks_text(_REGULARIZATION_BYTES) or \
+                _REGULARIZATION not in str(op.attr("op_namescope", "") or ""):
             continue
         for name in op.input_names():
             base = name[:-len("@GRAD")] if name.endswith("@GRAD") else name
