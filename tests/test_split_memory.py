@@ -154,3 +154,50 @@ def test_trainer_copy_names_are_one_string_each():
     a = trainer_copy_name("fc_0.w_0@GRAD.block3", 1)
     b = trainer_copy_name("fc_0.w_0@GRAD" + ".block3", 1)
     assert a == "fc_0.w_0@GRAD.block3.trainer_1" and a is b
+
+
+def _every_item_json_is_the_encoders(plan) -> int:
+    """Each MadeItems' item_json against the compact encoder's text of the item it makes;
+    returns how many items were compared."""
+    n = 0
+    for items in _made_items(plan, []):
+        for i in range(len(items)):
+            assert items.item_json(i, outdir._compact) == outdir._compact(items.item(i))
+            n += 1
+        assert outdir._value(items) == outdir._compact(list(items))
+    return n
+
+
+def test_plan_json_block_entries_written_directly_are_the_encoders(tmp_path):
+    """plan.json's per-block entries (a param's blocks, a grad's, the blocks an update moved
+    to) are written as text without the encoder: the same text, on splits of several kinds
+    (sliced params, sync trainers' copies, async, hash placement, a distributed table)."""
+    compared = 0
+    for family, name in (("classic", "async_mlp_adam"), ("classic", "basic"),
+                         ("classic", "dist_lookup_table"), ("classic", "l2decay_piecewise"),
+                         ("classic", "large_block_size")):
+        main_prog, startup, config = load_case(family, name)
+        result = split_to_folder(main_prog, startup, config, str(tmp_path / name))
+        compared += _every_item_json_is_the_encoders(result.plan)
+    assert compared > 50
+
+
+def test_plan_json_block_entries_fall_back_to_the_encoder():
+    """Where the direct text would differ from the encoder's (ten trainers or more: "sent"'s
+    keys sort as text, "10" before "2"; a value of an unexpected type; names that JSON
+    escapes), the entries are still the encoder's."""
+    from transpile.output.planjson import _GradBlocks, _MovedTo, _ParamBlocks
+
+    class P:
+        pass
+    blocks = [VarBlock("w\u00e9.block0", "w\u00e9", 0, 0, (4, 3), "FP32", "h:1"),
+              VarBlock('w"q.block1', 'w"q', 1, 4, (True, 3), "FP32", "h:2")]
+    p = P()
+    p.blocks, p.merged = blocks, ["g\u00e9.block0", "g\n.block1"]
+    p.sent = [["g.t%d" % t for t in range(12)], ["g.t0", "g.t1"]]
+    where = {"h:1": ({"g\u00e9.block0": 3}, -1), "h:2": ({}, -1)}
+    for items in (_ParamBlocks(tuple(blocks)), _GradBlocks(p, where), _MovedTo(p, where)):
+        for i in range(len(items)):
+            assert items.item_json(i, outdir._compact) == outdir._compact(items.item(i))
+    assert '"10": "g.t10", "11": "g.t11", "2": "g.t2"' in \
+        _GradBlocks(p, where).item_json(0, outdir._compact)

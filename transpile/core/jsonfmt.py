@@ -53,6 +53,12 @@ class MadeItems:
     def item(self, i: int):
         raise NotImplementedError
 
+    def item_json(self, i: int, encode) -> str:
+        """Item i as `encode` (the plan.json writer's compact encoder: sorted keys, ", " and
+        ": ") writes it. Subclasses whose items are many write the text directly, falling
+        back to `encode` for values they do not expect."""
+        return encode(self.item(i))
+
     def column(self, key: str) -> list:
         """[item.get(key) for each item]; subclasses read the fields they can without making
         the items."""

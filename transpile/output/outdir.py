@@ -242,6 +242,8 @@ def _value(v) -> str:
         return "true" if v else "false"
     if c is int:
         return int.__repr__(v)
+    if isinstance(v, MadeItems):       # (a list of blocks: tens of thousands at 64 pservers)
+        return "[" + ", ".join([v.item_json(i, _compact) for i in range(v.n)]) + "]"
     if c is list:
         if not v:
             return "[]"

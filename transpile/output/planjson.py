@@ -11,6 +11,7 @@ block indices from the built programs' listen_and_serv (grad_to_block_id, lr_dec
 from __future__ import annotations
 
 from collections import Counter
+from json.encoder import encode_basestring as _text
 from dataclasses import dataclass
 from typing import Optional
 
@@ -137,6 +138,22 @@ class _ParamBlocks(MadeItems):
     def item(self, i: int) -> dict:
         return _block_dict(self.blocks[i])
 
+    def item_json(self, i: int, encode) -> str:
+        b = self.blocks[i]
+        shape = b.shape
+        row = 1
+        for d in shape[1:]:
+            row *= int(d)
+        rows = int(shape[0]) if shape else 1
+        nb, off = nbytes(shape, b.dtype), b.row_offset
+        if not (_ints(shape) and _ints((b.index, off, nb)) and b.name.__class__ is str and
+                b.dtype.__class__ is str and b.endpoint.__class__ is str):
+            return encode(self.item(i))
+        return ('{"bytes": %d, "dtype": %s, "endpoint": %s, "index": %d, "name": %s, '
+                '"offset_elements": %d, "row_offset": %d, "rows": %d, "shape": [%s]}' % (
+                    nb, _text(b.dtype), _text(b.endpoint), b.index, _text(b.name),
+                    off * row, off, rows, ", ".join(map(int.__repr__, shape))))
+
     def column(self, key: str) -> list:
         if key == "endpoint":
             return [b.endpoint for b in self.blocks]
@@ -158,6 +175,18 @@ class _GradBlocks(MadeItems):
         return {"merged": m, "endpoint": ep, "block": self.where[ep][0].get(m),
                 "sent": {str(t): name for t, name in enumerate(p.sent[i])}}
 
+    def item_json(self, i: int, encode) -> str:
+        p = self.p
+        ep, m, sent = p.blocks[i].endpoint, p.merged[i], p.sent[i]
+        block = self.where[ep][0].get(m)
+        if not (ep.__class__ is str and m.__class__ is str and len(sent) <= 10 and
+                (block is None or block.__class__ is int) and
+                all(n.__class__ is str for n in sent)):
+            return encode(self.item(i))         # (ten trainers or more: keys sort as text)
+        return '{"block": %s, "endpoint": %s, "merged": %s, "sent": {%s}}' % (
+            "null" if block is None else int.__repr__(block), _text(ep), _text(m),
+            ", ".join(['"%d": %s' % (t, _text(n)) for t, n in enumerate(sent)]))
+
     def column(self, key: str) -> list:
         if key == "endpoint":
             return [self.p.blocks[i].endpoint for i in range(self.n)]
@@ -174,6 +203,20 @@ class _MovedTo(MadeItems):
     def item(self, i: int) -> dict:
         ep = self.p.blocks[i].endpoint
         return {"endpoint": ep, "block": self.where[ep][0].get(self.p.merged[i])}
+
+    def item_json(self, i: int, encode) -> str:
+        ep = self.p.blocks[i].endpoint
+        block = self.where[ep][0].get(self.p.merged[i])
+        if ep.__class__ is not str or not (block is None or block.__class__ is int):
+            return encode(self.item(i))
+        return '{"block": %s, "endpoint": %s}' % (
+            "null" if block is None else int.__repr__(block), _text(ep))
+
+
+def _ints(values) -> bool:
+    """Whether every value is an int (not a bool, not a numpy integer): what %d writes as the
+    encoder does."""
+    return all(v.__class__ is int for v in values)
 
 
 def op_changes(before: Program, after: Program) -> tuple[int, int]:
