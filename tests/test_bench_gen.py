@@ -1,5 +1,6 @@
 """bench/gen.py: the generated programs look like Paddle's and round-trip. No timing here."""
 import importlib.util
+import json
 import os
 import sys
 
@@ -163,3 +164,29 @@ def test_cli_writes_programs_and_cluster_configs(tmp_path):
             cfg = load_config(str(out / ("cluster_p%d_%s.yaml" % (n, style))))
             assert len(cfg.pservers) == n and cfg.trainers == 2
             assert cfg.mode == "sync" and cfg.style == style
+
+
+def test_a_saved_program_made_a_bench_input(tmp_path):
+    """bench/saved_input.py: a folder holding a saved main.pb and startup.pb (a corpus case
+    here; corpus-perf's programs in use) becomes an input folder bench/run.py takes as its
+    input of that kind and size (its info.json's keys) without generating one."""
+    spec = importlib.util.spec_from_file_location("bench_saved_input",
+                                                  os.path.join(ROOT, "bench", "saved_input.py"))
+    saved = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(saved)
+    src = os.path.join(ROOT, "tests", "corpus", "classic", "basic")
+    out = tmp_path / "mlp_5000_sgd"
+    assert saved.main([src, str(out), "--kind", "mlp", "--ops", "5000",
+                       "--optimizer", "sgd"]) == 0
+    for name in ("main.pb", "startup.pb"):
+        with open(os.path.join(src, name), "rb") as a, open(out / name, "rb") as b:
+            assert a.read() == b.read()
+    info = json.loads((out / "info.json").read_text())
+    main = programio.load(str(out / "main.pb"))
+    assert {k: info[k] for k in ("kind", "ops_requested", "optimizer", "lr_decay", "seed")} == \
+        {"kind": "mlp", "ops_requested": 5000, "optimizer": "sgd", "lr_decay": False, "seed": 0}
+    assert info["ops_main"] == len(main.global_block.ops) and info["params"] > 0
+    for n in (2, 16, 64):
+        for style in ("fleet", "classic", "ps"):
+            cfg = load_config(str(out / ("cluster_p%d_%s.yaml" % (n, style))))
+            assert len(cfg.pservers) == n and cfg.style == style and cfg.mode == "sync"
