@@ -315,7 +315,8 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, set]:
                 targets.setdefault(ep, []).append((tid, sends, indexes))
             received.update(e.name for e in recvs)
             _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
-    return targets, received        # (only looked up: not copied into a frozenset)
+    # (a frozenset: half the table the set grew to, held while the pservers are read)
+    return targets, frozenset(received)
 
 
 def sends_to(targets: list):
