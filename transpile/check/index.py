@@ -106,16 +106,14 @@ class IndexBuilder:
 
     def index(self) -> SplitIndex:
         reader, split = self.reader, self.split
+        # (the endpoints of a grad a tuple, one per list of them: most grads have one, the
+        # same few tuples for tens of thousands of grads at 64 pservers)
         grad_eps: dict = {}
+        eps_of: dict = {}
         for ep in self.config.pservers:
             for g in reader.grad_keys.get(ep, {}):
-                grad_eps.setdefault(g, []).append(ep)
-        # (the endpoints of a grad as one tuple per list of them: most grads have one, the
-        # same few tuples for tens of thousands of grads at 64 pservers)
-        eps_of: dict = {}
-        for g, e in grad_eps.items():
-            e = tuple(e)
-            grad_eps[g] = eps_of.setdefault(e, e)
+                e = grad_eps.get(g, ()) + (ep,)
+                grad_eps[g] = eps_of.setdefault(e, e)
         by_grad = {}
         for ep, blocks in reader.param_blocks.items():
             first: dict = {}
