@@ -95,6 +95,29 @@ def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out
         programio._IN_FILE_MIN = was
 
 
+def test_a_program_only_read_from_its_file_mapped_reads_as_from_its_bytes(tmp_path):
+    """check's large programs are read from their file mapped (programio._mapped), the pages
+    let go window by window (protoread._decode_windows): the program is the one its bytes
+    make; and an attr peeked at (Op.peek_attr) is the attr, the op keeping nothing of it."""
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    want = protoread.decode(data, read_only=True)
+    was = programio._IN_FILE_MIN, protoread.WINDOW
+    programio._IN_FILE_MIN, protoread.WINDOW = 1, 4096
+    try:
+        prog = load_program_raw(path, in_file=True)
+    finally:
+        programio._IN_FILE_MIN, protoread.WINDOW = was
+    assert protowrite.encode(prog) == protowrite.encode(want)
+    for op, other in zip(prog.global_block.ops, want.global_block.ops):
+        kept = set(op.source._decoded or ())
+        for name in op.attr_names():
+            assert op.peek_attr(name) == other.attr(name)
+        assert set(op.source._decoded or ()) == kept
+        assert op.peek_attr("no such attr", 7) == 7
+
+
 @pytest.mark.parametrize("piece", [1 << 20, 97])
 def test_lacks_is_what_the_bytes_say_the_file_read_once_per_text(tmp_path, monkeypatch, piece):
     """An op that keeps where its bytes are tells whether they lack a text by where the text

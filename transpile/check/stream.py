@@ -27,6 +27,7 @@ from .index import IndexBuilder, ParamBlock
 from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
+from .reads import trainer_reads_first
 from .pssummary import for_recvs
 from .trainer import sends_to, streamed_edges
 from .transfer import target_of
@@ -75,7 +76,8 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
     if worth_forking(workers, len(eps), len(eps), len(main.global_block.ops)):
         reads, theirs = share_pieces(
             len(eps), read,
-            lambda queue: {i: _packed(r) for i, r in take_pieces(queue, read).items()})
+            lambda queue: {i: _packed(r) for i, r in take_pieces(queue, read).items()},
+            first=lambda: trainer_reads_first(ctx))
         while theirs:
             i, r = theirs.popitem()
             reads[i] = _unpacked(r)
