@@ -362,9 +362,11 @@ class OpSource:
         if pos is None:
             return None
         msg = _PARSED.get(self)
-        if msg is None:
+        if msg is None:         # (kept as _message's are: the next attr read of it parses none)
             w = self._wire
-            msg = OpDescMsg.FromString(self._from_file() if w is None else w)
+            if len(_PARSED) >= _PARSED_KEPT:
+                del _PARSED[next(iter(_PARSED))]
+            msg = _PARSED[self] = OpDescMsg.FromString(self._from_file() if w is None else w)
         return decode_attr(msg.attrs[pos])[1]
 
     def has(self, name: str) -> bool:
