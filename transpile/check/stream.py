@@ -142,7 +142,10 @@ def _kept_var(var, kept: dict):
         return var
     key = (vartype_key(var.type), var.persistable, var.need_check_feed, var.is_parameter,
            var.stop_gradient)
-    found = kept.get(key)
+    try:
+        found = kept.get(key)
+    except TypeError:           # (a type of a kind no parameter has: kept as it is)
+        return var
     if found is None:
         found = kept[key] = var
     return found

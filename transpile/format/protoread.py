@@ -117,6 +117,8 @@ def decode(data: bytes, read_only: bool = False, file=None) -> Program:
     piece keep where their bytes are in it instead of the bytes."""
     if not data:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
+    if data.__class__ is not bytes and wirescan.FAST is None:
+        data = bytes(data)
     if data.__class__ is not bytes:
         # a mapped file (programio._mapped): read piece by piece where it is; whatever that
         # does not take is read again from its bytes, as ever

@@ -178,15 +178,6 @@ class Op:
         a = self.find_attr(name)
         return default if a is None else a.value
 
-    def peek_attr(self, name: str, default: Any = None) -> Any:
-        """attr(name), where the op is as read decoded for this call only (its source keeps
-        nothing: OpSource.peek); read it, do not change it."""
-        if self._attrs is not None or (self._patch and name in self._patch) or \
-                self.source is None:
-            return self.attr(name, default)
-        a = self.source.peek(name)
-        return default if a is None else a.value
-
     def has_attr(self, name: str) -> bool:
         if self._attrs is not None:
             return name in self._attrs
