@@ -77,7 +77,7 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
         reads, theirs = share_pieces(
             len(eps), read,
             lambda queue: {i: _packed(r) for i, r in take_pieces(queue, read).items()},
-            first=lambda: _trainers_first(ctx))
+            first=lambda: trainer_reads_first(ctx))
         while theirs:
             i, r = theirs.popitem()
             reads[i] = _unpacked(r)
@@ -88,20 +88,6 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
     ctx.index = builder.index()
     ctx.targets_read = True
     return ctx
-
-
-def _trainers_first(ctx: CheckContext) -> None:
-    """What the checks do with the trainers' programs alone (and the original's), done by this
-    process while a forked child starts on the pservers, what they find kept for their turn:
-    each trainer program's structure (as a pserver's, recorded where _record records it) and
-    check_reads (reads.trainer_reads_first). The child takes more pservers meanwhile."""
-    for tid in sorted(ctx.split.trainers):
-        t = ctx.split.trainers[tid]
-        for part in (t["main"], t["startup"]):
-            if part is not None:
-                with ctx.recording("structure", part.name):
-                    structure_of(ctx, part)
-    trainer_reads_first(ctx)
 
 
 def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> PserverRead:
