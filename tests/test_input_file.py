@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main as cli_main
+from transpile.check.edges import _peeked
 from transpile.check.loading import load_program_raw
 from transpile.format import opsource, programio, protoread, protowrite
 from transpile.split import split
@@ -93,6 +94,30 @@ def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out
         assert all(s._wire is not None for s in _sources(load_program_raw(path)))
     finally:
         programio._IN_FILE_MIN = was
+
+
+def test_a_program_only_read_from_its_file_mapped_reads_as_from_its_bytes(tmp_path):
+    """check's large programs are read from their file mapped (programio._mapped), the pages
+    let go window by window (protoread._decode_windows): the program is the one its bytes
+    make; and an attr peeked at (check/edges.py _peeked) is the attr, the op keeping nothing
+    of it."""
+    path, _, _ = _copy(tmp_path)
+    with open(path, "rb") as f:
+        data = f.read()
+    want = protoread.decode(data, read_only=True)
+    was = programio._IN_FILE_MIN, protoread.WINDOW
+    programio._IN_FILE_MIN, protoread.WINDOW = 1, 4096
+    try:
+        prog = load_program_raw(path, in_file=True)
+    finally:
+        programio._IN_FILE_MIN, protoread.WINDOW = was
+    assert protowrite.encode(prog) == protowrite.encode(want)
+    for op, other in zip(prog.global_block.ops, want.global_block.ops):
+        kept = set(op.source._decoded or ())
+        for name in op.attr_names():
+            assert _peeked(op, name) == other.attr(name)
+        assert set(op.source._decoded or ()) == kept
+        assert _peeked(op, "no such attr") is None
 
 
 @pytest.mark.parametrize("piece", [1 << 20, 97])

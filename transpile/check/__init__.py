@@ -114,14 +114,21 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
     else:
         ctx = CheckContext(main, startup, config, split)
     order = CHECK.of(config.style).order()
-    aside = _trainers_aside(ctx, workers) if check_trainers in order else None
+    # the coverage check, right before the trainers', goes aside with half of theirs (it
+    # reads the index only): what it finds has its place right before what they find
+    at = order.index(check_trainers) if check_trainers in order else len(order)
+    moved = check_coverage if 0 < at < len(order) and order[at - 1] is check_coverage \
+        else None
+    aside = _trainers_aside(ctx, workers, moved) if at < len(order) else None
     # with half of the trainer checks aside, this process runs the other half and the checks
     # after them, collected apart to follow the trainers' findings
-    at = order.index(check_trainers) if aside is not None else len(order)
+    if aside is None:
+        at, moved = len(order), None
     later: tuple = ([], [])
     try:
         for check in order[:at]:
-            check(ctx)
+            if check is not moved:
+                check(ctx)
             if step is not None:
                 step()
         if aside is not None:
@@ -134,25 +141,34 @@ def check_split(main: Program, startup: Optional[Program], config: ClusterConfig
             aside.abandon()
         raise
     if aside is not None:
-        found, warned = joined(aside.result(), ours)
-        ctx.findings += found + later[0]
-        ctx.warnings += warned + later[1]
+        got, theirs = aside.result()
+        found, warned = joined(theirs, ours)
+        ctx.findings += got[0] + found + later[0]
+        ctx.warnings += got[1] + warned + later[1]
         for _ in order[at:]:
             if step is not None:
                 step()
     return CheckReport(split.root, ctx.findings, ctx.warnings, [p.name for p in ctx.parts()])
 
 
-def _trainers_aside(ctx: CheckContext, workers: int):
-    """Half of the trainer checks (trainer_half 0: each trainer's sends) run by a forked child
-    while this process runs the other half and the other checks (the trainer checks read every
-    parameter block of every pserver, much of what a large check does once the pservers are
-    read): a Forked whose result is that half's findings, or None where a fork is not worth it
-    (as for the pservers: core/forked.py's worth_forking)."""
+def _trainers_aside(ctx: CheckContext, workers: int, moved=None):
+    """Half of the trainer checks (trainer_half 0: each trainer's sends), and the check
+    `moved` before them if any, run by a forked child while this process runs the other half
+    and the other checks (the trainer checks read every parameter block of every pserver,
+    much of what a large check does once the pservers are read): a Forked whose result is
+    (what `moved` found, that half's findings), or None where a fork is not worth it (as for
+    the pservers: core/forked.py's worth_forking)."""
     eps = len(ctx.split.pservers)
     if not worth_forking(workers, 2, eps, len(ctx.main.global_block.ops)):
         return None
-    return forked.Forked(lambda: trainer_half(ctx, 0))
+
+    def work():
+        got: tuple = ([], [])
+        if moved is not None:
+            with ctx.collecting() as got:
+                moved(ctx)
+        return got, trainer_half(ctx, 0)
+    return forked.Forked(work)
 
 
 def check_dir(main: Program, startup: Optional[Program], config: ClusterConfig,

@@ -28,17 +28,22 @@ def edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: "EdgeRuns") ->
     """Classic style: one edge per var of each send (X) / recv (Out) op and its epmap, added
     to `out` an entry per op (the op's own lists of names and endpoints: only read)."""
     prog = part.prog
+    # the attrs read here are not kept by the ops (_peeked: at 64 pservers, an epmap of
+    # tens of endpoints and a decoded attr or two per send and recv, megabytes), each epmap
+    # one tuple per list of endpoints (a few hundred among thousands of ops)
+    shared = ctx.memo("edge_endpoints", dict)
     for bi in sorted(ctx.reach.get(part.name, {0})):
         for j, op in enumerate(prog.blocks[bi].ops):
             if op.type != op_type:
                 continue
-            eps = _listed(op.attr("epmap"))
+            eps = tuple(_peeked(op, "epmap") or ())
+            eps = shared.setdefault(eps, eps)
             names = _listed(op.input(slot) if slot == "X" else op.output(slot))
             if not eps:
                 continue
             # runtime_split_send_recv: one var on the wire per endpoint, split at run time
-            split_names = _listed(op.attr("send_varnames" if op_type == "send"
-                                          else "recv_varnames"))
+            split_names = _listed(_peeked(op, "send_varnames" if op_type == "send"
+                                              else "recv_varnames"))
             if split_names:
                 names = split_names
             counter = _is_broadcast(op, names, eps)
@@ -50,6 +55,16 @@ def edges_from_ops(ctx, part: Part, op_type: str, slot: str, out: "EdgeRuns") ->
                         "one endpoint per var")
                 continue
             out.add_run(names, eps, part.name, bi, j, op_type, counter)
+
+
+def _peeked(op, name: str):
+    """op.attr(name), where the op is as read decoded for this call only (OpSource.peek: the
+    op keeps nothing of it)."""
+    src = op.source
+    if src is None or op.attrs_decoded or name in op.attr_patch:
+        return op.attr(name)
+    a = src.peek(name)
+    return None if a is None else a.value
 
 
 def _listed(value) -> list:

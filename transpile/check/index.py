@@ -106,10 +106,14 @@ class IndexBuilder:
 
     def index(self) -> SplitIndex:
         reader, split = self.reader, self.split
+        # (the endpoints of a grad a tuple, one per list of them: most grads have one, the
+        # same few tuples for tens of thousands of grads at 64 pservers)
         grad_eps: dict = {}
+        eps_of: dict = {}
         for ep in self.config.pservers:
             for g in reader.grad_keys.get(ep, {}):
-                grad_eps.setdefault(g, []).append(ep)
+                e = grad_eps.get(g, ()) + (ep,)
+                grad_eps[g] = eps_of.setdefault(e, e)
         by_grad = {}
         for ep, blocks in reader.param_blocks.items():
             first: dict = {}
@@ -126,7 +130,7 @@ class IndexBuilder:
             frozen(dict(self.reach)), frozenset(self.broken), frozen(dict(reader.listen)),
             frozen({ep: frozen(k) for ep, k in reader.grad_keys.items()}),
             frozen({ep: tuple(b) for ep, b in reader.param_blocks.items()}), frozen(by_grad),
-            frozen({g: tuple(e) for g, e in grad_eps.items()}), frozen(progs),
+            frozen(grad_eps), frozen(progs),
             tuple(reader.findings))
 
 

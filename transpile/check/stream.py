@@ -18,6 +18,7 @@ from sys import intern
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..core.heaptrim import give_back
+from ..format.opsource import vartype_key
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -26,6 +27,7 @@ from .index import IndexBuilder, ParamBlock
 from .inputs import pserver_reads
 from .loading import Split, load_pserver, release_pserver
 from .programs import structure_of
+from .reads import trainer_reads_first
 from .pssummary import for_recvs
 from .trainer import sends_to, streamed_edges
 from .transfer import target_of
@@ -72,8 +74,13 @@ def streamed_context(main, startup, config, split: Split, workers: int = 1) -> C
     def read(i):
         return _read_pserver(ctx, trainers, eps[i], targets.get(eps[i], ()), asked)
     if worth_forking(workers, len(eps), len(eps), len(main.global_block.ops)):
-        reads, theirs = share_pieces(len(eps), read, lambda queue: take_pieces(queue, read))
-        reads.update((i, _interned(r)) for i, r in theirs.items())
+        reads, theirs = share_pieces(
+            len(eps), read,
+            lambda queue: {i: _packed(r) for i, r in take_pieces(queue, read).items()},
+            first=lambda: trainer_reads_first(ctx))
+        while theirs:
+            i, r = theirs.popitem()
+            reads[i] = _unpacked(r)
     else:
         reads = {i: read(i) for i in range(len(eps))}
     for i in range(len(eps)):
@@ -110,9 +117,13 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     give_back()         # (core/heaptrim.py: what reading them made, let go with them)
     r = own.reader
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
-    # later ones read of a block is its names and var: the op, which holds its bytes, goes
-    blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, pb.grad, pb.param, pb.var, pb.op_idx,
-                         None, pb.sparse) for pb in r.param_blocks[ep]]
+    # later ones read of a block is its names and its var's type and flags: the op, which
+    # holds its bytes, goes, and the var is one shared by the blocks whose vars differ only
+    # in name (_kept_var)
+    kept = ctx.memo("kept_vars", dict)
+    blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, pb.grad, pb.param,
+                         _kept_var(pb.var, kept), pb.op_idx, None, pb.sparse)
+              for pb in r.param_blocks[ep]]
     # nor is its listen_and_serv read again (check_listen replays what listen_of found): its
     # index only, which says that the pserver has one
     listen = r.listen.get(ep)
@@ -122,15 +133,49 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
                        recorded, summary)
 
 
-def _interned(read: PserverRead) -> PserverRead:
-    """A read a forked child sent, its grad keys' and parameter blocks' names the strings
-    this process holds (the trainers' vars', interned when read): unpickled, each would be a
-    string of its own, thousands of them per pserver kept to the end."""
+def _kept_var(var, kept: dict):
+    """`var` as a parameter block keeps it once its pserver is let go: the first var read with
+    the same type and flags (the later checks read those of a block's var, never its name;
+    the name of a block is its `param`): tens of thousands of blocks at 64 pservers, a few
+    kinds of var among them."""
+    if var is None or var.attrs:
+        return var
+    key = (vartype_key(var.type), var.persistable, var.need_check_feed, var.is_parameter,
+           var.stop_gradient)
+    try:
+        found = kept.get(key)
+    except TypeError:           # (a type of a kind no parameter has: kept as it is)
+        return var
+    if found is None:
+        found = kept[key] = var
+    return found
+
+
+# a parameter block's fields, as _packed sends them
+_BLOCK_FIELDS = ParamBlock.__slots__
+
+
+def _packed(read: PserverRead) -> PserverRead:
+    """`read` as a forked child sends it back: its grad keys and parameter blocks a column per
+    field (a tuple of each block's grad, one of each param...) rather than an object per
+    block: unpickled, an object's state is one more object per block, all held until the
+    whole result is read (megabytes at 64 pservers, and the holes they leave once freed)."""
     listen, keys, blocks, findings = read.reader
-    keys = {intern(k): v for k, v in keys.items()}
-    blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, intern(pb.grad),
-                         pb.param if pb.param is None else intern(pb.param), pb.var,
-                         pb.op_idx, pb.op, pb.sparse) for pb in blocks]
+    cols = tuple(tuple(getattr(pb, f) for pb in blocks) for f in _BLOCK_FIELDS)
+    read.reader = (listen, (tuple(keys), tuple(keys.values())), cols, findings)
+    return read
+
+
+def _unpacked(read: PserverRead) -> PserverRead:
+    """A read _packed sent back, as it was made, its grad keys' and parameter blocks' names
+    the strings this process holds (the trainers' vars', interned when read): unpickled,
+    each would be a string of its own, thousands of them per pserver kept to the end."""
+    listen, (names, values), cols, findings = read.reader
+    keys = dict(zip(map(intern, names), values))
+    fields = dict(zip(_BLOCK_FIELDS, cols))
+    fields["grad"] = tuple(map(intern, fields["grad"]))
+    fields["param"] = tuple(None if n is None else intern(n) for n in fields["param"])
+    blocks = [ParamBlock(*row) for row in zip(*(fields[f] for f in _BLOCK_FIELDS))]
     read.reader = (listen, keys, blocks, findings)
     return read
 

@@ -315,7 +315,8 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, set]:
                 targets.setdefault(ep, []).append((tid, sends, indexes))
             received.update(e.name for e in recvs)
             _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
-    return targets, received        # (only looked up: not copied into a frozenset)
+    # (a frozenset: half the table the set grew to, held while the pservers are read)
+    return targets, frozenset(received)
 
 
 def sends_to(targets: list):
@@ -356,23 +357,38 @@ def _check_recvs(ctx, tid, main: Part, recvs: EdgeRuns, by_ctx: bool) -> None:
             continue
         check_transfer_shape(ctx, "recv", e, pb)
     # every dense parameter block must come back to the trainer's main program
-    main_got: dict = {}     # endpoint -> the names received from it
-    for e in recvs:
-        if e.part == main.name or by_ctx:
-            main_got.setdefault(e.endpoint, set()).add(e.name)
+    got = _received(main, recvs, by_ctx)
     looked_up = _looked_up_params(main.prog)
     for ep in cfg.pservers:
-        got = main_got.get(ep, ())
         for pb in ctx.param_blocks.get(ep, ()):
             if pb.param is None or pb.sparse or pb.var is None or not is_dense(pb.var):
                 continue
             if looked_up and (pb.param in looked_up or _origin_in(pb.param, looked_up)):
                 continue
-            if pb.param not in got:
+            eps = got.get(pb.param, ())
+            if not (eps == ep if eps.__class__ is str else ep in eps):
                 ctx.add("recv", main, None, None,
                         "trainer %d never receives %s from %s" % (tid, pb.param, ep),
                         "a %s of %s from %s" % ("recv_ctx entry" if by_ctx else "recv",
                                                 pb.param, ep))
+
+
+def _received(main: Part, recvs: EdgeRuns, by_ctx: bool) -> dict:
+    """name -> the endpoint the trainer's main program receives it from (the recv edges of
+    `main`, all of them `by_ctx`), or the set of them where there are more: one dict, not a
+    set of names per endpoint (tens of thousands of slices at 64 pservers)."""
+    got: dict = {}
+    for e in recvs:
+        if e.part == main.name or by_ctx:
+            eps = got.get(e.name)
+            if eps is None:
+                got[e.name] = e.endpoint
+            elif eps.__class__ is str:
+                if eps != e.endpoint:
+                    got[e.name] = {eps, e.endpoint}
+            else:
+                eps.add(e.endpoint)
+    return got
 
 
 def _held(ctx) -> dict:

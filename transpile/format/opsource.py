@@ -350,6 +350,25 @@ class OpSource:
             a = decoded[name] = decode_attr(self._message().attrs[pos])[1]
         return a
 
+    def peek(self, name: str):
+        """get(name) without keeping what decoding it makes (an Attr of its own, made for this
+        call; the op's bytes read for it neither kept nor counted as a read, see `wire`): for
+        an attr read of each of thousands of ops (a trainer's epmaps)."""
+        if name == ROLE_ATTR:
+            return self._role
+        if self._decoded is not None and name in self._decoded:
+            return self._decoded[name]
+        pos = self._positions.get(name)
+        if pos is None:
+            return None
+        msg = _PARSED.get(self)
+        if msg is None:         # (kept as _message's are: the next attr read of it parses none)
+            w = self._wire
+            if len(_PARSED) >= _PARSED_KEPT:
+                del _PARSED[next(iter(_PARSED))]
+            msg = _PARSED[self] = OpDescMsg.FromString(self._from_file() if w is None else w)
+        return decode_attr(msg.attrs[pos])[1]
+
     def has(self, name: str) -> bool:
         return name in self._positions
 
