@@ -96,11 +96,10 @@ def test_a_program_only_read_keeps_where_its_ops_are_less_the_attr_it_leaves_out
         programio._IN_FILE_MIN = was
 
 
-def test_a_program_only_read_from_its_file_mapped_reads_as_from_its_bytes(tmp_path):
-    """check's large programs are read from their file mapped (programio._mapped), the pages
-    let go window by window (protoread._decode_windows): the program is the one its bytes
-    make; and an attr peeked at (check/edges.py _peeked) is the attr, the op keeping nothing
-    of it."""
+def test_a_program_only_read_in_windows_reads_as_from_its_bytes(tmp_path):
+    """check's large programs are read a window at a time, each op keeping where it is in
+    the file (protoread._decode_windows): the program is the one its bytes make; and an attr
+    peeked at (check/edges.py _peeked) is the attr, the op keeping nothing of it."""
     path, _, _ = _copy(tmp_path)
     with open(path, "rb") as f:
         data = f.read()

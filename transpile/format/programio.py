@@ -1,7 +1,6 @@
 """Load and save programs by file extension: .pb / .pdmodel (ProgramDesc bytes) or .json."""
 from __future__ import annotations
 
-import mmap
 import os
 
 from . import protoread, protowrite
@@ -59,8 +58,7 @@ def load(path: str, read_only: bool = False, in_file: bool = False,
     findings."""
     fmt = program_format(path)
     file = InputFile.open(path) if in_file and fmt == "pb" else None
-    data = read_file_bytes(path) if file is None else \
-        (read_only and _mapped(file)) or _read_all(file, path)
+    data = read_file_bytes(path) if file is None else _read_all(file, path)
     try:
         if fmt == "pb":
             with paused_gc():
@@ -74,28 +72,6 @@ def load(path: str, read_only: bool = False, in_file: bool = False,
         return prog
     except ProgramFormatError as e:
         raise ProgramFormatError("%s: %s" % (path, e.message)) from None
-    finally:
-        if data.__class__ is mmap.mmap:
-            _unmap(data)
-
-
-def _mapped(file: InputFile):
-    """The file of a program only read and kept in its file, mapped (read only), or None
-    where it cannot be (an empty file...: read as ever): its bytes are read where they are,
-    not copied into a bytes object as large as the file, and the reader lets go of the pages
-    it is done with (protoread._decode_windows). (A file cut short while it is being read
-    would be a SIGBUS: the program must not be written over while in use, as ever.)"""
-    try:
-        return mmap.mmap(file.fd, 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, OverflowError):
-        return None
-
-
-def _unmap(data) -> None:
-    try:
-        data.close()
-    except BufferError:     # a view of it still held (an error's): unmapped once let go
-        pass
 
 
 # a binary program only read (check's) keeps where its ops' bytes are in its file when the file

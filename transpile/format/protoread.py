@@ -10,8 +10,6 @@ message: itemread.py.
 """
 from __future__ import annotations
 
-import mmap
-
 from ..core.errors import ProgramFormatError
 from .opsource import SHAPE_ATTR, CutOpSource, OpSource, VarSource, vartype_key
 from ..ir.program import Attr, Block, Op, Program, Var
@@ -117,18 +115,6 @@ def decode(data: bytes, read_only: bool = False, file=None) -> Program:
     piece keep where their bytes are in it instead of the bytes."""
     if not data:
         raise ProgramFormatError("empty file: no ProgramDesc bytes")
-    if data.__class__ is not bytes and wirescan.FAST is None:
-        data = bytes(data)
-    if data.__class__ is not bytes:
-        # a mapped file (programio._mapped): read piece by piece where it is; whatever that
-        # does not take is read again from its bytes, as ever
-        try:
-            return _decode_pieces(data, read_only, file)
-        except (Located, NotPlain, ProgramFormatError):
-            data = bytes(data)
-        finally:
-            if wirescan.FAST is not None:
-                wirescan.FAST.forget()
     try:
         prog = _decode_pieces(data, read_only, file)
     except Located:
@@ -279,20 +265,12 @@ def _decode_windows(data: bytes, start: int, end: int, seen: _Seen):
     window is not scanned or not taken: the block is then read whole, which says why."""
     rest, var_items, codes, ops = [], [], {}, []
     at = start
-    # a mapped file's pages read are let go as the windows go by: what a window makes holds
-    # none of its bytes (each op keeps where they are in the file)
-    drop = getattr(data, "madvise", None)
-    dropped = start - start % mmap.PAGESIZE
     try:
         while at < end:
             scanned = wirescan.FAST.block(data, at, end, seen.drop, True, WINDOW, True)
             if scanned is None:
                 return None
             part, window_vars, op_items, at = scanned
-            if drop is not None and at - dropped >= WINDOW:
-                upto = at - at % mmap.PAGESIZE
-                drop(mmap.MADV_DONTNEED, dropped, upto - dropped)
-                dropped = upto
             rest.append(part)
             var_items += window_vars
             if codes or len(var_items) >= TABLE_MIN:    # a VarTable's codes, as they come
