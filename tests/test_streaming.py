@@ -268,16 +268,15 @@ def test_the_work_queue_gives_the_indices_in_the_order_asked():
 
 def test_a_split_builds_its_longest_pieces_first():
     """Two processes take a split's pieces a trainer's main program first, then the trainers'
-    startup programs, then the pservers, then the trainers' files (each kind in its own
-    order)."""
+    startup programs and files, then the pservers (each kind in its own order)."""
     from transpile.split import _longest_first
     from transpile.styles.base import Unit
     units = [Unit("trainer", t, part) for t in (0, 1) for part in ("main", "startup", "files")]
     units += [Unit("pserver", ep) for ep in ("a:1", "a:2")]
     assert [(u.role, u.who, u.part) for u in map(units.__getitem__, _longest_first(units))] \
         == [("trainer", 0, "main"), ("trainer", 1, "main"), ("trainer", 0, "startup"),
-            ("trainer", 1, "startup"), ("pserver", "a:1", ""), ("pserver", "a:2", ""),
-            ("trainer", 0, "files"), ("trainer", 1, "files")]
+            ("trainer", 0, "files"), ("trainer", 1, "startup"), ("trainer", 1, "files"),
+            ("pserver", "a:1", ""), ("pserver", "a:2", "")]
 
 
 @pytest.mark.parametrize("who", ["parent", "child"])

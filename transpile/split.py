@@ -171,11 +171,13 @@ def _check_size(plan, config: ClusterConfig) -> None:
 
 
 # the pieces of a split by how long they take to build, longest first: a trainer's main program
-# (its passes, and the diff against the original that report.md shows), a trainer's startup
-# program (it declares every block the trainer receives: at 64 pservers several times what one
-# pserver costs, and a piece taken last is worked on alone), each pserver, a trainer's other
-# files
-_COST_RANK = {("trainer", "main"): 0, ("trainer", "startup"): 1, ("pserver", ""): 2}
+# (its passes, and the diff against the original that report.md shows), then a trainer's startup
+# program and its other files (the startup declares every block the trainer receives, at 64
+# pservers several times what one pserver costs; a fleet trainer's runtime.json holds a
+# context per parameter), then each pserver: the pieces taken last, each worked on alone
+# while the other process may have nothing left, are the small ones
+_COST_RANK = {("trainer", "main"): 0, ("trainer", "startup"): 1, ("trainer", "files"): 1,
+              ("pserver", ""): 2}
 
 
 def _longest_first(units: list) -> list:
