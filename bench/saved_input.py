@@ -15,6 +15,7 @@ with Paddle itself.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -23,8 +24,17 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from gen import PSERVER_COUNTS, STYLES, cluster_yaml  # noqa: E402  (bench/ is on the path)
 from transpile.format import programio  # noqa: E402
+
+
+def _bench_gen():
+    """bench/gen.py, loaded from its file (a module named `gen` elsewhere on the path, as in
+    a test run, is another one)."""
+    spec = importlib.util.spec_from_file_location("pstranspile_bench_gen",
+                                                  os.path.join(HERE, "gen.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main(argv=None) -> int:
@@ -37,16 +47,17 @@ def main(argv=None) -> int:
     ap.add_argument("--lr-decay", action="store_true", help="as run.py's --lr-decay")
     ap.add_argument("--seed", type=int, default=0, help="as run.py's --seed")
     a = ap.parse_args(argv)
+    gen = _bench_gen()
     os.makedirs(a.out, exist_ok=True)
     sizes = {}
     for name in ("main", "startup"):
         dst = os.path.join(a.out, name + ".pb")
         shutil.copyfile(os.path.join(a.src, name + ".pb"), dst)
         sizes[name] = os.path.getsize(dst)
-    for n in PSERVER_COUNTS:
-        for style in STYLES:
+    for n in gen.PSERVER_COUNTS:
+        for style in gen.STYLES:
             with open(os.path.join(a.out, "cluster_p%d_%s.yaml" % (n, style)), "w") as f:
-                f.write(cluster_yaml(n, style))
+                f.write(gen.cluster_yaml(n, style))
     main_prog = programio.load(os.path.join(a.out, "main.pb"))
     info = {"kind": a.kind, "ops_requested": a.ops, "optimizer": a.optimizer,
             "lr_decay": a.lr_decay, "seed": a.seed, "made_by": "copied from %s" % a.src,

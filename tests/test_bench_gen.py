@@ -166,10 +166,13 @@ def test_cli_writes_programs_and_cluster_configs(tmp_path):
             assert cfg.mode == "sync" and cfg.style == style
 
 
-def test_a_saved_program_made_a_bench_input(tmp_path):
+def test_a_saved_program_made_a_bench_input(tmp_path, monkeypatch):
     """bench/saved_input.py: a folder holding a saved main.pb and startup.pb (a corpus case
     here; corpus-perf's programs in use) becomes an input folder bench/run.py takes as its
-    input of that kind and size (its info.json's keys) without generating one."""
+    input of that kind and size (its info.json's keys) without generating one; bench/gen.py's
+    configs whatever else is called `gen` (tools/gen's, imported by other tests)."""
+    import types
+    monkeypatch.setitem(sys.modules, "gen", types.ModuleType("gen"))
     spec = importlib.util.spec_from_file_location("bench_saved_input",
                                                   os.path.join(ROOT, "bench", "saved_input.py"))
     saved = importlib.util.module_from_spec(spec)
