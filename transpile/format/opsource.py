@@ -268,15 +268,17 @@ class OpSource:
         f, start, end = self._at
         return f.lacks(text, start, end)
 
-    def _message(self):
+    def _message(self, counted: bool = True):
         """The OpDesc parsed from the op's bytes. The last few parsed are kept, and only
         they: a pass reads the attrs it wants of one op (a diff: of two) one after the
-        other."""
+        other. Not `counted`: bytes read from the file for it are not counted as a read of
+        the op (`wire`), so the op never keeps them for it (peek)."""
         msg = _PARSED.get(self)
         if msg is None:
             if len(_PARSED) >= _PARSED_KEPT:
                 del _PARSED[next(iter(_PARSED))]
-            msg = _PARSED[self] = OpDescMsg.FromString(self.wire)
+            w = self.wire if counted or self._wire is not None else self._from_file()
+            msg = _PARSED[self] = OpDescMsg.FromString(w)
         return msg
 
     @property
@@ -361,13 +363,7 @@ class OpSource:
         pos = self._positions.get(name)
         if pos is None:
             return None
-        msg = _PARSED.get(self)
-        if msg is None:         # (kept as _message's are: the next attr read of it parses none)
-            w = self._wire
-            if len(_PARSED) >= _PARSED_KEPT:
-                del _PARSED[next(iter(_PARSED))]
-            msg = _PARSED[self] = OpDescMsg.FromString(self._from_file() if w is None else w)
-        return decode_attr(msg.attrs[pos])[1]
+        return decode_attr(self._message(counted=False).attrs[pos])[1]
 
     def has(self, name: str) -> bool:
         return name in self._positions

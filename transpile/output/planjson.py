@@ -113,16 +113,21 @@ def _pserver_blocks(result: SplitResult, endpoints) -> dict:
     return out
 
 
-def _block_dict(b: VarBlock) -> dict:
-    # (VarBlock's row_numel, offset_elements, rows and nbytes, read once each)
+def _block_sizes(b: VarBlock) -> tuple:
+    """(offset_elements, rows, bytes) of a block: VarBlock's row_numel, offset_elements, rows
+    and nbytes, its shape read once for all."""
     shape = b.shape
     row = 1
     for d in shape[1:]:
         row *= int(d)
-    rows = int(shape[0]) if shape else 1
+    return b.row_offset * row, int(shape[0]) if shape else 1, nbytes(shape, b.dtype)
+
+
+def _block_dict(b: VarBlock) -> dict:
+    offset, rows, size = _block_sizes(b)
     return {"name": b.name, "index": b.index, "row_offset": b.row_offset,
-            "offset_elements": b.row_offset * row, "rows": rows, "shape": list(shape),
-            "dtype": b.dtype, "bytes": nbytes(shape, b.dtype), "endpoint": b.endpoint}
+            "offset_elements": offset, "rows": rows, "shape": list(b.shape),
+            "dtype": b.dtype, "bytes": size, "endpoint": b.endpoint}
 
 
 # plan.json's lists of one entry per block (a param's blocks, a grad's, the blocks an update op
@@ -141,18 +146,15 @@ class _ParamBlocks(MadeItems):
     def item_json(self, i: int, encode) -> str:
         b = self.blocks[i]
         shape = b.shape
-        row = 1
-        for d in shape[1:]:
-            row *= int(d)
-        rows = int(shape[0]) if shape else 1
-        nb, off = nbytes(shape, b.dtype), b.row_offset
-        if not (_ints(shape) and _ints((b.index, off, nb)) and b.name.__class__ is str and
-                b.dtype.__class__ is str and b.endpoint.__class__ is str):
+        offset, rows, size = _block_sizes(b)
+        if not (_ints(shape) and _ints((b.index, b.row_offset, size)) and
+                b.name.__class__ is str and b.dtype.__class__ is str and
+                b.endpoint.__class__ is str):
             return encode(self.item(i))
         return ('{"bytes": %d, "dtype": %s, "endpoint": %s, "index": %d, "name": %s, '
                 '"offset_elements": %d, "row_offset": %d, "rows": %d, "shape": [%s]}' % (
-                    nb, _text(b.dtype), _text(b.endpoint), b.index, _text(b.name),
-                    off * row, off, rows, ", ".join(map(int.__repr__, shape))))
+                    size, _text(b.dtype), _text(b.endpoint), b.index, _text(b.name),
+                    offset, b.row_offset, rows, ", ".join(map(int.__repr__, shape))))
 
     def column(self, key: str) -> list:
         if key == "endpoint":
