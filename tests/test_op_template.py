@@ -40,3 +40,26 @@ def test_editing_one_op_leaves_the_others():
     assert b.attr("scale") == 0.5 and b.attr(roles.ROLE_VAR_ATTR) == [] and not b.has_attr("new")
     c = OpTemplate("scale", ATTRS).make({"X": ["e"]}, {"Out": ["f"]})
     assert c.attr("scale") == 0.5 and c.attr(roles.ROLE_VAR_ATTR) == []
+
+
+def test_shared_attrs_bytes_follow_each_ops_own_attrs():
+    """The writer keeps the bytes of attrs made of shared Attrs (a template's ops without a
+    list attr: the sum and scale of every grad block) by the identity of those Attrs: an op
+    whose attrs were set, reordered or added to since is written as it now is, and each
+    is the bytes make_op's op of the same attrs gets."""
+    from transpile.format import protowrite
+    scalars = {"scale": 0.5, "bias_after_scale": True, roles.ROLE_ATTR: Attr("INT", 0)}
+    t = OpTemplate("scale", scalars)
+    ops = [t.make({"X": ["a%d" % i]}, {"Out": ["b%d" % i]}) for i in range(3)]
+    want = op_bytes(make_op("scale", {"X": ["a0"]}, {"Out": ["b0"]}, scalars))
+    assert op_bytes(ops[0]) == want
+    assert any(hit[1][0] is ops[0].attrs["scale"]
+               for hit in protowrite._SHARED_ATTRS.values())   # (kept by identity)
+    ops[1].set_attr("scale", 0.25)
+    assert op_bytes(ops[1]) == op_bytes(make_op("scale", {"X": ["a1"]}, {"Out": ["b1"]},
+                                                dict(scalars, scale=0.25)))
+    ops[2].attrs = dict(reversed(list(ops[2].attrs.items())))     # the same Attrs, reordered
+    assert op_bytes(ops[2]) == op_bytes(make_op("scale", {"X": ["a2"]}, {"Out": ["b2"]},
+                                                dict(reversed(list(scalars.items())))))
+    assert op_bytes(ops[2]) != op_bytes(t.make({"X": ["a2"]}, {"Out": ["b2"]}))
+    assert op_bytes(t.make({"X": ["a0"]}, {"Out": ["b0"]})) == want

@@ -9,6 +9,7 @@ import importlib
 import json
 import os
 import weakref
+from dataclasses import replace
 
 from click.testing import CliRunner
 
@@ -19,6 +20,7 @@ from transpile.format import programio, protowrite
 from transpile.output import outdir
 from transpile.plan.slicing import VarBlock, split_var
 from transpile.split import WriteOptions, split, split_to_folder
+from transpile.styles.registry import style_of
 
 from golden import CORPUS, load_case, tree_files
 
@@ -156,6 +158,27 @@ def test_trainer_copy_names_are_one_string_each():
     assert a == "fc_0.w_0@GRAD.block3.trainer_1" and a is b
 
 
+def test_sent_names_made_at_once_are_the_names_made_one_by_one():
+    """SentNames.rows (plan.json's grad entries: every block's names in one go, not interned)
+    gives the names item(i) gives: sync with several trainers (the copies), one trainer and
+    async (the merged names), in both styles that have them."""
+    from transpile.plan.placed import SentNames
+    checked = 0
+    for family, name, mode, trainers in (("classic", "basic", "sync", 3),
+                                         ("classic", "basic", "async", 2),
+                                         ("classic", "basic", "sync", 1),
+                                         ("fleet", "mlp_adam_sync", "sync", 2),
+                                         ("fleet", "mlp_adam_sync", "async", 2)):
+        main_prog, startup, config = load_case(family, name)
+        config = replace(config, mode=mode, trainers=trainers)
+        plan = style_of(config).make_plan(main_prog, startup, config)
+        for p in plan.placed_params(main_prog):
+            assert isinstance(p.sent, SentNames) and p.sent.names_of is not None
+            assert p.sent.rows() == list(p.sent) and len(p.sent) > 0
+            checked += 1
+    assert checked > 5
+
+
 def _every_item_json_is_the_encoders(plan) -> int:
     """Each MadeItems' item_json against the compact encoder's text of the item it makes;
     returns how many items were compared."""
@@ -164,6 +187,8 @@ def _every_item_json_is_the_encoders(plan) -> int:
         for i in range(len(items)):
             assert items.item_json(i, outdir._compact) == outdir._compact(items.item(i))
             n += 1
+        assert items.items_json(outdir._compact) == \
+            [outdir._compact(items.item(i)) for i in range(len(items))]
         assert outdir._value(items) == outdir._compact(list(items))
     return n
 
@@ -175,7 +200,8 @@ def test_plan_json_block_entries_written_directly_are_the_encoders(tmp_path):
     compared = 0
     for family, name in (("classic", "async_mlp_adam"), ("classic", "basic"),
                          ("classic", "dist_lookup_table"), ("classic", "l2decay_piecewise"),
-                         ("classic", "large_block_size")):
+                         ("classic", "large_block_size"), ("fleet", "mlp_adam_sync"),
+                         ("fleet", "ctr_sparse_adam_async")):
         main_prog, startup, config = load_case(family, name)
         result = split_to_folder(main_prog, startup, config, str(tmp_path / name))
         compared += _every_item_json_is_the_encoders(result.plan)
@@ -199,5 +225,7 @@ def test_plan_json_block_entries_fall_back_to_the_encoder():
     for items in (_ParamBlocks(tuple(blocks)), _GradBlocks(p, where), _MovedTo(p, where)):
         for i in range(len(items)):
             assert items.item_json(i, outdir._compact) == outdir._compact(items.item(i))
+        assert items.items_json(outdir._compact) == \
+            [outdir._compact(items.item(i)) for i in range(len(items))]
     assert '"10": "g.t10", "11": "g.t11", "2": "g.t2"' in \
         _GradBlocks(p, where).item_json(0, outdir._compact)

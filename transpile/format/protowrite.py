@@ -12,6 +12,8 @@ in one go, or None (not built, or PSTRANSPILE_PURE_PYTHON=1): the same bytes eit
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..core.bytebound import ByteBound
 from ..core.errors import ProgramFormatError
 from ..ir.program import ATTR_FIELD, Attr, Block, Op, Program, TensorDesc, Var
@@ -114,6 +116,8 @@ def op_bytes(op: Op) -> bytes:
     if src is not None and not op.attrs_decoded:
         patch = op.attr_patch
         parts.append(src.attrs_bytes() if not patch else _patched_attrs(src, patch))
+    elif not op.dup_attrs and (shared := _shared_attrs(op.attrs)) is not None:
+        parts.append(shared)
     else:
         entries = list(op.attrs.items())
         for pos, name, attr in op.dup_attrs:
@@ -157,6 +161,34 @@ def _patched_attrs(src, patch: dict) -> bytes:
             elif len(made) >= _PATCHES_KEPT:
                 made.clear()
             made[chunks] = out
+    return out
+
+
+# attrs made of shared Attr objects (an OpTemplate's: the sum and scale merging each grad block
+# on every pserver) -> their bytes: {(id of each Attr, in order): (names, Attrs, bytes)}. An
+# entry holds its Attrs, so no other live object has their ids: the same key is the same Attr
+# objects. Only Attrs of one immutable value are taken (an Attr is never changed in place).
+_SHARED_ATTRS: dict = {}
+_SHARED_KEPT = 4096
+_SCALARS = (str, int, bool, float)
+
+
+def _shared_attrs(attrs: dict) -> Optional[bytes]:
+    """The OpDesc.attrs entries of `attrs` (a new op's own dict, in its order), looked up by
+    the identity of its Attrs where they were written before; None when an Attr holds more
+    than one immutable value (a list; extra fields): the caller writes them one by one."""
+    made = tuple(attrs.values())
+    key = tuple(map(id, made))
+    hit = _SHARED_ATTRS.get(key)
+    if hit is not None:
+        return hit[2] if hit[0] == tuple(attrs) else None
+    for a in made:
+        if a.value.__class__ not in _SCALARS or a.extra:
+            return None
+    out = b"".join([_attr_chunk(name, a) for name, a in attrs.items()])
+    if len(_SHARED_ATTRS) >= _SHARED_KEPT:
+        _SHARED_ATTRS.clear()
+    _SHARED_ATTRS[key] = (tuple(attrs), made, out)
     return out
 
 
@@ -316,6 +348,7 @@ def release_caches() -> None:
     PATCHED.forget()
     forget_kept()
     _ATTR_CHUNKS.clear()
+    _SHARED_ATTRS.clear()
     for made in (_SLOT_NAMES, _ARGUMENTS, _OP_TYPES, _INPUTS, _OUTPUTS, _VAR_HEADS, _OP_HEADS):
         made.clear()
 

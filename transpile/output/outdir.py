@@ -243,7 +243,7 @@ def _value(v) -> str:
     if c is int:
         return int.__repr__(v)
     if isinstance(v, MadeItems):       # (a list of blocks: tens of thousands at 64 pservers)
-        return "[" + ", ".join([v.item_json(i, _compact) for i in range(v.n)]) + "]"
+        return "[" + ", ".join(v.items_json(_compact)) + "]"
     if c is list:
         if not v:
             return "[]"

@@ -18,7 +18,7 @@ from typing import Optional
 from ..core.jsonfmt import MadeItems
 from ..ir.program import Program, indexed
 from ..plan.fleet import STEP_COUNTER, trainer_send_queues
-from ..plan.placed import holdings, nbytes, placed_params
+from ..plan.placed import SentNames, holdings, nbytes, placed_params
 from ..plan.placement import best_placement, imbalance, round_robin_loads
 from ..plan.slicing import FLEET_MIN_BLOCK_SIZE, VarBlock
 from .result import SplitResult, endpoint_dir, op_type_counts
@@ -179,7 +179,17 @@ class _GradBlocks(MadeItems):
 
     def item_json(self, i: int, encode) -> str:
         p = self.p
-        ep, m, sent = p.blocks[i].endpoint, p.merged[i], p.sent[i]
+        return self._json(i, p.blocks[i].endpoint, p.merged[i], p.sent[i], encode)
+
+    def items_json(self, encode) -> list:
+        p = self.p
+        sent = p.sent
+        rows = sent.rows() if isinstance(sent, SentNames) else list(sent)
+        return [self._json(i, b.endpoint, m, names, encode)
+                for i, b, m, names in zip(range(self.n), p.blocks, p.merged, rows)]
+
+    def _json(self, i: int, ep, m, sent, encode) -> str:
+        """Item i's text, its endpoint, merged name and sent names given."""
         block = self.where[ep][0].get(m)
         if not (ep.__class__ is str and m.__class__ is str and len(sent) <= 10 and
                 (block is None or block.__class__ is int) and
@@ -207,8 +217,15 @@ class _MovedTo(MadeItems):
         return {"endpoint": ep, "block": self.where[ep][0].get(self.p.merged[i])}
 
     def item_json(self, i: int, encode) -> str:
-        ep = self.p.blocks[i].endpoint
-        block = self.where[ep][0].get(self.p.merged[i])
+        return self._json(i, self.p.blocks[i].endpoint, self.p.merged[i], encode)
+
+    def items_json(self, encode) -> list:
+        p = self.p
+        return [self._json(i, b.endpoint, m, encode)
+                for i, b, m in zip(range(self.n), p.blocks, p.merged)]
+
+    def _json(self, i: int, ep, m, encode) -> str:
+        block = self.where[ep][0].get(m)
         if ep.__class__ is not str or not (block is None or block.__class__ is int):
             return encode(self.item(i))
         return '{"block": %s, "endpoint": %s}' % (

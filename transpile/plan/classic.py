@@ -24,7 +24,7 @@ from ..ir.tables import (CLASSIC_FAKE_INIT_TYPES, CLASSIC_REMOTE_PREFETCH_TYPES,
                          is_remote_prefetch, table_of)
 from .placed import classic_params
 from .slicing import (VarBlock, block_name, dispatch, paddle_shuffle, slice_variable, split_var,
-                      trainer_copy_name)
+                      trainer_copy_name, trainer_copy_names)
 
 CLIP_NAME_SCOPE = roles.CLASSIC_CLIP_NAME_SCOPE
 
@@ -151,6 +151,12 @@ class DistributionPlan:
         if self.sync and self.trainers > 1:
             return trainer_copy_name(merged, trainer_id)
         return merged
+
+    def sent_grad_names(self, merged, trainer_id: int) -> list:
+        """[sent_grad_name(m, trainer_id) for m in merged], made in one go (not interned)."""
+        if self.sync and self.trainers > 1:
+            return trainer_copy_names(merged, trainer_id)
+        return list(merged)
 
     def blocks_on(self, endpoint: str) -> list[tuple[ParamPlan, VarBlock]]:
         """The parameter blocks an endpoint holds, in the order their grads are sent."""

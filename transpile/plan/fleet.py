@@ -38,7 +38,7 @@ from .pairs import Pair
 from .placed import fleet_params
 from .modes import ModeQuestions
 from .slicing import (FLEET_MIN_BLOCK_SIZE, dispatch, slice_rows_evenly, slice_variable,
-                      split_var, trainer_copy_name)
+                      split_var, trainer_copy_name, trainer_copy_names)
 
 STEP_COUNTER = "@PS_STEP_COUNTER@"
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
@@ -143,6 +143,12 @@ class FleetPlan(ModeQuestions):
         if self.is_sync and self.trainers > 1:
             return trainer_copy_name(merged, trainer_id)
         return merged
+
+    def sent_grad_names(self, merged, trainer_id: int) -> list:
+        """[sent_grad_name(m, trainer_id) for m in merged], made in one go (not interned)."""
+        if self.is_sync and self.trainers > 1:
+            return trainer_copy_names(merged, trainer_id)
+        return list(merged)
 
     def trainer_copies(self) -> int:
         """The gradient copies the pservers declare, one per trainer and gradient block (sync

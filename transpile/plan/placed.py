@@ -34,17 +34,25 @@ class PlacedParam:
 
 class SentNames(MadeItems):
     """Per block of a param, the names trainer 0, 1, ... send its grad under (a tuple made
-    when it is read): name_of(key, trainer) for each of `keys`."""
+    when it is read): name_of(key, trainer) for each of `keys`; `names_of(keys, trainer)`,
+    when given, makes them for all the keys at once (the same names)."""
 
-    __slots__ = ("keys", "name_of", "trainers")
+    __slots__ = ("keys", "name_of", "trainers", "names_of")
 
-    def __init__(self, keys, name_of, trainers: int):
+    def __init__(self, keys, name_of, trainers: int, names_of=None):
         super().__init__(len(keys))
         self.keys, self.name_of, self.trainers = keys, name_of, trainers
+        self.names_of = names_of
 
     def item(self, i: int) -> tuple:
         key, name_of = self.keys[i], self.name_of
         return tuple([name_of(key, t) for t in range(self.trainers)])
+
+    def rows(self) -> list:
+        """Every item, in order (made trainer by trainer with names_of when there is one)."""
+        if self.names_of is None or not self.trainers:
+            return list(self)
+        return list(zip(*[self.names_of(self.keys, t) for t in range(self.trainers)]))
 
 
 def nbytes(shape, dtype) -> int:
@@ -107,7 +115,8 @@ def classic_params(plan, main: Program) -> list:
     at = uid_index(gb.ops)
     params = []
     for p in plan.params:
-        sent = SentNames(p.grad_blocks, plan.sent_grad_name, plan.trainers)
+        sent = SentNames(p.grad_blocks, plan.sent_grad_name, plan.trainers,
+                         plan.sent_grad_names)
         acc = [_state(s.slot, gb.var(s.name), s.sliced, p.blocks,
                       lambda b, s=s, p=p: plan.state_name(p, s.name, b)) for s in p.states]
         table = None
@@ -146,7 +155,7 @@ def fleet_params(plan, main: Program) -> list:
     for pair in plan.pairs:
         blocks = plan.param_slices[pair.param]
         merged = tuple(plan.merged_grad_names(pair.param))
-        sent = SentNames(merged, plan.sent_grad_name, plan.trainers)
+        sent = SentNames(merged, plan.sent_grad_name, plan.trainers, plan.sent_grad_names)
         upd = at.get(plan.update_ops.get(pair.param))
         op = gb.ops[upd] if upd is not None else None
         acc = []

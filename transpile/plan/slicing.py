@@ -275,6 +275,13 @@ def trainer_copy_name(name: str, trainer_id: int) -> str:
     return sys.intern("%s%s%d" % (name, TRAINER_SUFFIX, trainer_id))
 
 
+def trainer_copy_names(names, trainer_id: int) -> list:
+    """[trainer_copy_name(n, trainer_id) for n in names], not interned: the same text, for
+    what writes each name once (plan.json)."""
+    suffix = "%s%d" % (TRAINER_SUFFIX, trainer_id)
+    return [n + suffix for n in names]
+
+
 def origin_varname(name: str) -> str:
     """`w.block1.trainer_0` -> `w`: strip the block and trainer suffixes (Paddle's
     _orig_varname)."""
