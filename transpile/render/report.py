@@ -174,7 +174,8 @@ def _sub_block_parents(prog: Program) -> dict:
     parent: dict = {}
     for b in prog.blocks:
         for op in b.ops:
-            if op.type != "listen_and_serv":
+            # (block_attr_names first: most ops have none, and it decodes no attr)
+            if op.type != "listen_and_serv" and op.block_attr_names():
                 for ref in op.block_refs():
                     parent.setdefault(ref, b.idx)
     return parent
