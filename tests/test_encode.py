@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from transpile.format import proto, protoread, protowrite
+from transpile.format import proto, protoread, protowrite, varwrite
 from transpile.ir.program import Attr, Op, Var
 from transpile.split import split
 
@@ -56,7 +56,7 @@ def _reference(prog) -> bytes:
     for b in prog.blocks:
         mb = msg.blocks.add(idx=b.idx, parent_idx=b.parent_idx)
         for v in b.vars.values():
-            protowrite._encode_var(mb.vars.add(), v)
+            varwrite._encode_var(mb.vars.add(), v)
         for op in b.ops:
             mb.ops.add().CopyFrom(_op_message(op))
         if b.forward_block_idx is not None:
@@ -77,6 +77,7 @@ def writer(request, monkeypatch):
     """Each test runs with the compiled writer and with the pure-Python one."""
     if request.param == "python":
         monkeypatch.setattr(protowrite, "FAST", None)
+        monkeypatch.setattr(varwrite, "FAST", None)
     elif protowrite.FAST is None:
         pytest.skip("the C fast path is not built here")
     return request.param

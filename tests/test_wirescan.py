@@ -33,7 +33,8 @@ PROGRAMS = sorted(glob.glob(os.path.join(HERE, "corpus", "*", "*", "*.pb"))
 
 
 # the reader's fast path and the writer's (tests/test_wirewrite.py): module, its C source
-FAST_PATHS = [("wirescan", "wirescan_c.c"), ("protowrite", "wirewrite_c.c")]
+FAST_PATHS = [("wirescan", "wirescan_c.c"), ("protowrite", "wirewrite_c.c"),
+              ("varwrite", "wirewrite_c.c")]
 
 
 @pytest.mark.parametrize("module,source", FAST_PATHS)

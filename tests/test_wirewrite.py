@@ -10,7 +10,7 @@ from collections import OrderedDict
 import pytest
 
 from transpile.core.errors import ProgramFormatError
-from transpile.format import protoread, protowrite
+from transpile.format import protoread, protowrite, varwrite
 from transpile.ir.program import Attr, Block, Op, Program, Var
 
 FAST = protowrite.FAST
@@ -67,6 +67,7 @@ def test_text_that_cannot_be_utf8_is_a_format_error_both_ways(fast, monkeypatch)
     if fast and FAST is None:
         pytest.skip("the C fast path is not built here")
     monkeypatch.setattr(protowrite, "FAST", FAST if fast else None)
+    monkeypatch.setattr(varwrite, "FAST", FAST if fast else None)
     for prog in (_program_with(Op("t", {"X": ["\ud800"]}, {})),
                  _program_with(Op("\ud800", {}, {})),
                  _program_with(Op("t", {}, {}), Var.tensor("\udfff", "FP32", (2,)))):
@@ -95,6 +96,7 @@ def test_a_program_at_the_edges_is_written_the_same_both_ways(monkeypatch):
     prog = _edge_program()
     fast = protowrite.encode(prog)
     monkeypatch.setattr(protowrite, "FAST", None)
+    monkeypatch.setattr(varwrite, "FAST", None)
     assert protowrite.encode(prog) == fast
     back = protoread.decode(fast)
     assert [op.type for op in back.blocks[0].ops] == [t for _, _, t in HEADS]
@@ -136,4 +138,4 @@ def test_a_var_written_again_takes_the_same_bytes():
     again = [protowrite.var_bytes(v) for v in (a, b)]
     assert first == again
     assert first[1] == protowrite._SLOT_NAMES["b"] + a.type.encoded + \
-        protowrite._FLAG_BYTES[(None, None, None, None)]
+        varwrite._FLAG_BYTES[(None, None, None, None)]
