@@ -63,3 +63,18 @@ def test_shared_attrs_bytes_follow_each_ops_own_attrs():
                                                 dict(reversed(list(scalars.items())))))
     assert op_bytes(ops[2]) != op_bytes(t.make({"X": ["a2"]}, {"Out": ["b2"]}))
     assert op_bytes(t.make({"X": ["a0"]}, {"Out": ["b0"]})) == want
+
+
+def test_make_op_types_a_list_of_names_as_attr_infer_does():
+    """make_op's short way for a list of names (a send's epmap, send_varnames, op_role_var)
+    gives what Attr.infer gives; a typed attr (_TYPED, op_role) keeps its declared type."""
+    ops = make_op("send", {"X": ["a"]}, {"Out": ["b"]},
+                  {"epmap": ["h:1", "h:2"], "names": ("x",), "sections": [],
+                   roles.ROLE_ATTR: roles.RPC})
+    assert ops.attrs["epmap"] == Attr.infer(["h:1", "h:2"]) == Attr("STRINGS", ["h:1", "h:2"])
+    assert ops.attrs["names"] == Attr.infer(("x",))
+    assert ops.attrs["sections"] == Attr("LONGS", [])
+    assert ops.attrs[roles.ROLE_ATTR] == Attr("INT", roles.RPC)
+    given = ["u", "v"]
+    op = make_op("t", {}, {}, {"names": given})
+    assert op.attrs["names"].value == given and op.attrs["names"].value is not given

@@ -48,6 +48,10 @@ def make_op(type_: str, inputs: dict, outputs: dict, attrs: dict) -> Op:
             t = "INT"
         if t is None and isinstance(value, (list, tuple)) and not value:
             t = "STRINGS"
+        if t is None and value.__class__ is list and value[0].__class__ is str and \
+                all(x.__class__ is str for x in value):
+            op.attrs[name] = Attr("STRINGS", list(value))   # (names: what Attr.infer says)
+            continue
         op.attrs[name] = Attr(t, list(value) if isinstance(value, tuple) else value) \
             if t else Attr.infer(value)
     return op
