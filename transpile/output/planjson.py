@@ -144,12 +144,17 @@ class _ParamBlocks(MadeItems):
         return _block_dict(self.blocks[i])
 
     def item_json(self, i: int, encode) -> str:
-        b = self.blocks[i]
+        return self._json(i, self.blocks[i], encode)
+
+    def items_json(self, encode) -> list:
+        return [self._json(i, b, encode) for i, b in enumerate(self.blocks)]
+
+    def _json(self, i: int, b: VarBlock, encode) -> str:
         shape = b.shape
         offset, rows, size = _block_sizes(b)
-        if not (_ints(shape) and _ints((b.index, b.row_offset, size)) and
-                b.name.__class__ is str and b.dtype.__class__ is str and
-                b.endpoint.__class__ is str):
+        if not (_ints(shape) and b.index.__class__ is int and b.row_offset.__class__ is int
+                and size.__class__ is int and b.name.__class__ is str and
+                b.dtype.__class__ is str and b.endpoint.__class__ is str):
             return encode(self.item(i))
         return ('{"bytes": %d, "dtype": %s, "endpoint": %s, "index": %d, "name": %s, '
                 '"offset_elements": %d, "row_offset": %d, "rows": %d, "shape": [%s]}' % (
