@@ -29,7 +29,7 @@ from typing import Optional
 from ..core.gcpause import paused_gc
 from ..ir.program import Block, Program, Var
 from .ops import Side, diff_ops, fmt_value
-from .result import BlockDiff, FileDiff, ProgramDiff, TreeDiff, VarChange
+from .result import BlockDiff, FileDiff, ProgramDiff, TreeDiff, VarChange, VarNames
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,7 +100,9 @@ class _Renamed:
         return ((get(n, n), v) for n, v in self.vars.items())
 
 
-def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True) -> list:
+def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True):
+    """The var changes of a block, in name order: VarChanges, or without `details` a
+    VarNames."""
     va = _Renamed(sa, ba)
     vb = _Renamed(sb, bb)
     strict = sa.strict
@@ -112,19 +114,30 @@ def _diff_vars(sa: Side, sb: Side, ba: Block, bb: Block, details: bool = True) -
     get_b = vb.get
     names = [n for n, x in va.items() if get_b(n) is not x]
     names += [n for n, _ in vb.items() if n not in va]
-    for n in sorted(names):
+    names.sort()
+    # without details, the added and removed vars by name only (VarNames)
+    lean = None if details else VarNames()
+    for n in names:
         x, y = va.get(n), vb.get(n)
-        # (without details: one shared empty tuple, not a list per var)
         if y is None:
-            out.append(VarChange("removed", n, [_fmt_var(x, texts)] if details else ()))
+            if lean is not None:
+                lean.removed.append(n)
+            else:
+                out.append(VarChange("removed", n, [_fmt_var(x, texts)]))
         elif x is None:
-            out.append(VarChange("added", n, [_fmt_var(y, texts)] if details else ()))
+            if lean is not None:
+                lean.added.append(n)
+            else:
+                out.append(VarChange("added", n, [_fmt_var(y, texts)]))
         elif not _same_var(x, y, strict, same_types):
             fa, fb = _var_fields(x, strict), _var_fields(y, strict)
             ch = ["%s: %s -> %s" % (k, fmt_value(fa[k]), fmt_value(fb[k]))
                   for k in fa if fa[k] != fb[k]]
             if ch:
                 out.append(VarChange("changed", n, ch))
+    if lean is not None:
+        lean.changed = out
+        return lean
     return out
 
 
@@ -158,9 +171,9 @@ def diff_programs(a: Program, b: Program, strict: bool = False,
 def diff_programs_and_names(a: Program, b: Program, strict: bool = False, a_name: str = "A",
                    b_name: str = "B", op_defaults=None, details: bool = True) -> tuple:
     """diff_programs, and the control var names of each side: (diff, names in a, names in b).
-    Without `details`, added and removed vars come without their details, ops without their
-    one-line rendering (OpChange.op), and changed ops with at most one of their changes (none
-    for an op replaced by one of its type)."""
+    Without `details`, a block's var changes are a VarNames (added and removed vars by name
+    only), ops come without their one-line rendering (OpChange.op), and changed ops with at
+    most one of their changes (none for an op replaced by one of its type)."""
     keys: dict = {}
     defaults = None if strict else op_defaults
     sa, sb = Side(a, strict, keys, defaults), Side(b, strict, keys, defaults)

@@ -28,6 +28,20 @@ class VarChange:
     details: list = field(default_factory=list)   # () for added / removed without details
 
 
+@dataclass(slots=True)
+class VarNames:
+    """A block's var changes without details (report.md's diff): the names added and removed,
+    each list in name order, and the changed vars as VarChanges; what a VarChange per var
+    would say of the added and removed ones, without an object each (a split's trainer main at
+    5k ops and 64 pservers adds 41k vars: 2.6 MB of VarChanges at the peak of its process)."""
+    added: list = field(default_factory=list)
+    removed: list = field(default_factory=list)
+    changed: list = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
 @dataclass
 class BlockDiff:
     idx: int

@@ -98,16 +98,14 @@ def _trainer_section(name: str, original: Program, prog: Program) -> list[str]:
         out += folded
     if inserted or changed:
         out += _in_place(name, b_ops, inserted, changed)
-    var_changes = b0.vars if b0 else []
+    var_changes = b0.vars if b0 else None      # (a VarNames: the diff without details)
     # the diff names control vars by the op that writes them; show the real names here
     real = {v: k for k, v in control.items()}
-    for v in var_changes:
-        v.name = real.get(v.name, v.name)
     if var_changes:
-        added = [v.name for v in var_changes if v.kind == "added"]
-        removed = [v.name for v in var_changes if v.kind == "removed"]
-        reshaped = ["%s (%s)" % (v.name, "; ".join(v.details)) for v in var_changes
-                    if v.kind == "changed"]
+        added = [real.get(n, n) for n in var_changes.added]
+        removed = [real.get(n, n) for n in var_changes.removed]
+        reshaped = ["%s (%s)" % (real.get(v.name, v.name), "; ".join(v.details))
+                    for v in var_changes.changed]
         out.append("**Vars**")
         out.append("")
         folded = []
