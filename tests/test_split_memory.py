@@ -17,6 +17,7 @@ from cli import main
 from transpile.core import gcpause
 from transpile.core.jsonfmt import MadeItems, column, plain
 from transpile.format import programio, protowrite
+from transpile.ir.program import Attr
 from transpile.output import outdir
 from transpile.plan.slicing import VarBlock, split_var
 from transpile.split import WriteOptions, split, split_to_folder
@@ -114,6 +115,34 @@ def test_a_large_block_is_written_in_pieces(monkeypatch):
     assert b"".join(chunks) == whole
     ops = len(main_prog.global_block.ops)
     assert ops > 3 and max(map(len, chunks)) < len(whole) // 2 and len(chunks) > ops // 3
+
+
+def test_a_large_blocks_new_ops_and_vars_are_made_once_within_a_budget(monkeypatch):
+    """A block written in pieces is sized first: the bytes of its vars and of its new ops
+    (ops made by the split, no input bytes) made for the size are kept for the writing up to
+    _MADE_KEPT bytes, the others made again. The same bytes whatever the budget; with room
+    for all, each new op is made once."""
+    from transpile.ir.program import Op
+    main_prog, _, _ = load_case("fleet", "ctr_sparse_adam_sync")
+    block = main_prog.global_block
+    for i in range(12):             # new ops (no input bytes) among the ops as read
+        block.ops.insert(3 * i, Op("scale", {"X": ["x%d" % i]}, {"Out": ["y%d" % i]},
+                                   {"scale": Attr("FLOAT", 0.5)}))
+    whole = protowrite.encode(main_prog)        # (one piece: fewer ops than _OPS_PER_PIECE)
+    monkeypatch.setattr(protowrite, "_OPS_PER_PIECE", 3)
+    real = protowrite.op_bytes
+    outs, made = [], []
+    for budget in (0, 5000, 1 << 30):
+        monkeypatch.setattr(protowrite, "_MADE_KEPT", budget)
+        seen = []
+        monkeypatch.setattr(protowrite, "op_bytes",
+                            lambda op: seen.append(op.source is None) or real(op))
+        outs.append(b"".join(programio.to_chunks(main_prog)))
+        made.append(sum(seen))
+    monkeypatch.setattr(protowrite, "op_bytes", real)
+    assert outs[0] == outs[1] == outs[2] == whole
+    new = sum(op.source is None for op in block.ops)
+    assert new >= 12 and made[0] == 2 * new and made[2] == new and new <= made[1] <= 2 * new
 
 
 def test_the_writers_patched_attrs_are_bounded(tmp_path, monkeypatch):

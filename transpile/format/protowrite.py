@@ -291,47 +291,73 @@ def _large_block_chunks(b: Block):
     """The BlockDesc field of a block of many ops (a trainer's global block) as _block_bytes
     frames it, in pieces of _OPS_PER_PIECE vars or ops, never joined into one string and never
     all held: the block's size is summed first (an op still as read by its length in the
-    input, without reading it; a changed op or a var by its bytes, made and let go), then
-    each piece is made as it is written (ops still as read read from their input again, in
-    runs where they lie one after the other there: _op_pieces; a changed op made again:
-    holding a trainer's changed ops until they are written cost more memory than making
-    them twice costs time)."""
+    input, without reading it; a changed op or a var by its bytes), then each piece is made as
+    it is written (ops still as read read from their input again, in runs where they lie one
+    after the other there: _op_pieces). The bytes of the vars and of the new ops (no input
+    bytes: a send, a recv, small) made for the size are kept for the writing, up to
+    _MADE_KEPT bytes; the others are made again (a changed copy of an input op holds its call
+    stack: holding a trainer's changed ops until they are written cost more memory than
+    making them twice costs time)."""
     head = _block_head(b.idx, b.parent_idx)
     tail = b"" if b.forward_block_idx is None else BlockDescMsg(
         forward_block_idx=b.forward_block_idx).SerializePartialToString()
-    size = len(head) + len(tail) + sum([_framed(len(var_bytes(v))) for v in b.vars.values()])
+    left = [_MADE_KEPT]         # bytes that may still be kept
+    vars_ = list(b.vars.values())
+    var_made = [_kept(var_bytes(v), left) for v in vars_]
+    size = len(head) + len(tail) + sum([_framed(n if n.__class__ is int else len(n))
+                                        for n in var_made])
     ops = b.ops
-    # where each op still as read is in its file ((file, start, end)), else None
+    # where each op still as read is in its file ((file, start, end)), else None; the bytes
+    # of a new op kept (else None)
     where = [None] * len(ops)
+    made = [None] * len(ops)
     for i, op in enumerate(ops):
         src = op.source
         if src is not None and src.unchanged(op):
             size += _framed(src.size())
             where[i] = src.place()
         else:
-            size += _framed(len(op_bytes(op)))
+            raw = op_bytes(op)
+            size += _framed(len(raw))
+            if src is None and _kept(raw, left) is raw:
+                made[i] = raw
     yield _KEY_BLOCK + varint_bytes(size)
     yield head
     n = _OPS_PER_PIECE
-    vars_ = list(b.vars.values())
     for start in range(0, len(vars_), n):
-        yield FAST.block(b"", list(map(var_bytes, vars_[start:start + n])), [], b"")
-    del vars_
-    yield from _op_pieces(ops, where)
+        yield FAST.block(b"", [raw if raw.__class__ is bytes else var_bytes(v)
+                               for v, raw in zip(vars_[start:start + n],
+                                                 var_made[start:start + n])], [], b"")
+    del vars_, var_made
+    yield from _op_pieces(ops, where, made)
     yield tail
+
+
+# bytes of a large block's vars and new ops kept from its size's summing to its writing
+_MADE_KEPT = 1 << 20
+
+
+def _kept(raw: bytes, left: list):
+    """`raw` when it may be kept (`left[0]`: the bytes that still may be, counted down), else
+    its length."""
+    if left[0] >= len(raw):
+        left[0] -= len(raw)
+        return raw
+    return len(raw)
 
 
 # the most bytes of a run of ops _op_pieces reads from their file at once
 _RUN_BYTES = 1 << 20
 
 
-def _op_pieces(ops: list, where: list):
+def _op_pieces(ops: list, where: list, made: list):
     """The BlockDesc op fields of `ops` as _block_bytes frames them, in pieces: a run of ops
     still as read that lie one after the other in their file (each one's field key and length
     right after the one before: the bytes a block's op fields are) copied as the file's bytes,
     up to _RUN_BYTES in one read, the framing of the run's first op written here (the file's
     may be longer); the ops between made _OPS_PER_PIECE at a time. `where`: per op, (file,
-    start, end) where it is still as read in its file, else None."""
+    start, end) where it is still as read in its file, else None; `made`: per op, its bytes
+    when they were kept, else None."""
     i, count = 0, len(ops)
     while i < count:
         j = i + 1
@@ -347,7 +373,8 @@ def _op_pieces(ops: list, where: list):
         while j < count and j - i < _OPS_PER_PIECE and not (
                 j + 1 < count and _follows(where[j], where[j + 1])):
             j += 1
-        yield FAST.block(b"", [], list(map(op_bytes, ops[i:j])), b"")
+        yield FAST.block(b"", [], [op_bytes(ops[k]) if made[k] is None else made[k]
+                                   for k in range(i, j)], b"")
         i = j
 
 
