@@ -200,6 +200,8 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
 def _some_vars(var_items: list, seen: _Seen, idx: int):
     """The vars of block `idx` from wirescan_c.block()'s var items: a VarTable (a program only
     read, TABLE_MIN vars or more), else {name: Var}."""
+    if not var_items:
+        return {}           # (a pserver's optimize blocks: hundreds per program, no vars)
     types = seen.types
     if seen.share and len(var_items) >= TABLE_MIN:
         return _table_scanned(var_items, types, seen, idx)

@@ -100,6 +100,16 @@ def names_of(vars_):
     return vars_._codes if vars_.__class__ is VarTable else vars_
 
 
+def type_of(vars_, name: str):
+    """The VarType of var `name` of a block's vars (a VarTable's without making its Var), or
+    None."""
+    if vars_.__class__ is VarTable:
+        code = vars_._codes.get(name)
+        return None if code is None else vars_._kinds[code][0]
+    v = vars_.get(name)
+    return None if v is None else v.type
+
+
 def kind_code(kind: tuple, kinds: list, by_key: dict) -> int:
     """The index of `kind` (VarType, the four flags, attrs) in `kinds`, added when new. Equal
     kinds share an index when they are the same VarType object with hashable attrs (a VarType
