@@ -18,7 +18,7 @@ from sys import intern
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..core.heaptrim import give_back
-from ..format.opsource import vartype_key
+from ..format.opsource import forget_parsed, vartype_key
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -114,6 +114,7 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     finally:
         ctx.recorded = saved
     release_pserver(p)
+    forget_parsed()     # (the messages of its ops last parsed: no longer of use)
     give_back()         # (core/heaptrim.py: what reading them made, let go with them)
     r = own.reader
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
