@@ -308,12 +308,12 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, set]:
         for tid in sorted(ctx.split.trainers):
             sends, recvs = _edges(ctx, tid)
             at: dict = {}
-            for i, e in enumerate(sends):
-                if e.endpoint in pservers:
-                    at.setdefault(e.endpoint, array("q")).append(i)
+            for i, (_, ep) in enumerate(sends.names_and_endpoints()):
+                if ep in pservers:
+                    at.setdefault(ep, array("q")).append(i)
             for ep, indexes in at.items():
                 targets.setdefault(ep, []).append((tid, sends, indexes))
-            received.update(e.name for e in recvs)
+            received.update(name for name, _ in recvs.names_and_endpoints())
             _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
     # (a frozenset: half the table the set grew to, held while the pservers are read)
     return targets, frozenset(received)

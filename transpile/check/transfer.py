@@ -29,6 +29,8 @@ def strip_peer(name: str) -> list:
 
 def sent_key(keys: dict, e):
     """The grad_to_block_id key (of `keys`) the var of send edge `e` arrives as, or None."""
+    if e.name in keys:
+        return e.name       # (its own name, strip_peer's first: most sends)
     return next((c for c in strip_peer(e.name) if c in keys), None)
 
 
