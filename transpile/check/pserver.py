@@ -13,6 +13,7 @@ import math
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
+from ..ir.vartable import name_types, type_of
 from ..plan.clip_faults import GLOBAL_NORM_OPS
 from ..plan.faults import (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC_CLIP_ON_PSERVER,
                            FLEET_ASSIGN_INIT_WHOLE_PARAM, KIND)
@@ -21,8 +22,8 @@ from ..output.result import endpoint_dir
 from .context import CheckContext
 from .index import ParamBlock
 from .loading import Part
-from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_static,
-                  is_update_op, output_names, shared_attr, var_in)
+from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_dense_type,
+                  is_static, is_update_op, output_names, shared_attr, var_in)
 
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
@@ -202,19 +203,20 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                             % (op.type, out, fmt_shape(op.attr("shape")), want_acc[out][2]),
                             "%s, the shape of %s" % (fmt_shape(shape), want_acc[out][1].param))
     # every persistable var both programs declare: the same shape
+    # (their VarTypes read, no Var made: thousands of vars per pserver)
     main_vars = main.global_block.vars
-    for name, v in sb.vars.items():
-        mv = main_vars.get(name)
+    for name, t in name_types(sb.vars):
+        mt = type_of(main_vars, name)
         # (a var of one shape in both, most of them, is let go first: the shapes are compared
         # before is_dense is asked)
-        if mv is None or v.shape == mv.shape or not (is_dense(v) and is_dense(mv)) or \
-                name in want_acc:
+        if mt is None or t.shape == mt.shape or not (is_dense_type(t) and is_dense_type(mt)) \
+                or name in want_acc:
             continue
-        if tuple(v.shape) != tuple(mv.shape):
-            fault = _whole_assign_fault(ctx, sb, name, v.shape)
+        if tuple(t.shape) != tuple(mt.shape):
+            fault = _whole_assign_fault(ctx, sb, name, t.shape)
             ctx.add("optimize", startup, 0, None,
                     "%s is declared %s here but %s in the main program%s"
-                    % (name, fmt_shape(v.shape), fmt_shape(mv.shape),
+                    % (name, fmt_shape(t.shape), fmt_shape(mt.shape),
                        " (Paddle fault %s: its assign_value assigns the whole parameter's "
                        "values to the block)" % fault if fault else ""),
                     "the same shape in main and startup", fault)

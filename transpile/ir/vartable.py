@@ -110,6 +110,15 @@ def type_of(vars_, name: str):
     return None if v is None else v.type
 
 
+def name_types(vars_):
+    """(name, VarType) of each of a block's vars, in order (a VarTable's without making its
+    Vars)."""
+    if vars_.__class__ is VarTable:
+        kinds = vars_._kinds
+        return ((name, kinds[code][0]) for name, code in vars_._codes.items())
+    return ((name, v.type) for name, v in vars_.items())
+
+
 def kind_code(kind: tuple, kinds: list, by_key: dict) -> int:
     """The index of `kind` (VarType, the four flags, attrs) in `kinds`, added when new. Equal
     kinds share an index when they are the same VarType object with hashable attrs (a VarType
