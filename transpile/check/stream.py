@@ -122,8 +122,9 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     # holds its bytes, goes, and the var is one shared by the blocks whose vars differ only
     # in name (_kept_var)
     kept = ctx.memo("kept_vars", dict)
+    type_keys: dict = {}
     blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, pb.grad, pb.param,
-                         _kept_var(pb.var, kept), pb.op_idx, None, pb.sparse)
+                         _kept_var(pb.var, kept, type_keys), pb.op_idx, None, pb.sparse)
               for pb in r.param_blocks[ep]]
     # nor is its listen_and_serv read again (check_listen replays what listen_of found): its
     # index only, which says that the pserver has one
@@ -134,15 +135,19 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
                        recorded, summary)
 
 
-def _kept_var(var, kept: dict):
+def _kept_var(var, kept: dict, type_keys: dict):
     """`var` as a parameter block keeps it once its pserver is let go: the first var read with
     the same type and flags (the later checks read those of a block's var, never its name;
     the name of a block is its `param`): tens of thousands of blocks at 64 pservers, a few
-    kinds of var among them."""
+    kinds of var among them. `type_keys`: id(VarType) -> its vartype_key, for the vars of
+    one program (which share a few VarTypes, each held by the program meanwhile)."""
     if var is None or var.attrs:
         return var
-    key = (vartype_key(var.type), var.persistable, var.need_check_feed, var.is_parameter,
-           var.stop_gradient)
+    vt = var.type
+    tk = type_keys.get(id(vt))
+    if tk is None:
+        tk = type_keys[id(vt)] = vartype_key(vt)
+    key = (tk, var.persistable, var.need_check_feed, var.is_parameter, var.stop_gradient)
     try:
         found = kept.get(key)
     except TypeError:           # (a type of a kind no parameter has: kept as it is)

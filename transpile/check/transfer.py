@@ -103,8 +103,12 @@ def _overwriter(ops, key: str, name: str) -> int:
     geo's sum(param, delta)) when no such writer reads `name` as its X, else -1."""
     first = -1
     for j, op in enumerate(ops):
-        if not any(key in args for args in op.outputs.values()) or is_update_op(op) or \
-                is_geo_update(op):
+        for args in op.outputs.values():
+            if key in args:
+                break
+        else:
+            continue            # (writes no `key`)
+        if is_update_op(op) or is_geo_update(op):
             continue
         if name in op.inputs.get("X", ()):
             return -1
