@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ..ir.program import Program
+from ..ir.vartable import persistable_names
 from .ops import all_names
 
 
@@ -32,8 +33,7 @@ def summarize(prog: Program, block_ids) -> PserverSummary:
     n = len(prog.blocks)
     later = frozenset(all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs"))
     blocks = {bi: prog.blocks[bi].ops for bi in set(block_ids) if 0 < bi < n}
-    persistable = frozenset(name for name, v in prog.global_block.vars.items()
-                            if v.persistable)
+    persistable = frozenset(persistable_names(prog.global_block.vars))
     return PserverSummary(n, later, MappingProxyType(blocks), persistable)
 
 

@@ -200,11 +200,11 @@ def _decode_scanned(rest: bytes, var_items: list, op_items: list, seen: _Seen) -
 def _some_vars(var_items: list, seen: _Seen, idx: int):
     """The vars of block `idx` from wirescan_c.block()'s var items: a VarTable (a program only
     read, TABLE_MIN vars or more), else {name: Var}."""
-    if not var_items:
-        return {}           # (a pserver's optimize blocks: hundreds per program, no vars)
     types = seen.types
     if seen.share and len(var_items) >= TABLE_MIN:
         return _table_scanned(var_items, types, seen, idx)
+    if not var_items:
+        return {}           # (a pserver's optimize blocks: hundreds per program, no vars)
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
     # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)
