@@ -203,14 +203,20 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                             % (op.type, out, fmt_shape(op.attr("shape")), want_acc[out][2]),
                             "%s, the shape of %s" % (fmt_shape(shape), want_acc[out][1].param))
     # every persistable var both programs declare: the same shape
-    # (their VarTypes read, no Var made: thousands of vars per pserver)
+    # (their VarTypes read, no Var made: thousands of vars per pserver, whose VarTypes are a
+    # few per program, each pair of them compared once)
     main_vars = main.global_block.vars
+    alike: dict = {}        # (id(startup VarType), id(main VarType)) -> nothing to say
     for name, t in name_types(sb.vars):
         mt = type_of(main_vars, name)
-        # (a var of one shape in both, most of them, is let go first: the shapes are compared
-        # before is_dense is asked)
-        if mt is None or t.shape == mt.shape or not (is_dense_type(t) and is_dense_type(mt)) \
-                or name in want_acc:
+        if mt is None:
+            continue
+        pair = (id(t), id(mt))
+        same = alike.get(pair)
+        if same is None:
+            same = alike[pair] = t.shape == mt.shape or \
+                not (is_dense_type(t) and is_dense_type(mt))
+        if same or name in want_acc:
             continue
         if tuple(t.shape) != tuple(mt.shape):
             fault = _whole_assign_fault(ctx, sb, name, t.shape)
