@@ -103,14 +103,16 @@ class EdgeRuns:
             for n, ep in zip(names, eps):
                 yield Edge(n, ep, part, block, op, via=via, counter=counter)
 
-    def names_and_endpoints(self):
-        """(name, endpoint) of each edge, in order, no Edge made (what streamed_edges reads of
-        tens of thousands)."""
+    def heads(self):
+        """(name, endpoint, part) of each edge, in order, no Edge made (what streamed_edges and
+        the recv checks read of all of tens of thousands)."""
         for item in self.items:
             if item.__class__ is Edge:
-                yield item.name, item.endpoint
+                yield item.name, item.endpoint, item.part
             else:
-                yield from zip(item[0], item[1])
+                part = item[2]
+                for n, ep in zip(item[0], item[1]):
+                    yield n, ep, part
 
     def edge(self, i: int) -> Edge:
         """The i-th edge (as iterating them gives it)."""
