@@ -29,12 +29,18 @@ def _ref_names_of(names: tuple) -> tuple:
     return found
 
 
+def refs_no_block(op: Op) -> bool:
+    """Whether `op` is as read and none of its attrs can name a block (most ops): told by its
+    attr names alone (block_refs is then [])."""
+    src = op.source
+    return src is not None and not src.block_attrs and not op.attrs_decoded and \
+        not op.attr_patch and not _ref_names_of(src.names)
+
+
 def block_refs(op: Op) -> list:
     """Blocks an op makes run: BLOCK(S) attrs, *block_id ints, name:block string maps."""
-    src = op.source
-    if src is not None and not op.attrs_decoded and not op.attr_patch and \
-            not src.block_attrs and not _ref_names_of(src.names):
-        return []           # an op as read, none of whose attrs can name a block (most)
+    if refs_no_block(op):
+        return []
     refs = list(op.block_refs())
     for k in _ref_names(op):
         a = op.find_attr(k)     # only the attrs that can name a block are decoded
@@ -57,6 +63,8 @@ def reachable_blocks(prog: Program) -> set:
         if not 0 <= b < len(prog.blocks):
             continue
         for op in prog.blocks[b].ops:
+            if refs_no_block(op):
+                continue
             for r in block_refs(op):
                 if isinstance(r, int) and 0 <= r < len(prog.blocks) and r not in seen:
                     seen.add(r)

@@ -102,14 +102,14 @@ def _rows_add_up(ctx, name, pv: Var, parts: list, shards: bool = False) -> None:
     rows = 0
     rest = tuple(pv.shape[1:])
     for label, pb in parts:
-        v = pb.var
-        if tuple(v.shape[1:]) != rest or len(v.shape) != len(pv.shape):
+        shape = pb.var.shape        # (asked once: tens of thousands of slices)
+        if tuple(shape[1:]) != rest or len(shape) != len(pv.shape):
             ctx.add("coverage", pb.prog, 0, None,
-                    "slice %s is %s" % (label, fmt_shape(v.shape)),
+                    "slice %s is %s" % (label, fmt_shape(shape)),
                     "[rows, %s] like %s %s" % (", ".join(str(d) for d in pv.shape[1:]), name,
                                                fmt_shape(pv.shape)))
             return
-        rows += v.shape[0]
+        rows += shape[0]
     per_shard = -(-pv.shape[0] // len(parts))
     if shards and all(pb.var.shape[0] == per_shard for _, pb in parts):
         return

@@ -104,6 +104,12 @@ def _averaged(ops, grad: list) -> bool:
     return False
 
 
+def _in_namescope(op, scope: str) -> bool:
+    """Whether `scope` is in the op's op_namescope (an op whose bytes lack it told without
+    decoding the attr: a trainer's thousands of ops)."""
+    return not op.lacks_text(scope.encode()) and scope in str(op.attr("op_namescope") or "")
+
+
 def _classic_clip_residual(ctx) -> None:
     """classic-clip-on-pserver fixed on the trainers (a clip no pserver can run): in sync mode
     each trainer clips its own gradient before the pservers average them."""
@@ -112,7 +118,7 @@ def _classic_clip_residual(ctx) -> None:
     for tid in sorted(ctx.split.trainers):
         main = ctx.split.trainers[tid]["main"]
         at = next((j for j, op in enumerate(main.prog.global_block.ops)
-                   if FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or "")), None)
+                   if _in_namescope(op, FLEET_CLIP_SCOPE)), None)
         if at is not None:
             _warn_residual(ctx, CLASSIC_CLIP_ON_PSERVER, main, at,
                            "trainer %d clips its own gradient before the pservers average "
@@ -125,7 +131,7 @@ def _clip_before_merge(ctx) -> None:
     for tid in sorted(ctx.split.trainers):
         main = ctx.split.trainers[tid]["main"]
         for j, op in enumerate(main.prog.global_block.ops):
-            if op.type != "assign" and FLEET_CLIP_SCOPE in str(op.attr("op_namescope") or ""):
+            if op.type != "assign" and _in_namescope(op, FLEET_CLIP_SCOPE):
                 _warn(ctx, FLEET_CLIP_BEFORE_MERGE, main, 0, j,
                       "trainer %d clips its own gradient (%s of %s) before the pservers "
                       "average the trainers' gradients" % (tid, op.type,

@@ -20,10 +20,12 @@ from .loading import Part, Split
 from .ops import colon_pairs, is_geo_update, is_update_op, var_in
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ParamBlock:
     """A pserver optimize block that updates one parameter (or one slice of it). (Slots: a
-    large split has one per parameter slice, tens of thousands, kept to the end.)"""
+    large split has one per parameter slice, tens of thousands, kept to the end; not frozen,
+    though never changed: a frozen one is three times as long to make, and each is made two
+    or three times.)"""
     endpoint: str
     prog: str
     block: int

@@ -81,6 +81,16 @@ def is_dense(v: Optional[Var]) -> bool:
     return bool(d) and d[0].dims is not None
 
 
+def is_dense_type(t) -> bool:
+    """is_dense of a var of VarType `t` (None: no var)."""
+    if t is None or t.type != "LOD_TENSOR":
+        return False
+    d = t.main_desc
+    if d is False:
+        d = t._main()
+    return bool(d) and d[0].dims is not None
+
+
 def is_static(shape) -> bool:
     return shape is not None and all(d >= 0 for d in shape)
 
@@ -99,3 +109,28 @@ def is_geo_update(op: Op) -> bool:
     xs = op.input("X")
     out = op.output("Out")
     return len(out) == 1 and out[0] in xs and any(x.endswith(".delta") for x in xs)
+
+
+# an attr's OpDesc.attrs entry (its bytes) -> its Attr, for shared_attr (emptied when full)
+_SHARED_ATTRS: dict = {}
+_SHARED_ATTRS_KEPT = 1024
+
+
+def shared_attr(op: Op, name: str):
+    """op.attr(name), for an attr that the ops of tens of thousands of blocks hold with the
+    same bytes (a pserver's scale ops' `scale`): decoded once per distinct bytes of its
+    OpDesc.attrs entry, nothing kept on the op."""
+    src = op.source
+    if src is None or op.attrs_decoded or op.attr_patch or op.dup_attrs or not src.has(name):
+        return op.attr(name)
+    spans = src.attr_spans()            # (each attr's entry, in the order of its names)
+    if len(spans) != len(src.names):
+        return op.attr(name)
+    a, b = spans[src.names.index(name)]
+    entry = src.raw()[a:b]
+    a = _SHARED_ATTRS.get(entry)
+    if a is None:
+        if len(_SHARED_ATTRS) >= _SHARED_ATTRS_KEPT:
+            _SHARED_ATTRS.clear()
+        a = _SHARED_ATTRS[entry] = src.peek(name)
+    return a.value

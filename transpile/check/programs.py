@@ -81,7 +81,18 @@ def _declared_vars(ctx: CheckContext, part, reach, clip_grads: set) -> None:
     # the blocks whose only ancestor is block 0 (a pserver's optimize blocks, hundreds of
     # them) take what they do not declare from block 0's vars
     top_is_root = bool(blocks) and not 0 <= blocks[0].parent_idx < len(blocks)
+    # those of them that declare no var of their own, looked at together first: when block 0
+    # declares every name their ops use (as a rule), none of them lacks a var
+    fine: set = set()
+    if top_is_root:
+        plain = [bi for bi in reach if bi != 0 and blocks[bi].parent_idx == 0 and
+                 not blocks[bi].vars]
+        if plain and not _undeclared([op for bi in plain for op in blocks[bi].ops],
+                                     {}).difference(names_of(blocks[0].vars)):
+            fine = set(plain)
     for bi in sorted(reach):
+        if bi in fine:
+            continue
         # the block's names not its own: the ops are gone through one by one only where one
         # of them is declared nowhere, to say where
         b = blocks[bi]

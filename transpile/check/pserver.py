@@ -13,6 +13,7 @@ import math
 
 from ..core.config import ClusterConfig
 from ..ir.program import Program
+from ..ir.vartable import name_types, type_of
 from ..plan.clip_faults import GLOBAL_NORM_OPS
 from ..plan.faults import (CLASSIC_ASSIGN_INIT_WHOLE_PARAM, CLASSIC_CLIP_ON_PSERVER,
                            FLEET_ASSIGN_INIT_WHOLE_PARAM, KIND)
@@ -21,8 +22,8 @@ from ..output.result import endpoint_dir
 from .context import CheckContext
 from .index import ParamBlock
 from .loading import Part
-from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_static,
-                  is_update_op, output_names, var_in)
+from .ops import (TABLE_OPTIMIZERS_PREFIX, all_names, fmt_shape, is_dense, is_dense_type,
+                  is_static, is_update_op, output_names, shared_attr, var_in)
 
 # Startup ops whose "shape" attr must be the shape of the var they initialise.
 _INIT_OPS = ("fill_constant", "uniform_random", "gaussian_random", "truncated_gaussian_random")
@@ -202,19 +203,26 @@ def _check_startup_shapes(ctx, startup: Part, main: Program, want_acc: dict) -> 
                             % (op.type, out, fmt_shape(op.attr("shape")), want_acc[out][2]),
                             "%s, the shape of %s" % (fmt_shape(shape), want_acc[out][1].param))
     # every persistable var both programs declare: the same shape
+    # (their VarTypes read, no Var made: thousands of vars per pserver, whose VarTypes are a
+    # few per program, each pair of them compared once)
     main_vars = main.global_block.vars
-    for name, v in sb.vars.items():
-        mv = main_vars.get(name)
-        # (a var of one shape in both, most of them, is let go first: the shapes are compared
-        # before is_dense is asked)
-        if mv is None or v.shape == mv.shape or not (is_dense(v) and is_dense(mv)) or \
-                name in want_acc:
+    alike: dict = {}        # (id(startup VarType), id(main VarType)) -> nothing to say
+    for name, t in name_types(sb.vars):
+        mt = type_of(main_vars, name)
+        if mt is None:
             continue
-        if tuple(v.shape) != tuple(mv.shape):
-            fault = _whole_assign_fault(ctx, sb, name, v.shape)
+        pair = (id(t), id(mt))
+        same = alike.get(pair)
+        if same is None:
+            same = alike[pair] = t.shape == mt.shape or \
+                not (is_dense_type(t) and is_dense_type(mt))
+        if same or name in want_acc:
+            continue
+        if tuple(t.shape) != tuple(mt.shape):
+            fault = _whole_assign_fault(ctx, sb, name, t.shape)
             ctx.add("optimize", startup, 0, None,
                     "%s is declared %s here but %s in the main program%s"
-                    % (name, fmt_shape(v.shape), fmt_shape(mv.shape),
+                    % (name, fmt_shape(t.shape), fmt_shape(mt.shape),
                        " (Paddle fault %s: its assign_value assigns the whole parameter's "
                        "values to the block)" % fault if fault else ""),
                     "the same shape in main and startup", fault)
@@ -246,32 +254,40 @@ def _check_initialised(ctx, startup: Part, pbs: list) -> None:
 
 def _check_average(ctx, part, pb: ParamBlock) -> None:
     """Sync mode: the trainers' grads are summed, then scaled by 1/trainers, then applied."""
-    block = part.prog.blocks[pb.block]
+    ops = part.prog.blocks[pb.block].ops
     n = ctx.config.trainers
-    # the merging sum reads the per-trainer copies, not its own output (an L2Decay sum does)
-    sums = [(j, op) for j, op in enumerate(block.ops[:pb.op_idx])
-            if op.type == "sum" and op.output("Out") == [pb.grad]
-            and pb.grad not in op.input("X")]
-    if not sums:
+    grad, want = pb.grad, [pb.grad]
+    # the merging sum reads the per-trainer copies, not its own output (an L2Decay sum does):
+    # the first before the optimizer op (ops looked at one by one: one block of the tens of
+    # thousands of a large split, whose sum is its first op)
+    end = min(pb.op_idx, len(ops))
+    sj = -1
+    for j in range(end):
+        op = ops[j]
+        if op.type == "sum" and op.output("Out") == want and grad not in op.input("X"):
+            sj, sop = j, op
+            break
+    if sj < 0:
         ctx.add("optimize", part, pb.block, pb.op_idx,
                 "the grads of %s from the %d trainers are never summed" % (pb.param, n),
                 "sum(X=[%s.trainer_0, ...]) -> %s" % (pb.grad, pb.grad))
         return
-    sj, sop = sums[0]
     if len(sop.input("X")) != n:
         ctx.add("optimize", part, pb.block, sj,
                 "sum merges %d grads into %s" % (len(sop.input("X")), pb.grad),
                 "one per trainer: %d" % n)
-    scales = [(j, op) for j, op in enumerate(block.ops[sj + 1:pb.op_idx], sj + 1)
-              if op.type == "scale" and op.input("X") == [pb.grad]]
-    if not scales:
+    for j in range(sj + 1, end):
+        sc = ops[j]
+        if sc.type == "scale" and sc.input("X") == want:
+            break
+    else:
         ctx.add("optimize", part, pb.block, pb.op_idx,
                 "the merged grad %s is not averaged: no scale between sum and %s"
                 % (pb.grad, pb.op.type),
                 "scale(X=%s, scale=%g) before %s" % (pb.grad, 1.0 / n, pb.op.type))
         return
-    j, sc = scales[0]
-    s = sc.attr("scale")
+    # (the scale ops of a pserver's blocks mostly hold the same attr: decoded once)
+    s = shared_attr(sc, "scale")
     if s is None or not math.isclose(float(s), 1.0 / n, rel_tol=1e-5):
         ctx.add("optimize", part, pb.block, j, "scale %s averages %s" % (s, pb.grad),
                 "scale = 1/trainers = %g" % (1.0 / n))
@@ -305,12 +321,20 @@ def _readers(ctx, part) -> dict:
 def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
     """An op in an optimize block whose result no other op reads does nothing (Paddle's L2Decay
     + clip chain wired past the optimizer, say). `readers`: _readers of the program."""
+    get = readers.get
     for j, op in enumerate(block.ops):
-        if j == pb.op_idx or is_update_op(op) or not op.outputs:
+        if j == pb.op_idx or not op.outputs or is_update_op(op):
             continue
         outs = output_names(op)
+        if not outs:
+            continue
         here = (pb.block, j)
-        if outs and all(not _read_by_others(readers.get(o), here) for o in outs):
+        # (_read_by_others inlined: every op of tens of thousands of blocks)
+        for o in outs:
+            r = get(o)
+            if r is not None and (r is _MANY or r != here):
+                break
+        else:
             reads = pb.op.input("Grad") or [pb.grad]
             if op.type in GLOBAL_NORM_OPS and ctx.config.traits.sliced_by_config:
                 # a global-norm clip's piece: the norm it feeds is summed on another pserver
@@ -327,8 +351,3 @@ def _check_dead_ops(ctx, part, pb: ParamBlock, block, readers: dict) -> None:
                        if ctx.config.traits.sliced_by_config else ""),
                     "%s reads the result (%s)" % (pb.op.type, outs[0]))
 
-
-def _read_by_others(reader, here) -> bool:
-    """Whether an op other than `here` (block, op index) reads a var whose _readers entry is
-    `reader`."""
-    return reader is not None and (reader is _MANY or reader != here)

@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import Mapping
 
 from ..ir.program import Program
-from .ops import all_names, is_geo_update, is_update_op
-
-
-class LiteOp(NamedTuple):
-    """An op of an optimize block, as the send checks read it (a named tuple: tens of
-    thousands are made, and sent back by a forked check's child, on a large cluster)."""
-    type: str
-    inputs: tuple            # input_names(op)
-    outputs: tuple           # output_names(op)
-    x: tuple                 # op.input("X")
-    plain_writer: bool       # neither an optimizer update nor geo's sum(param, delta)
+from ..ir.vartable import persistable_names
+from .ops import all_names
 
 
 @dataclass(frozen=True)
 class PserverSummary:
     n_blocks: int
     later_inputs: frozenset  # what the ops of blocks 1.. read
-    blocks: Mapping          # block idx -> (LiteOp, ...): the blocks grad_to_block_id names
+    blocks: Mapping          # block idx -> its ops: the blocks grad_to_block_id names (read
+    #                          while the program is held: a streamed check's for_recvs drops them)
     persistable: frozenset   # the persistable vars of block 0
 
     def __reduce__(self):        # a forked check's child sends summaries back (stream.py)
@@ -41,18 +32,8 @@ def summarize(prog: Program, block_ids) -> PserverSummary:
     """The summary of a pserver main program; `block_ids`: its grad_to_block_id's blocks."""
     n = len(prog.blocks)
     later = frozenset(all_names([op for b in prog.blocks[1:] for op in b.ops], "inputs"))
-    blocks = {}
-    for bi in set(block_ids):
-        if 0 < bi < n:
-            # (input_names / output_names made tuples at once: ~60k ops at 64 pservers)
-            blocks[bi] = tuple(
-                LiteOp(op.type, tuple(filter(None, chain.from_iterable(op.inputs.values()))),
-                       tuple(filter(None, chain.from_iterable(op.outputs.values()))),
-                       tuple(op.inputs.get("X", ())),
-                       not is_update_op(op) and not is_geo_update(op))
-                for op in prog.blocks[bi].ops)
-    persistable = frozenset(name for name, v in prog.global_block.vars.items()
-                            if v.persistable)
+    blocks = {bi: prog.blocks[bi].ops for bi in set(block_ids) if 0 < bi < n}
+    persistable = frozenset(persistable_names(prog.global_block.vars))
     return PserverSummary(n, later, MappingProxyType(blocks), persistable)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..ir import roles
 from ..ir.dataflow import data_names, dense_at, unvalued_reads
+from ..ir.vartable import persistable_names
 from ..plan.faults import (CLASSIC_CLIP_ON_PSERVER, FLEET_GEO_DENSE_TABLE_GRAD,
                            FLEET_SPARSE_CLIP_DROPPED, KIND, PS_GEO_DENSE_TABLE_GRAD,
                            PS_SPARSE_CLIP_DROPPED)
@@ -75,7 +76,7 @@ def trainer_misses(prog, feeds) -> list:
     persistable vars given."""
     given = set(feeds)
     for block in prog.blocks:
-        given.update(n for n, v in block.vars.items() if v.is_persistable)
+        given.update(persistable_names(block.vars))
     return unvalued_reads(prog, given)
 
 

@@ -18,7 +18,7 @@ from sys import intern
 
 from ..core.forked import share_pieces, take_pieces, worth_forking
 from ..core.heaptrim import give_back
-from ..format.opsource import vartype_key
+from ..format.opsource import forget_parsed, vartype_key
 from ..plan.faults import FLEET_LARGE_SCALE_ADAM, FLEET_SYNC_STEP_COUNTER, KIND
 from ..plan.faults import CLASSIC_DIST_TABLE_OPTIMIZER
 from .context import CheckContext
@@ -114,6 +114,7 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     finally:
         ctx.recorded = saved
     release_pserver(p)
+    forget_parsed()     # (the messages of its ops last parsed: no longer of use)
     give_back()         # (core/heaptrim.py: what reading them made, let go with them)
     r = own.reader
     # the checks that read a parameter block's optimizer op (optimize_of's) ran above; what the
@@ -121,8 +122,9 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
     # holds its bytes, goes, and the var is one shared by the blocks whose vars differ only
     # in name (_kept_var)
     kept = ctx.memo("kept_vars", dict)
+    type_keys: dict = {}
     blocks = [ParamBlock(pb.endpoint, pb.prog, pb.block, pb.grad, pb.param,
-                         _kept_var(pb.var, kept), pb.op_idx, None, pb.sparse)
+                         _kept_var(pb.var, kept, type_keys), pb.op_idx, None, pb.sparse)
               for pb in r.param_blocks[ep]]
     # nor is its listen_and_serv read again (check_listen replays what listen_of found): its
     # index only, which says that the pserver has one
@@ -133,15 +135,19 @@ def _read_pserver(ctx: CheckContext, trainers: tuple, ep: str, sends, asked) -> 
                        recorded, summary)
 
 
-def _kept_var(var, kept: dict):
+def _kept_var(var, kept: dict, type_keys: dict):
     """`var` as a parameter block keeps it once its pserver is let go: the first var read with
     the same type and flags (the later checks read those of a block's var, never its name;
     the name of a block is its `param`): tens of thousands of blocks at 64 pservers, a few
-    kinds of var among them."""
+    kinds of var among them. `type_keys`: id(VarType) -> its vartype_key, for the vars of
+    one program (which share a few VarTypes, each held by the program meanwhile)."""
     if var is None or var.attrs:
         return var
-    key = (vartype_key(var.type), var.persistable, var.need_check_feed, var.is_parameter,
-           var.stop_gradient)
+    vt = var.type
+    tk = type_keys.get(id(vt))
+    if tk is None:
+        tk = type_keys[id(vt)] = vartype_key(vt)
+    key = (tk, var.persistable, var.need_check_feed, var.is_parameter, var.stop_gradient)
     try:
         found = kept.get(key)
     except TypeError:           # (a type of a kind no parameter has: kept as it is)
@@ -219,9 +225,12 @@ def _record(ctx: CheckContext, ep: str, p: dict, parts: list, sends):
     if KIND[FLEET_LARGE_SCALE_ADAM].style == style:
         with ctx.recording("large_scale_adam", ep):
             large_scale_adam_of(ctx, p)
-    for tid, i, e in sends_to(sends):
-        with ctx.collecting() as got:
+    # (one collecting() for them all, each send's share of it cut out: tens of thousands)
+    with ctx.collecting() as got:
+        found, warned = got
+        for tid, i, e in sends_to(sends):
+            nf, nw = len(found), len(warned)
             target_of(ctx, e)
-        if got[0] or got[1]:
-            ctx.recorded[("send_target", (tid, i))] = got
+            if len(found) > nf or len(warned) > nw:
+                ctx.recorded[("send_target", (tid, i))] = (found[nf:], warned[nw:])
     return ctx.pserver_summary(ep)

@@ -308,12 +308,12 @@ def streamed_edges(ctx: CheckContext) -> tuple[dict, set]:
         for tid in sorted(ctx.split.trainers):
             sends, recvs = _edges(ctx, tid)
             at: dict = {}
-            for i, e in enumerate(sends):
-                if e.endpoint in pservers:
-                    at.setdefault(e.endpoint, array("q")).append(i)
+            for i, (_, ep, _) in enumerate(sends.heads()):
+                if ep in pservers:
+                    at.setdefault(ep, array("q")).append(i)
             for ep, indexes in at.items():
                 targets.setdefault(ep, []).append((tid, sends, indexes))
-            received.update(e.name for e in recvs)
+            received.update(name for name, _, _ in recvs.heads())
             _let_edges_go(ctx, tid, ("recv_edges",))    # (the sends are held in `targets`)
     # (a frozenset: half the table the set grew to, held while the pservers are read)
     return targets, frozenset(received)
@@ -378,16 +378,16 @@ def _received(main: Part, recvs: EdgeRuns, by_ctx: bool) -> dict:
     `main`, all of them `by_ctx`), or the set of them where there are more: one dict, not a
     set of names per endpoint (tens of thousands of slices at 64 pservers)."""
     got: dict = {}
-    for e in recvs:
-        if e.part == main.name or by_ctx:
-            eps = got.get(e.name)
+    for name, ep, part in recvs.heads():
+        if part == main.name or by_ctx:
+            eps = got.get(name)
             if eps is None:
-                got[e.name] = e.endpoint
+                got[name] = ep
             elif eps.__class__ is str:
-                if eps != e.endpoint:
-                    got[e.name] = {eps, e.endpoint}
+                if eps != ep:
+                    got[name] = {eps, ep}
             else:
-                eps.add(e.endpoint)
+                eps.add(ep)
     return got
 
 

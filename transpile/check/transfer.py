@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-from .ops import fmt_shape, is_dense, is_static
+from ..ir.vartable import type_of
+from .ops import (fmt_shape, input_names, is_dense, is_dense_type, is_geo_update, is_static,
+                  is_update_op)
 
 # the per-peer copies Paddle makes of a sent grad: fc_w@GRAD.trainer_0
 _PEER_SUFFIX = re.compile(r"\.(trainer|pserver)_\d+$")
@@ -27,6 +29,8 @@ def strip_peer(name: str) -> list:
 
 def sent_key(keys: dict, e):
     """The grad_to_block_id key (of `keys`) the var of send edge `e` arrives as, or None."""
+    if e.name in keys:
+        return e.name       # (its own name, strip_peer's first: most sends)
     return next((c for c in strip_peer(e.name) if c in keys), None)
 
 
@@ -62,24 +66,55 @@ def check_send_target(ctx, e, key: str) -> None:
     if not 0 < bi < summary.n_blocks:
         return
     ops = summary.blocks[bi]
-    readers = [j for j, op in enumerate(ops) if e.name in op.inputs]
-    writers = [j for j, op in enumerate(ops) if key in op.outputs and op.plain_writer]
-    if e.name != key and not readers:
-        ctx.add("send", e.part, e.block, e.op,
-                "sends %s, which %s block %d never reads" % (e.name, e.endpoint, bi),
-                "a name block %d merges (%s)" % (bi, ", ".join(
-                    n for op in ops if op.type == "sum" for n in op.x) or key))
-    elif e.name == key and writers and readers[:1] != [0] and not \
-            any(e.name in ops[j].x for j in writers):
-        ctx.add("send", e.part, e.block, e.op,
-                "sends %s, which %s block %d overwrites with op %d (%s) before using it"
-                % (e.name, e.endpoint, bi, writers[0], ops[writers[0]].type),
-                "one of the names op %d reads: %s" % (writers[0], ", ".join(
-                    ops[writers[0]].inputs)))
+    first = _first_reader(ops, e.name)
+    if e.name != key:
+        if first < 0:
+            ctx.add("send", e.part, e.block, e.op,
+                    "sends %s, which %s block %d never reads" % (e.name, e.endpoint, bi),
+                    "a name block %d merges (%s)" % (bi, ", ".join(
+                        n for op in ops if op.type == "sum" for n in op.inputs.get("X", ()))
+                        or key))
+    elif first != 0:
+        w = _overwriter(ops, key, e.name)
+        if w >= 0:
+            ctx.add("send", e.part, e.block, e.op,
+                    "sends %s, which %s block %d overwrites with op %d (%s) before using it"
+                    % (e.name, e.endpoint, bi, w, ops[w].type),
+                    "one of the names op %d reads: %s" % (w, ", ".join(input_names(ops[w]))))
     pb = ctx.param_block(e.endpoint, key)
     if pb is None or not is_dense(pb.var) or pb.sparse:
         return
     check_transfer_shape(ctx, "send", e, pb)
+
+
+def _first_reader(ops, name: str) -> int:
+    """The index of the first of `ops` that reads `name`, or -1 (ops looked at one by one:
+    a send to each of tens of thousands of blocks)."""
+    if name:
+        for j, op in enumerate(ops):
+            for args in op.inputs.values():
+                if name in args:
+                    return j
+    return -1
+
+
+def _overwriter(ops, key: str, name: str) -> int:
+    """The index of the first of `ops` that writes `key` (neither an optimizer update nor
+    geo's sum(param, delta)) when no such writer reads `name` as its X, else -1."""
+    first = -1
+    for j, op in enumerate(ops):
+        for args in op.outputs.values():
+            if key in args:
+                break
+        else:
+            continue            # (writes no `key`)
+        if is_update_op(op) or is_geo_update(op):
+            continue
+        if name in op.inputs.get("X", ()):
+            return -1
+        if first < 0:
+            first = j
+    return first
 
 
 # how a shape mismatch reads: (runtime.json sections, a program's var)
@@ -99,25 +134,27 @@ def check_transfer_shape(ctx, kind: str, e, pb) -> None:
             ctx.add(kind, e.part, None, None, rows_msg % (e.section, e.name, e.endpoint),
                     "%d rows, the first dim of %s there" % (shape[0], pb.param))
         return
-    tv = _trainer_var(ctx, e)
-    if tv is None:
+    tt = _trainer_type(ctx, e)
+    if tt is None:
         return
-    tshape = tv.shape
-    if tshape != shape and is_dense(tv) and is_static(tshape) and \
+    tshape = tt.shape
+    if tshape != shape and is_dense_type(tt) and is_static(tshape) and \
             tuple(tshape) != tuple(shape):
         ctx.add(kind, e.part, e.block, e.op, var_msg % (e.name, fmt_shape(tshape), e.endpoint),
                 "%s, the shape of %s there" % (fmt_shape(shape), pb.param))
 
 
-def _trainer_var(ctx, e):
-    """The var edge `e` names in its trainer program, as seen from its block (find_var; most
-    are in block 0, looked up there first), or None."""
+def _trainer_type(ctx, e):
+    """The VarType of the var edge `e` names in its trainer program, as seen from its block
+    (find_var; most are in block 0, looked up there first, without making the Var), or
+    None."""
     tp = ctx.trainer_prog(e.part)
     if tp is None:
         return None
     bi = e.block or 0
     if bi == 0 and tp.blocks:
-        tv = tp.blocks[0].vars.get(e.name)
-        if tv is not None:
-            return tv
-    return tp.find_var(e.name, bi)
+        tt = type_of(tp.blocks[0].vars, e.name)
+        if tt is not None:
+            return tt
+    tv = tp.find_var(e.name, bi)
+    return None if tv is None else tv.type

@@ -446,6 +446,12 @@ _PARSED: dict = {}
 _PARSED_KEPT = 4
 
 
+def forget_parsed() -> None:
+    """Let go of the messages kept of the last ops parsed (OpSource._message), with the
+    program they are of (a streamed check's pservers: a listen_and_serv's is large)."""
+    _PARSED.clear()
+
+
 class _AttrIndex(Mapping):
     """An op's attrs as read (OpSource.index): attr name -> its Attr message, in file order.
     The messages are taken from the op's bytes parsed when they are read (OpSource._message

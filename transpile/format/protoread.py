@@ -203,6 +203,8 @@ def _some_vars(var_items: list, seen: _Seen, idx: int):
     types = seen.types
     if seen.share and len(var_items) >= TABLE_MIN:
         return _table_scanned(var_items, types, seen, idx)
+    if not var_items:
+        return {}           # (a pserver's optimize blocks: hundreds per program, no vars)
     # the Vars made in C where the module can, as _vars_scanned makes them (which says what is
     # wrong with a name declared twice: vars_of returns None)
     vars_of = getattr(wirescan.FAST, "vars_of", None)

@@ -233,6 +233,8 @@ class Op:
 
     def block_refs(self) -> list[int]:
         """Indices of the blocks this op's BLOCK / BLOCKS attrs point at."""
+        if self._attrs is None and not self._patch and not self.source.block_attrs:
+            return []       # (an op as read without such attrs: most)
         refs = []
         for name in self.block_attr_names():
             v = self.find_attr(name).value

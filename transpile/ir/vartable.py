@@ -100,6 +100,34 @@ def names_of(vars_):
     return vars_._codes if vars_.__class__ is VarTable else vars_
 
 
+def type_of(vars_, name: str):
+    """The VarType of var `name` of a block's vars (a VarTable's without making its Var), or
+    None."""
+    if vars_.__class__ is VarTable:
+        code = vars_._codes.get(name)
+        return None if code is None else vars_._kinds[code][0]
+    v = vars_.get(name)
+    return None if v is None else v.type
+
+
+def name_types(vars_):
+    """(name, VarType) of each of a block's vars, in order (a VarTable's without making its
+    Vars)."""
+    if vars_.__class__ is VarTable:
+        kinds = vars_._kinds
+        return ((name, kinds[code][0]) for name, code in vars_._codes.items())
+    return ((name, v.type) for name, v in vars_.items())
+
+
+def persistable_names(vars_) -> list:
+    """The names of a block's persistable vars, in order (a VarTable's without making its
+    Vars: a trainer's tens of thousands of slices at 64 pservers)."""
+    if vars_.__class__ is VarTable:
+        kinds = vars_._kinds
+        return [name for name, code in vars_._codes.items() if kinds[code][1]]
+    return [name for name, v in vars_.items() if v.persistable]
+
+
 def kind_code(kind: tuple, kinds: list, by_key: dict) -> int:
     """The index of `kind` (VarType, the four flags, attrs) in `kinds`, added when new. Equal
     kinds share an index when they are the same VarType object with hashable attrs (a VarType
