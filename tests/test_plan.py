@@ -147,3 +147,21 @@ def test_split_var_dispatched_where_endpoints_put_its_blocks():
         assert [b.endpoint for b in made] == [eps[b.name] for b in made]
     with pytest.raises(KeyError):
         split_var("v", (4,), [4], "FP32", endpoints=eps)
+
+
+def test_the_ops_classified_in_one_walk_are_the_three_walks():
+    """roles.classified_ops (a plan's one walk) gives what optimize_ops, clip_ops and
+    lr_sched_ops give, on programs with clips, LR schedules and neither."""
+    from golden import load_case
+    from transpile.ir import roles
+    seen = [0, 0, 0]
+    for family, name in (("classic", "l2decay_piecewise"), ("classic", "basic"),
+                         ("fleet", "l2decay_clip_unsplit_sync"),
+                         ("fleet", "lrdecay_momentum_sync")):
+        main_prog = load_case(family, name)[0]
+        for scope in (roles.CLASSIC_CLIP_NAME_SCOPE, roles.FLEET_CLIP_NAME_SCOPE):
+            got = roles.classified_ops(main_prog, scope)
+            assert got == (roles.optimize_ops(main_prog, scope), roles.clip_ops(main_prog, scope),
+                           roles.lr_sched_ops(main_prog))
+            seen = [n + len(x) for n, x in zip(seen, got)]
+    assert all(seen), "a kind of op none of the programs has: compared nothing there"

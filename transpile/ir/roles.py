@@ -80,6 +80,19 @@ def lr_sched_ops(program: Program) -> list[Op]:
     return [op for op in program.global_block.ops if is_lr_sched_op(op)]
 
 
+def classified_ops(program: Program, clip_name_scope: str) -> tuple[list, list, list]:
+    """(optimize_ops, clip_ops, lr_sched_ops) of the program, in one walk over its global
+    block: each op's role read once (a plan asks for all three)."""
+    moved, clips, lr = [], [], []
+    for op in program.global_block.ops:
+        r = role(op)
+        if r == OPTIMIZE:
+            (clips if is_clip_op(op, clip_name_scope) else moved).append(op)
+        elif r in (LRSCHED, LRSCHED | OPTIMIZE):
+            lr.append(op)
+    return moved, clips, lr
+
+
 def params_grads(ops: Iterable[Op]) -> list[tuple[str, str]]:
     """(param, grad) pairs from the op_role_var of `ops`, in the order their first op comes."""
     seen = set()

@@ -237,7 +237,7 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
                            "(it has its own GeoSgdTranspiler); use style: fleet")
     block = main.global_block
     endpoints = tuple(config.pservers)
-    opt = roles.optimize_ops(main, CLIP_NAME_SCOPE)
+    opt, clip_ops, lr = roles.classified_ops(main, CLIP_NAME_SCOPE)
     pairs = roles.params_grads(opt)
     if not pairs:
         raise RefusedError("no optimizer op names its (param, grad) in op_role_var")
@@ -259,7 +259,6 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
               for pname, gname, sizes in raw]
     dist_table = _distributed_table(block, table, dict(pairs), update_of, len(endpoints))
     fake, local = _fake_init_tables(block, params, remote_ops, table, config.fix_faults)
-    lr = roles.lr_sched_ops(main)
     counter = None
     if config.mode != "sync":
         counter = next(((op.uid, op.output("Out")[0]) for op in lr if op.type == "increment"),
@@ -270,7 +269,7 @@ def make_plan(main: Program, config: ClusterConfig) -> DistributionPlan:
         min_block_size=config.min_block_size, params=tuple(params), send_order=tuple(order),
         optimize_ops=uids(opt), lr_ops=uids(lr), fake_init_tables=tuple(sorted(fake)),
         local_tables=local, remote_prefetch_ops=uids(remote_ops),
-        distributed_table=dist_table, clip_ops=uids(roles.clip_ops(main, CLIP_NAME_SCOPE)))
+        distributed_table=dist_table, clip_ops=uids(clip_ops))
 
 
 def _check_table_grad(table: Optional[str], grads: dict) -> None:

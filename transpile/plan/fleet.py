@@ -214,9 +214,7 @@ def make_plan(main: Program, startup: Program, config: ClusterConfig, *,
     """
     ops = main.global_block.ops
     remote, sparse_tables, dist_tables = _tables(ops)
-    optimize_ops = roles.optimize_ops(main, CLIP_NAME_SCOPE)
-    clip_ops = roles.clip_ops(main, CLIP_NAME_SCOPE)
-    lr_ops = roles.lr_sched_ops(main)
+    optimize_ops, clip_ops, lr_ops = roles.classified_ops(main, CLIP_NAME_SCOPE)
     dense, sparse = [], []
     for param, grad in roles.params_grads(optimize_ops):
         _var(main, param, "a parameter in op_role_var")
