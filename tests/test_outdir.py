@@ -193,3 +193,18 @@ def test_staging_names_carry_the_host_name_gethostname_gives():
     import socket
     host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname() or "localhost")
     assert outdir.staging_prefix("out").split("@", 1)[1].rstrip(".") == host
+
+
+def test_key_texts_written_from_their_cache_are_the_same():
+    """A dict's keys written one line per item take their text (and ": ") from a cache of
+    str keys: the same bytes with the cache empty and full, json's reading of them the
+    value written; keys of other types (ints, here) are written each time."""
+    import json as _json
+    from transpile.output import outdir as od
+    obj = {"ctx": {"b\u00e9": [1, 2], "a": "x", 'c"q': True}, "n": {2: "two", 1: "one"}}
+    od._KEY_TEXTS.clear()
+    cold = od.json_bytes(obj, depth=2)
+    assert od._KEY_TEXTS["a"] == '"a": ' and od._KEY_TEXTS['c"q'] == '"c\\"q": '
+    assert 1 not in od._KEY_TEXTS
+    assert od.json_bytes(obj, depth=2) == cold
+    assert _json.loads(cold) == _json.loads(_json.dumps(obj))

@@ -259,6 +259,21 @@ def _value(v) -> str:
 # items of a one-line-per-item list written in one piece (bounded pieces, few of them)
 _BATCH = 512
 
+# a key's text with its ": " (runtime.json's contexts repeat the same fourteen keys thousands of
+# times); emptied when it grows large
+_KEY_TEXTS: dict = {}
+
+
+def _key_text(k) -> str:
+    out = _KEY_TEXTS.get(k)
+    if out is None:
+        out = _text(str(k)) + ": "
+        if k.__class__ is str:
+            if len(_KEY_TEXTS) >= 4096:
+                _KEY_TEXTS.clear()
+            _KEY_TEXTS[k] = out
+    return out
+
 
 def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: bool = False,
             ready: Optional[dict] = None):
@@ -285,7 +300,7 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
             yield "{\n" + inner
             for start in range(0, len(keys), _BATCH):
                 yield (sep if start else "") + sep.join([
-                    _text(str(k)) + ": " + _value(obj[k]) for k in keys[start:start + _BATCH]])
+                    _key_text(k) + _value(obj[k]) for k in keys[start:start + _BATCH]])
             yield "\n" + indent + "}"
             return
         yield "{\n" + inner
