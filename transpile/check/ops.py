@@ -68,21 +68,13 @@ def fmt_shape(shape) -> str:
 
 
 def is_dense(v: Optional[Var]) -> bool:
-    """A LOD_TENSOR with a shape. (VarType.shape inlined: the checks of a large split ask
-    this of hundreds of thousands of vars.)"""
-    if v is None:
-        return False
-    t = v.type
-    if t.type != "LOD_TENSOR":
-        return False
-    d = t.main_desc
-    if d is False:
-        d = t._main()
-    return bool(d) and d[0].dims is not None
+    """A LOD_TENSOR with a shape."""
+    return v is not None and is_dense_type(v.type)
 
 
 def is_dense_type(t) -> bool:
-    """is_dense of a var of VarType `t` (None: no var)."""
+    """is_dense of a var of VarType `t` (None: no var). (VarType.shape inlined: the checks
+    of a large split ask this of hundreds of thousands of vars.)"""
     if t is None or t.type != "LOD_TENSOR":
         return False
     d = t.main_desc

@@ -307,7 +307,7 @@ def _pretty(obj, depth: int, indent: str, keep: frozenset = frozenset(), as_is: 
         for n, k in enumerate(keys):
             if n:
                 yield sep
-            yield _text(str(k)) + ": "
+            yield _key_text(k)
             done = ready.get(k) if ready else None
             if isinstance(done, Spilled):
                 yield from done.pieces()

@@ -172,8 +172,7 @@ def _sub_block_parents(prog: Program) -> dict:
     parent: dict = {}
     for b in prog.blocks:
         for op in b.ops:
-            # (block_attr_names first: most ops have none, and it decodes no attr)
-            if op.type != "listen_and_serv" and op.block_attr_names():
+            if op.type != "listen_and_serv":
                 for ref in op.block_refs():
                     parent.setdefault(ref, b.idx)
     return parent
